@@ -1,0 +1,120 @@
+//! Errors of the API layer, shaped after `meta/v1.Status` so callers classify them by `reason`.
+
+use thiserror::Error;
+
+/// Why an API call failed, as a `Status.reason` (or a local failure).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StatusReason {
+    /// 404.
+    NotFound,
+    /// 409 from create: the name is taken.
+    AlreadyExists,
+    /// 409: a precondition or resourceVersion did not match.
+    Conflict,
+    /// 422: the request would produce an invalid object.
+    Invalid,
+    /// 415: the patch type is not supported for this resource.
+    UnsupportedMediaType,
+    /// 410: the requested resourceVersion is too old to watch from.
+    Gone,
+    /// 429: throttled; retry later.
+    TooManyRequests,
+    /// 400.
+    BadRequest,
+    /// 405: the resource does not support the verb.
+    MethodNotAllowed,
+    /// 504 or a client-side deadline.
+    Timeout,
+    /// 500 or anything else.
+    InternalError,
+}
+
+impl StatusReason {
+    /// The HTTP code the API server uses for this reason.
+    pub fn code(self) -> u16 {
+        match self {
+            StatusReason::NotFound => 404,
+            StatusReason::AlreadyExists | StatusReason::Conflict => 409,
+            StatusReason::Invalid => 422,
+            StatusReason::UnsupportedMediaType => 415,
+            StatusReason::Gone => 410,
+            StatusReason::TooManyRequests => 429,
+            StatusReason::BadRequest => 400,
+            StatusReason::MethodNotAllowed => 405,
+            StatusReason::Timeout => 504,
+            StatusReason::InternalError => 500,
+        }
+    }
+
+    /// The `Status.reason` string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusReason::NotFound => "NotFound",
+            StatusReason::AlreadyExists => "AlreadyExists",
+            StatusReason::Conflict => "Conflict",
+            StatusReason::Invalid => "Invalid",
+            StatusReason::UnsupportedMediaType => "UnsupportedMediaType",
+            StatusReason::Gone => "Gone",
+            StatusReason::TooManyRequests => "TooManyRequests",
+            StatusReason::BadRequest => "BadRequest",
+            StatusReason::MethodNotAllowed => "MethodNotAllowed",
+            StatusReason::Timeout => "Timeout",
+            StatusReason::InternalError => "InternalError",
+        }
+    }
+}
+
+/// An API call's failure.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum ApiError {
+    /// The server answered with a `Status` failure.
+    #[error("{reason:?} ({}): {message}", reason.code())]
+    Status {
+        /// Classifies the failure.
+        reason: StatusReason,
+        /// The server's message.
+        message: String,
+    },
+    /// The REST mapper knows no resource for this apiVersion and kind: an unknown kind, one not
+    /// discovered yet, or a version no longer served.
+    #[error("no matches for kind {kind:?} in version {api_version:?}")]
+    NoKindMatch {
+        /// The apiVersion asked for.
+        api_version: String,
+        /// The kind asked for.
+        kind: String,
+    },
+}
+
+impl ApiError {
+    /// Builds a `Status` error.
+    pub fn status(reason: StatusReason, message: impl Into<String>) -> Self {
+        ApiError::Status {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// The status reason, if the server answered.
+    pub fn reason(&self) -> Option<StatusReason> {
+        match self {
+            ApiError::Status { reason, .. } => Some(*reason),
+            ApiError::NoKindMatch { .. } => None,
+        }
+    }
+
+    /// 404.
+    pub fn is_not_found(&self) -> bool {
+        self.reason() == Some(StatusReason::NotFound)
+    }
+
+    /// 409 Conflict (not AlreadyExists).
+    pub fn is_conflict(&self) -> bool {
+        self.reason() == Some(StatusReason::Conflict)
+    }
+
+    /// 415.
+    pub fn is_unsupported_media_type(&self) -> bool {
+        self.reason() == Some(StatusReason::UnsupportedMediaType)
+    }
+}

@@ -1,0 +1,77 @@
+//! The API layer: the one door through which kube-gc talks to a cluster.
+//!
+//! [`ClusterApi`] is metadata-only, like the client upstream's collector uses: objects come back as
+//! [`PartialObjectMeta`], deletes carry [`DeleteOptions`], and patches are raw JSON bodies with a
+//! [`PatchType`]. Two implementations stand behind it: the in-memory simulated cluster
+//! ([`sim::SimCluster`]) used by tests, benches, `loadgen` and the demo, and a kube-rs client for
+//! real clusters. Nothing in this module decides anything about garbage.
+
+mod error;
+mod mapper;
+pub mod sim;
+mod types;
+mod validation;
+
+pub use error::{ApiError, StatusReason};
+pub use mapper::RestMapper;
+pub use types::*;
+pub use validation::{validate_owner_references, InvalidOwnerReference};
+
+use futures::stream::BoxStream;
+use std::collections::BTreeMap;
+use std::future::Future;
+
+/// A discovery document: every served resource, plus the group-versions that failed to answer.
+#[derive(Clone, Debug, Default)]
+pub struct Discovery {
+    /// Served resources, every version, each marked preferred or not.
+    pub resources: Vec<ApiResource>,
+    /// Group-versions (`apps/v1`) whose discovery failed, with the reason.
+    pub failed: BTreeMap<String, String>,
+}
+
+/// A stream of watch events; it ends when the server closes the watch.
+pub type WatchStream = BoxStream<'static, Result<WatchEvent, ApiError>>;
+
+/// Metadata-only access to a cluster. Namespace is `""` for cluster-scoped resources and, on
+/// `list`/`watch`, means "all namespaces".
+pub trait ClusterApi: Send + Sync + 'static {
+    /// The discovery document.
+    fn discover(&self) -> impl Future<Output = Result<Discovery, ApiError>> + Send;
+
+    /// GET one object's metadata.
+    fn get(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<PartialObjectMeta, ApiError>> + Send;
+
+    /// PATCH an object with `body` of type `patch_type`; returns the object after the patch.
+    fn patch(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        body: &serde_json::Value,
+    ) -> impl Future<Output = Result<PartialObjectMeta, ApiError>> + Send;
+
+    /// DELETE an object.
+    fn delete(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+
+    /// LIST every object of a resource, in all namespaces.
+    fn list(&self, gvr: &Gvr) -> impl Future<Output = Result<ObjectList, ApiError>> + Send;
+
+    /// WATCH a resource in all namespaces from `resource_version` (exclusive).
+    fn watch(&self, gvr: &Gvr, resource_version: &str) -> impl Future<Output = Result<WatchStream, ApiError>> + Send;
+
+    /// Records a core/v1 Event.
+    fn create_event(&self, event: &EventRecord) -> impl Future<Output = Result<(), ApiError>> + Send;
+}

@@ -1,0 +1,157 @@
+//! [`GraphEvent`]: the one type that travels monitor → router → builder, and collector → router
+//! for virtual deletes (spec §1.5).
+//!
+//! Invariant: a `GraphEvent` only exists for readable metadata. The conversion from a watched
+//! object ([`GraphEvent::observed`]) is the edge where malformed input is rejected, with a reason,
+//! so the builder never re-checks.
+
+use crate::api::{self, validate_owner_references, InvalidOwnerReference, ObjectMeta};
+use crate::graph::{Graph, Identity, ObservedFinalizers, OwnerRef, Sym, Uid};
+use std::sync::Arc;
+use thiserror::Error;
+
+/// What happened to the object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// Watch ADDED (or listed).
+    Add,
+    /// Watch MODIFIED.
+    Update,
+    /// Watch DELETED, or a virtual delete from a worker.
+    Delete,
+}
+
+/// The object an event carries, already in the graph's compact form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventObject {
+    /// UID.
+    pub uid: Uid,
+    /// Name.
+    pub name: Arc<str>,
+    /// Namespace (`""` when cluster-scoped).
+    pub namespace: Sym,
+    /// `metadata.ownerReferences`, verbatim.
+    pub owners: Vec<OwnerRef>,
+    /// `deletionTimestamp` is set.
+    pub being_deleted: bool,
+    /// The two finalizers the GC acts on.
+    pub finalizers: ObservedFinalizers,
+}
+
+/// One change to apply to the graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraphEvent {
+    /// add, update or delete.
+    pub event_type: EventType,
+    /// A virtual delete, sent by a worker that saw the object gone (spec §1.5).
+    pub is_virtual: bool,
+    /// The object.
+    pub object: EventObject,
+    /// apiVersion of the monitor's kind (the preferred version), or of the virtual identity.
+    pub api_version: Sym,
+    /// Kind.
+    pub kind: Sym,
+}
+
+/// Why a watched object could not become an event.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum InvalidObject {
+    /// No `metadata.uid`.
+    #[error("object {namespace}/{name} has no metadata.uid")]
+    MissingUid {
+        /// Namespace of the object.
+        namespace: String,
+        /// Name of the object.
+        name: String,
+    },
+    /// A malformed ownerReference.
+    #[error("object {namespace}/{name}: {source}")]
+    OwnerReference {
+        /// Namespace of the object.
+        namespace: String,
+        /// Name of the object.
+        name: String,
+        /// What is wrong with it.
+        #[source]
+        source: InvalidOwnerReference,
+    },
+}
+
+impl GraphEvent {
+    /// An event for an object a watch delivered, with the monitor's apiVersion and kind.
+    pub fn observed(
+        graph: &Graph,
+        event_type: EventType,
+        meta: &ObjectMeta,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<GraphEvent, InvalidObject> {
+        if meta.uid.is_empty() {
+            return Err(InvalidObject::MissingUid {
+                namespace: meta.namespace.clone(),
+                name: meta.name.clone(),
+            });
+        }
+        validate_owner_references(&meta.owner_references).map_err(|source| InvalidObject::OwnerReference {
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+            source,
+        })?;
+        let owners = meta.owner_references.iter().map(|r| owner_ref(graph, r)).collect();
+        Ok(GraphEvent {
+            event_type,
+            is_virtual: false,
+            object: EventObject {
+                uid: Uid::parse(&meta.uid),
+                name: Arc::from(meta.name.as_str()),
+                namespace: graph.intern(&meta.namespace),
+                owners,
+                being_deleted: meta.deletion_timestamp.is_some(),
+                finalizers: ObservedFinalizers::from_list(&meta.finalizers),
+            },
+            api_version: graph.intern(api_version),
+            kind: graph.intern(kind),
+        })
+    }
+
+    /// A virtual delete for `identity` (upstream's `enqueueVirtualDeleteEvent`).
+    pub fn virtual_delete(identity: &Identity) -> GraphEvent {
+        GraphEvent {
+            event_type: EventType::Delete,
+            is_virtual: true,
+            object: EventObject {
+                uid: identity.uid.clone(),
+                name: identity.name.clone(),
+                namespace: identity.namespace.clone(),
+                owners: Vec::new(),
+                being_deleted: false,
+                finalizers: ObservedFinalizers::default(),
+            },
+            api_version: identity.api_version.clone(),
+            kind: identity.kind.clone(),
+        }
+    }
+
+    /// The identity the event names (upstream's `identityFromEvent`).
+    pub fn identity(&self) -> Identity {
+        Identity {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            name: self.object.name.clone(),
+            uid: self.object.uid.clone(),
+            namespace: self.object.namespace.clone(),
+        }
+    }
+}
+
+/// Interns a wire owner reference.
+pub fn owner_ref(graph: &Graph, r: &api::OwnerReference) -> OwnerRef {
+    OwnerRef {
+        api_version: graph.intern(&r.api_version),
+        kind: graph.intern(&r.kind),
+        name: Arc::from(r.name.as_str()),
+        uid: Uid::parse(&r.uid),
+        controller: r.controller,
+        block_owner_deletion: r.block_owner_deletion,
+    }
+}

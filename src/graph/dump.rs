@@ -1,0 +1,1 @@
+//! DOT and JSON dumps of the graph (spec §8).

@@ -1,0 +1,104 @@
+//! Identities and owner references as the graph keeps them (spec §1.1).
+//!
+//! An [`Identity`] names one object: apiVersion, kind, name, uid and namespace, and equality
+//! compares all five. An [`OwnerRef`] is one entry of `metadata.ownerReferences`; its
+//! *coordinates* are (uid, name, kind, apiVersion), and namespace is never part of it.
+
+use super::intern::Sym;
+use super::uid::Uid;
+use std::fmt;
+use std::sync::Arc;
+
+/// One `metadata.ownerReferences` entry, stored verbatim (controller and blockOwnerDeletion too).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OwnerRef {
+    /// The owner's apiVersion.
+    pub api_version: Sym,
+    /// The owner's kind.
+    pub kind: Sym,
+    /// The owner's name.
+    pub name: Arc<str>,
+    /// The owner's UID.
+    pub uid: Uid,
+    /// `controller`.
+    pub controller: Option<bool>,
+    /// `blockOwnerDeletion`.
+    pub block_owner_deletion: Option<bool>,
+}
+
+impl OwnerRef {
+    /// True when `blockOwnerDeletion` is set to true.
+    pub fn blocks_owner_deletion(&self) -> bool {
+        self.block_owner_deletion == Some(true)
+    }
+
+    /// The identity this ref names when read from a dependent in `namespace`.
+    pub fn identity_in(&self, namespace: &Sym) -> Identity {
+        Identity {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            namespace: namespace.clone(),
+        }
+    }
+
+    /// The wire form.
+    pub fn to_wire(&self) -> crate::api::OwnerReference {
+        crate::api::OwnerReference {
+            api_version: self.api_version.to_string(),
+            kind: self.kind.to_string(),
+            name: self.name.to_string(),
+            uid: self.uid.to_string(),
+            controller: self.controller,
+            block_owner_deletion: self.block_owner_deletion,
+        }
+    }
+}
+
+/// An object reference: the five fields that identify a node, a cache key or an event's object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Identity {
+    /// apiVersion.
+    pub api_version: Sym,
+    /// Kind.
+    pub kind: Sym,
+    /// Name.
+    pub name: Arc<str>,
+    /// UID.
+    pub uid: Uid,
+    /// Namespace; `""` for cluster-scoped objects.
+    pub namespace: Sym,
+}
+
+impl Identity {
+    /// True when `r` has exactly these coordinates (uid, name, kind, apiVersion).
+    pub fn matches_coordinates(&self, r: &OwnerRef) -> bool {
+        self.uid == r.uid && *self.name == *r.name && *self.kind == *r.kind && *self.api_version == *r.api_version
+    }
+
+    /// This identity with another namespace.
+    pub fn with_namespace(&self, namespace: Sym) -> Identity {
+        Identity {
+            namespace,
+            ..self.clone()
+        }
+    }
+
+    /// True for the identity of a cluster-scoped object (or a virtual owner assumed to be one).
+    pub fn is_cluster_scoped(&self) -> bool {
+        self.namespace.is_empty()
+    }
+}
+
+/// The display form used in event messages:
+/// `[<apiVersion>/<kind>, namespace: <ns>, name: <name>, uid: <uid>]`.
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "[{}/{}, namespace: {}, name: {}, uid: {}]",
+            self.api_version, self.kind, self.namespace, self.name, self.uid
+        )
+    }
+}

@@ -1,0 +1,1 @@
+//! Graph invariant checks for tests.
