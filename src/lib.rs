@@ -18,3 +18,4 @@
 pub mod api;
 pub mod event;
 pub mod graph;
+pub mod queue;

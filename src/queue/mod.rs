@@ -1,0 +1,1 @@
+//! De-duplicating, rate-limited work queues (spec §7.1).
