@@ -1,1 +1,37 @@
-//! De-duplicating, rate-limited work queues (spec §7.1).
+//! De-duplicating, rate-limited work queues (spec §7.1): an item is queued at most once, and no
+//! two consumers hold the same item at the same time.
+//!
+//! The model is client-go's `workqueue`:
+//!
+//! - [`WorkQueue::add`] of an item that is already waiting does nothing. Adding an item a consumer
+//!   holds marks it *dirty*; it is queued again, once, when the consumer calls
+//!   [`WorkQueue::done`].
+//! - [`WorkQueue::add_rate_limited`] re-adds an item after
+//!   `max(base · 2^failures capped at max, wait for a token of a global bucket)`; every call counts
+//!   one failure for that item, and [`WorkQueue::forget`] clears them. [`RateLimiterConfig`]'s
+//!   default is upstream's: 5 ms, 1000 s, 10 qps, burst 100.
+//! - [`WorkQueue::add_after`] delivers an item later through one background task per queue, so it
+//!   must be called inside a Tokio runtime. Time is Tokio's, so a paused test clock drives both
+//!   the delays and the token bucket.
+//! - After [`WorkQueue::shut_down`] adds are dropped and consumers drain what is left, then
+//!   [`WorkQueue::get`] returns `None`.
+//!
+//! Who calls what, in upstream's roles: monitors, and collector workers reporting a vanished
+//! object, [`add`](WorkQueue::add) events to [`GRAPH_CHANGES`], which the builder drains; the
+//! builder adds node handles to [`ATTEMPT_TO_DELETE`] and [`ATTEMPT_TO_ORPHAN`]; collector workers
+//! [`get`](WorkQueue::get) from those, call [`done`](WorkQueue::done) after every item, and then
+//! either [`forget`](WorkQueue::forget) it (success) or
+//! [`add_rate_limited`](WorkQueue::add_rate_limited) it (retry). Graph changes are never retried.
+
+mod rate_limiter;
+mod work_queue;
+
+pub use rate_limiter::{RateLimiter, RateLimiterConfig};
+pub use work_queue::{DurationHistogram, QueueState, QueueStats, WorkQueue, DURATION_BUCKETS};
+
+/// Name of the queue of graph events (upstream's `graphChanges`).
+pub const GRAPH_CHANGES: &str = "garbage_collector_graph_changes";
+/// Name of the queue of nodes to consider for deletion (upstream's `attemptToDelete`).
+pub const ATTEMPT_TO_DELETE: &str = "garbage_collector_attempt_to_delete";
+/// Name of the queue of nodes whose dependents are to be orphaned (upstream's `attemptToOrphan`).
+pub const ATTEMPT_TO_ORPHAN: &str = "garbage_collector_attempt_to_orphan";
