@@ -1,0 +1,121 @@
+//! The [`ClusterApi`] face of the simulated cluster: each trait call is counted once, by verb, and
+//! then does exactly what the matching user method does.
+//!
+//! Counting is what separates the two faces: the GC reaches the cluster only through the trait, so
+//! [`ApiCalls`] measures the GC's own traffic, while tests and the demo act as users without
+//! disturbing it.
+
+use super::SimCluster;
+use crate::api::{
+    ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, PatchType,
+    WatchStream,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How many [`ClusterApi`] calls were made, by verb. User actions are not counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ApiCalls {
+    /// GETs.
+    pub get: u64,
+    /// LISTs.
+    pub list: u64,
+    /// WATCHes opened.
+    pub watch: u64,
+    /// PATCHes.
+    pub patch: u64,
+    /// DELETEs.
+    pub delete: u64,
+    /// Events recorded.
+    pub create_event: u64,
+    /// Discovery requests.
+    pub discover: u64,
+}
+
+impl ApiCalls {
+    /// Every call, all verbs together.
+    pub fn total(&self) -> u64 {
+        self.get + self.list + self.watch + self.patch + self.delete + self.create_event + self.discover
+    }
+}
+
+/// The verbs counted, as indexes into [`CallCounters`].
+#[derive(Clone, Copy)]
+enum Verb {
+    Get,
+    List,
+    Watch,
+    Patch,
+    Delete,
+    CreateEvent,
+    Discover,
+}
+
+/// Lock-free per-verb counters, so counting never contends with the state lock.
+#[derive(Default)]
+pub(super) struct CallCounters([AtomicU64; 7]);
+
+impl CallCounters {
+    fn count(&self, verb: Verb) {
+        // Relaxed: the counters are statistics; they order nothing else.
+        self.0[verb as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts so far.
+    pub(super) fn snapshot(&self) -> ApiCalls {
+        let at = |verb: Verb| self.0[verb as usize].load(Ordering::Relaxed);
+        ApiCalls {
+            get: at(Verb::Get),
+            list: at(Verb::List),
+            watch: at(Verb::Watch),
+            patch: at(Verb::Patch),
+            delete: at(Verb::Delete),
+            create_event: at(Verb::CreateEvent),
+            discover: at(Verb::Discover),
+        }
+    }
+}
+
+impl ClusterApi for SimCluster {
+    async fn discover(&self) -> Result<Discovery, ApiError> {
+        self.calls.count(Verb::Discover);
+        Ok(self.state.lock().discover())
+    }
+
+    async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
+        self.calls.count(Verb::Get);
+        self.get_object(gvr, namespace, name)
+    }
+
+    async fn patch(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        body: &serde_json::Value,
+    ) -> Result<PartialObjectMeta, ApiError> {
+        self.calls.count(Verb::Patch);
+        self.patch_object(gvr, namespace, name, patch_type, body)
+    }
+
+    async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
+        self.calls.count(Verb::Delete);
+        self.delete_object(gvr, namespace, name, options)
+    }
+
+    async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+        self.calls.count(Verb::List);
+        self.state.lock().list(gvr)
+    }
+
+    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+        self.calls.count(Verb::Watch);
+        self.state.lock().watch(gvr, resource_version)
+    }
+
+    async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
+        self.calls.count(Verb::CreateEvent);
+        self.state.lock().events.push(event.clone());
+        Ok(())
+    }
+}

@@ -1,0 +1,57 @@
+//! The failures the simulated cluster answers with, worded as the API server words them, so that a
+//! log line from a test reads like one from a real cluster. Callers classify them by reason only.
+
+use super::types::TypeDef;
+use crate::api::{ApiError, Gvr, StatusReason};
+
+/// The registry's optimistic-concurrency message (`OptimisticLockErrorMsg`).
+pub(super) const OPTIMISTIC_LOCK: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+/// 404 for a group, version or resource that is not served.
+pub(super) fn resource_not_found(gvr: &Gvr) -> ApiError {
+    ApiError::status(
+        StatusReason::NotFound,
+        format!("the server could not find the requested resource ({gvr})"),
+    )
+}
+
+/// 404 for a missing object.
+pub(super) fn not_found(def: &TypeDef, name: &str) -> ApiError {
+    ApiError::status(
+        StatusReason::NotFound,
+        format!("{} {name:?} not found", def.qualified_resource()),
+    )
+}
+
+/// 409 AlreadyExists from create.
+pub(super) fn already_exists(def: &TypeDef, name: &str) -> ApiError {
+    ApiError::status(
+        StatusReason::AlreadyExists,
+        format!("{} {name:?} already exists", def.qualified_resource()),
+    )
+}
+
+/// 409 Conflict: a precondition or the resourceVersion did not match.
+pub(super) fn conflict(def: &TypeDef, name: &str, detail: &str) -> ApiError {
+    ApiError::status(
+        StatusReason::Conflict,
+        format!(
+            "Operation cannot be fulfilled on {} {name:?}: {detail}",
+            def.qualified_resource()
+        ),
+    )
+}
+
+/// 422 Invalid: the write would produce an object validation rejects.
+pub(super) fn invalid(def: &TypeDef, name: &str, detail: impl std::fmt::Display) -> ApiError {
+    ApiError::status(
+        StatusReason::Invalid,
+        format!("{} {name:?} is invalid: {detail}", def.kind),
+    )
+}
+
+/// 400 BadRequest.
+pub(super) fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError::status(StatusReason::BadRequest, message)
+}

@@ -1,0 +1,455 @@
+//! The object store: every write takes the next value of one global resourceVersion counter, is
+//! applied to exactly one type's objects, and is published to that type's watchers before the state
+//! lock is released.
+//!
+//! [`State`] is the whole simulated cluster behind [`super::SimCluster`]'s one mutex. Operations
+//! resolve a [`Gvr`] to its type and get a [`Writer`], the only way to the resourceVersion counter;
+//! the writer's `store`, `remove` and `replace` are the only code that changes an object, so every
+//! change gets a resourceVersion and a watch event. Objects are kept in
+//! stored form, without `apiVersion` and `kind`, which [`present`] adds for the version asked for.
+
+use super::meta::{generated_name, new_uid, now_rfc3339};
+use super::status::{already_exists, conflict, invalid, not_found, resource_not_found, OPTIMISTIC_LOCK};
+use super::types::TypeDef;
+use super::watch::{Change, WatchHub};
+use crate::api::{
+    validate_owner_references, ApiError, Discovery, EventRecord, Gvr, ObjectList, ObjectMeta, OwnerReference,
+    PartialObjectMeta, WatchEventType, WatchStream, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How many times create draws a fresh `generateName` suffix before giving up, as the API server's
+/// `RetryGenerateName` does.
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+/// What a failed discovery reports for a group-version.
+const DISCOVERY_FAILURE: &str = "the server is currently unable to handle the request";
+
+/// The objects of one type, by namespace then name. Nested maps let lookups borrow `&str` keys
+/// instead of allocating a tuple per call.
+#[derive(Default)]
+struct Objects {
+    by_namespace: BTreeMap<String, BTreeMap<String, Arc<PartialObjectMeta>>>,
+    len: usize,
+}
+
+impl Objects {
+    fn get(&self, namespace: &str, name: &str) -> Option<&Arc<PartialObjectMeta>> {
+        self.by_namespace.get(namespace)?.get(name)
+    }
+
+    fn insert(&mut self, obj: Arc<PartialObjectMeta>) {
+        let names = self.by_namespace.entry(obj.metadata.namespace.clone()).or_default();
+        if names.insert(obj.metadata.name.clone(), obj).is_none() {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, namespace: &str, name: &str) -> Option<Arc<PartialObjectMeta>> {
+        let names = self.by_namespace.get_mut(namespace)?;
+        let removed = names.remove(name)?;
+        if names.is_empty() {
+            self.by_namespace.remove(namespace);
+        }
+        self.len -= 1;
+        Some(removed)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Arc<PartialObjectMeta>> {
+        self.by_namespace.values().flat_map(|names| names.values())
+    }
+}
+
+/// One served type: its definition, objects and watch hub.
+pub(super) struct TypeState {
+    pub(super) def: TypeDef,
+    objects: Objects,
+    hub: WatchHub,
+}
+
+/// The whole simulated cluster.
+pub(super) struct State {
+    /// The last resourceVersion handed out. It starts at 1, as etcd's revision does, so that no
+    /// list ever returns `"0"`, which a watch would read as "from now".
+    last_rv: u64,
+    /// Types by group, then resource.
+    types: BTreeMap<String, BTreeMap<String, TypeState>>,
+    /// How many changes each type's watch history keeps.
+    history_limit: usize,
+    /// Recorded core/v1 events, in order.
+    pub(super) events: Vec<EventRecord>,
+    /// Group-versions whose discovery fails.
+    pub(super) failing_discovery: BTreeSet<String>,
+}
+
+impl State {
+    /// A cluster serving `types`, each keeping `history_limit` watch events.
+    pub(super) fn new(types: Vec<TypeDef>, history_limit: usize) -> Self {
+        let mut state = State {
+            last_rv: 1,
+            types: BTreeMap::new(),
+            history_limit,
+            events: Vec::new(),
+            failing_discovery: BTreeSet::new(),
+        };
+        for def in types {
+            state.register(def);
+        }
+        state
+    }
+
+    /// Adds a type, or replaces the definition of a registered one, keeping its objects and
+    /// watchers (as updating a CRD does).
+    pub(super) fn register(&mut self, def: TypeDef) {
+        let resources = self.types.entry(def.group.clone()).or_default();
+        match resources.get_mut(&def.resource) {
+            Some(existing) => existing.def = def,
+            None => {
+                let state = TypeState {
+                    def,
+                    objects: Objects::default(),
+                    hub: WatchHub::new(self.history_limit),
+                };
+                resources.insert(state.def.resource.clone(), state);
+            }
+        }
+    }
+
+    /// Removes a type: each object is deleted (with its DELETED event), then the type's watch
+    /// streams end.
+    pub(super) fn unregister(&mut self, group: &str, resource: &str) {
+        let Some(resources) = self.types.get_mut(group) else {
+            return;
+        };
+        let Some(mut ty) = resources.remove(resource) else {
+            return;
+        };
+        if resources.is_empty() {
+            self.types.remove(group);
+        }
+        let keys: Vec<(String, String)> = ty
+            .objects
+            .iter()
+            .map(|o| (o.metadata.namespace.clone(), o.metadata.name.clone()))
+            .collect();
+        let mut writer = Writer {
+            ty: &mut ty,
+            last_rv: &mut self.last_rv,
+        };
+        for (namespace, name) in keys {
+            writer.remove(&namespace, &name);
+        }
+    }
+
+    /// The type serving `gvr`, if that version is served.
+    fn type_of(&self, gvr: &Gvr) -> Result<&TypeState, ApiError> {
+        self.types
+            .get(gvr.group.as_str())
+            .and_then(|resources| resources.get(gvr.resource.as_str()))
+            .filter(|ty| ty.def.serves(&gvr.version))
+            .ok_or_else(|| resource_not_found(gvr))
+    }
+
+    /// A writer for the type serving `gvr`.
+    pub(super) fn writer(&mut self, gvr: &Gvr) -> Result<Writer<'_>, ApiError> {
+        let ty = self
+            .types
+            .get_mut(gvr.group.as_str())
+            .and_then(|resources| resources.get_mut(gvr.resource.as_str()))
+            .filter(|ty| ty.def.serves(&gvr.version))
+            .ok_or_else(|| resource_not_found(gvr))?;
+        Ok(Writer {
+            ty,
+            last_rv: &mut self.last_rv,
+        })
+    }
+
+    /// Creates an object; see [`super::SimCluster::create`].
+    pub(super) fn create(&mut self, gvr: &Gvr, mut obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
+        let mut w = self.writer(gvr)?;
+        prepare_create(&w.ty.def, &mut obj.metadata)?;
+        if obj.metadata.name.is_empty() {
+            obj.metadata.name = w.free_generated_name(&obj.metadata)?;
+        }
+        if w.ty.objects.get(&obj.metadata.namespace, &obj.metadata.name).is_some() {
+            return Err(already_exists(&w.ty.def, &obj.metadata.name));
+        }
+        if obj.metadata.uid.is_empty() {
+            obj.metadata.uid = new_uid();
+        }
+        obj.metadata.creation_timestamp = Some(now_rfc3339());
+        obj.api_version.clear();
+        obj.kind.clear();
+        let stored = w.store(obj, WatchEventType::Added);
+        Ok(present(&stored, gvr, &w.ty.def))
+    }
+
+    /// Reads one object.
+    pub(super) fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
+        let ty = self.type_of(gvr)?;
+        let obj = ty
+            .objects
+            .get(namespace, name)
+            .ok_or_else(|| not_found(&ty.def, name))?;
+        Ok(present(obj, gvr, &ty.def))
+    }
+
+    /// Lists a type in all namespaces, with the current resourceVersion.
+    pub(super) fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+        let ty = self.type_of(gvr)?;
+        Ok(ObjectList {
+            items: ty.objects.iter().map(|o| present(o, gvr, &ty.def)).collect(),
+            resource_version: self.last_rv.to_string(),
+        })
+    }
+
+    /// Replaces an object's user-settable fields; see [`super::SimCluster::update`].
+    pub(super) fn update(&mut self, gvr: &Gvr, obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
+        let mut w = self.writer(gvr)?;
+        let old = w.existing(&obj.metadata.namespace, &obj.metadata.name)?;
+        // A PUT carries its object's UID as a storage precondition (`defaultUpdatedObjectInfo`),
+        // so a mismatch is a 409 here, unlike a patch's 422.
+        if !obj.metadata.uid.is_empty() && obj.metadata.uid != old.metadata.uid {
+            let detail = format!(
+                "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                obj.metadata.uid, old.metadata.uid
+            );
+            return Err(conflict(&w.ty.def, &old.metadata.name, &detail));
+        }
+        let out = w.replace(&old, obj)?;
+        Ok(present(&out, gvr, &w.ty.def))
+    }
+
+    /// Opens a watch on the type serving `gvr`.
+    pub(super) fn watch(&mut self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+        let w = self.writer(gvr)?;
+        let subscription = w.ty.hub.subscribe(resource_version)?;
+        Ok(subscription.into_stream(gvr.api_version(), w.ty.def.kind.clone()))
+    }
+
+    /// Delays a type's watch events; unknown types are ignored.
+    pub(super) fn set_watch_delay(&self, group: &str, resource: &str, delay: Duration) {
+        if let Some(ty) = self.types.get(group).and_then(|resources| resources.get(resource)) {
+            ty.hub.set_delay(delay);
+        }
+    }
+
+    /// The discovery document, leaving out failing group-versions.
+    pub(super) fn discover(&self) -> Discovery {
+        let mut discovery = Discovery::default();
+        for ty in self.types.values().flat_map(|resources| resources.values()) {
+            for resource in ty.def.api_resources() {
+                let group_version = resource.gvr.api_version();
+                if self.failing_discovery.contains(&group_version) {
+                    discovery.failed.insert(group_version, DISCOVERY_FAILURE.to_string());
+                } else {
+                    discovery.resources.push(resource);
+                }
+            }
+        }
+        discovery
+    }
+
+    /// How many objects are stored, over all types.
+    pub(super) fn object_count(&self) -> usize {
+        self.types
+            .values()
+            .flat_map(|resources| resources.values())
+            .map(|ty| ty.objects.len)
+            .sum()
+    }
+}
+
+/// Write access to one type plus the resourceVersion counter.
+pub(super) struct Writer<'a> {
+    pub(super) ty: &'a mut TypeState,
+    last_rv: &'a mut u64,
+}
+
+impl Writer<'_> {
+    /// The stored object, or 404.
+    pub(super) fn existing(&self, namespace: &str, name: &str) -> Result<Arc<PartialObjectMeta>, ApiError> {
+        self.ty
+            .objects
+            .get(namespace, name)
+            .cloned()
+            .ok_or_else(|| not_found(&self.ty.def, name))
+    }
+
+    /// Stores `obj` at the next resourceVersion and publishes it as `event_type`.
+    pub(super) fn store(&mut self, mut obj: PartialObjectMeta, event_type: WatchEventType) -> Arc<PartialObjectMeta> {
+        *self.last_rv += 1;
+        let rv = *self.last_rv;
+        obj.metadata.resource_version = rv.to_string();
+        let obj = Arc::new(obj);
+        self.ty.objects.insert(Arc::clone(&obj));
+        self.ty.hub.publish(Change {
+            rv,
+            event_type,
+            object: Arc::clone(&obj),
+        });
+        obj
+    }
+
+    /// Removes an object now. Its DELETED event carries its last stored state at a fresh
+    /// resourceVersion, as etcd reports a delete; that resourceVersion is returned.
+    pub(super) fn remove(&mut self, namespace: &str, name: &str) -> Option<u64> {
+        let last = self.ty.objects.remove(namespace, name)?;
+        *self.last_rv += 1;
+        let rv = *self.last_rv;
+        let mut gone = Arc::unwrap_or_clone(last);
+        gone.metadata.resource_version = rv.to_string();
+        self.ty.hub.publish(Change {
+            rv,
+            event_type: WatchEventType::Deleted,
+            object: Arc::new(gone),
+        });
+        Some(rv)
+    }
+
+    /// Writes `new` over `old` with the registry's update rules (`Store.Update`): resourceVersion
+    /// and UID guards, immutable system fields, validation, no new finalizers while deleting, no
+    /// write at all when nothing changed, and removal once a deleting object has no finalizers
+    /// left (`errEmptiedFinalizers`: no MODIFIED, only the DELETED). Returns the object as written.
+    pub(super) fn replace(
+        &mut self,
+        old: &Arc<PartialObjectMeta>,
+        mut new: PartialObjectMeta,
+    ) -> Result<Arc<PartialObjectMeta>, ApiError> {
+        check_replace(&self.ty.def, old, &mut new)?;
+        if new == **old {
+            return Ok(Arc::clone(old));
+        }
+        if new.metadata.deletion_timestamp.is_some() && new.metadata.finalizers.is_empty() {
+            if let Some(rv) = self.remove(&old.metadata.namespace, &old.metadata.name) {
+                new.metadata.resource_version = rv.to_string();
+            }
+            return Ok(Arc::new(new));
+        }
+        Ok(self.store(new, WatchEventType::Modified))
+    }
+
+    /// A `generateName` name not taken yet.
+    fn free_generated_name(&self, meta: &ObjectMeta) -> Result<String, ApiError> {
+        (0..GENERATE_NAME_ATTEMPTS)
+            .map(|_| generated_name(&meta.generate_name))
+            .find(|name| self.ty.objects.get(&meta.namespace, name).is_none())
+            .ok_or_else(|| already_exists(&self.ty.def, &meta.generate_name))
+    }
+}
+
+/// Create-time checks and defaults that do not depend on other objects.
+fn prepare_create(def: &TypeDef, meta: &mut ObjectMeta) -> Result<(), ApiError> {
+    let shown = if meta.name.is_empty() {
+        &meta.generate_name
+    } else {
+        &meta.name
+    };
+    if meta.name.is_empty() && meta.generate_name.is_empty() {
+        return Err(invalid(
+            def,
+            shown,
+            "metadata.name: Required value: name or generateName is required",
+        ));
+    }
+    if def.namespaced && meta.namespace.is_empty() {
+        return Err(invalid(def, shown, "metadata.namespace: Required value"));
+    }
+    if !def.namespaced && !meta.namespace.is_empty() {
+        return Err(invalid(
+            def,
+            shown,
+            "metadata.namespace: Forbidden: not allowed on this type",
+        ));
+    }
+    if let Some(ts) = &meta.deletion_timestamp {
+        let detail = format!("metadata.deletionTimestamp: Invalid value: {ts:?}: must not be set on create");
+        return Err(invalid(def, shown, detail));
+    }
+    dedup_owner_references(&mut meta.owner_references);
+    validate_meta(def, shown, meta)
+}
+
+/// The guards and fix-ups of an update, applied to `new` in place.
+fn check_replace(def: &TypeDef, old: &PartialObjectMeta, new: &mut PartialObjectMeta) -> Result<(), ApiError> {
+    let name = old.metadata.name.as_str();
+    let rv = std::mem::take(&mut new.metadata.resource_version);
+    if !rv.is_empty() && rv != old.metadata.resource_version {
+        return Err(conflict(def, name, OPTIMISTIC_LOCK));
+    }
+    if !new.metadata.uid.is_empty() && new.metadata.uid != old.metadata.uid {
+        let detail = format!(
+            "metadata.uid: Invalid value: {:?}: field is immutable",
+            new.metadata.uid
+        );
+        return Err(invalid(def, name, detail));
+    }
+    keep_system_fields(old, new);
+    dedup_owner_references(&mut new.metadata.owner_references);
+    validate_meta(def, name, &new.metadata)?;
+    if old.metadata.deletion_timestamp.is_some() {
+        let added: BTreeSet<&String> = new
+            .metadata
+            .finalizers
+            .iter()
+            .filter(|f| !old.metadata.finalizers.contains(f))
+            .collect();
+        if !added.is_empty() {
+            let detail = format!(
+                "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, \
+                 found new finalizers {added:?}"
+            );
+            return Err(invalid(def, name, detail));
+        }
+    }
+    Ok(())
+}
+
+/// Copies what an update can never change from the stored object.
+fn keep_system_fields(old: &PartialObjectMeta, new: &mut PartialObjectMeta) {
+    new.api_version.clear();
+    new.kind.clear();
+    let (o, n) = (&old.metadata, &mut new.metadata);
+    n.name.clone_from(&o.name);
+    n.namespace.clone_from(&o.namespace);
+    n.uid.clone_from(&o.uid);
+    n.resource_version.clone_from(&o.resource_version);
+    n.creation_timestamp.clone_from(&o.creation_timestamp);
+    n.deletion_timestamp.clone_from(&o.deletion_timestamp);
+}
+
+/// Drops exact duplicate owner references, keeping the first, as the API server has done since
+/// 1.20 (`dedupOwnerReferences`); refs that share a UID but differ elsewhere are kept.
+fn dedup_owner_references(refs: &mut Vec<OwnerReference>) {
+    let mut kept: Vec<OwnerReference> = Vec::with_capacity(refs.len());
+    for r in refs.drain(..) {
+        if !kept.contains(&r) {
+            kept.push(r);
+        }
+    }
+    *refs = kept;
+}
+
+/// Metadata validation shared by create and update (`ValidateObjectMeta`'s parts that matter here).
+fn validate_meta(def: &TypeDef, name: &str, meta: &ObjectMeta) -> Result<(), ApiError> {
+    validate_owner_references(&meta.owner_references).map_err(|e| invalid(def, name, e))?;
+    if meta.has_finalizer(FINALIZER_ORPHAN) && meta.has_finalizer(FINALIZER_FOREGROUND) {
+        let detail = format!(
+            "metadata.finalizers: Invalid value: {:?}: finalizer {FINALIZER_ORPHAN} and {FINALIZER_FOREGROUND} \
+             cannot be both set",
+            meta.finalizers
+        );
+        return Err(invalid(def, name, detail));
+    }
+    Ok(())
+}
+
+/// `obj` as read through `gvr`: `apiVersion` is the GVR's, `kind` the type's.
+pub(super) fn present(obj: &PartialObjectMeta, gvr: &Gvr, def: &TypeDef) -> PartialObjectMeta {
+    let mut out = obj.clone();
+    out.api_version = gvr.api_version();
+    out.kind.clone_from(&def.kind);
+    out
+}
