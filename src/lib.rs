@@ -16,6 +16,12 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod api;
+pub mod builder;
+pub mod collector;
+pub mod controller;
 pub mod event;
 pub mod graph;
+pub mod monitor;
 pub mod queue;
+pub mod router;
+pub mod simulate;

@@ -46,3 +46,28 @@ impl RestMapper {
         self.by_resource.get(gvr)
     }
 }
+
+/// The current [`RestMapper`], swapped whole on resync; readers take a cheap snapshot.
+#[derive(Debug, Default)]
+pub struct SharedRestMapper {
+    current: parking_lot::RwLock<std::sync::Arc<RestMapper>>,
+}
+
+impl SharedRestMapper {
+    /// A cell holding `mapper`.
+    pub fn new(mapper: RestMapper) -> Self {
+        SharedRestMapper {
+            current: parking_lot::RwLock::new(std::sync::Arc::new(mapper)),
+        }
+    }
+
+    /// The mapper in force now.
+    pub fn load(&self) -> std::sync::Arc<RestMapper> {
+        self.current.read().clone()
+    }
+
+    /// Replaces the mapper (spec §7.7 step 5, "reset the RESTMapper").
+    pub fn store(&self, mapper: RestMapper) {
+        *self.current.write() = std::sync::Arc::new(mapper);
+    }
+}

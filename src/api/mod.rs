@@ -13,7 +13,7 @@ mod types;
 mod validation;
 
 pub use error::{ApiError, StatusReason};
-pub use mapper::RestMapper;
+pub use mapper::{RestMapper, SharedRestMapper};
 pub use types::*;
 pub use validation::{validate_owner_references, InvalidOwnerReference};
 

@@ -1,0 +1,318 @@
+//! The graph builder: applies [`GraphEvent`]s to the [`Graph`] and feeds the work queues
+//! (upstream's `GraphBuilder.processGraphChanges`, spec §3).
+//!
+//! Invariant: the events of one UID are applied by one builder, in the order they were routed.
+//! The builder is the only writer of the nodes of its partition; collector workers read the same
+//! nodes concurrently and act on a possibly stale view, which the re-queue rules below make safe:
+//! an owner is re-queued when a dependent goes away or unblocks it, and dependents are re-queued
+//! when their owner goes away or starts a foreground deletion.
+//!
+//! The node is the builder's memory of the object: besides owners and flags it remembers the two
+//! finalizers processTransitions reads, so the "old object" of an update is the node's state
+//! before the event, with no separate informer store.
+
+mod recorder;
+pub mod references;
+
+pub use recorder::{EventRecorder, EventSink, REASON_OWNER_REF_INVALID_NAMESPACE, SOURCE_COMPONENT};
+
+use crate::collector::AbsentOwnerCache;
+use crate::event::{EventObject, EventType, GraphEvent};
+use crate::graph::{Graph, Handle, ObservedFinalizers, OwnerRef};
+use crate::queue::WorkQueue;
+use crate::router::{PartitionReceiver, Router};
+use references::{alternate_owner_identity, partition_dependents, references_diffs, ChangedRef};
+use std::sync::Arc;
+
+/// What processTransitions needs of the object before the event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PriorState {
+    being_deleted: bool,
+    finalizers: ObservedFinalizers,
+}
+
+/// One partition's builder.
+#[derive(Clone)]
+pub struct GraphBuilder {
+    graph: Arc<Graph>,
+    attempt_to_delete: Arc<WorkQueue<Handle>>,
+    attempt_to_orphan: Arc<WorkQueue<Handle>>,
+    absent_owner_cache: Arc<AbsentOwnerCache>,
+    recorder: EventRecorder,
+}
+
+impl GraphBuilder {
+    /// A builder writing `graph` and feeding the two queues.
+    pub fn new(
+        graph: Arc<Graph>,
+        attempt_to_delete: Arc<WorkQueue<Handle>>,
+        attempt_to_orphan: Arc<WorkQueue<Handle>>,
+        absent_owner_cache: Arc<AbsentOwnerCache>,
+        recorder: EventRecorder,
+    ) -> Self {
+        GraphBuilder {
+            graph,
+            attempt_to_delete,
+            attempt_to_orphan,
+            absent_owner_cache,
+            recorder,
+        }
+    }
+
+    /// Applies the events of one partition until its channel closes.
+    pub async fn run(self, mut events: PartitionReceiver, router: Router) {
+        while let Some(event) = events.recv().await {
+            self.process_graph_changes(event);
+            router.applied();
+        }
+    }
+
+    /// Applies one event (spec §3).
+    pub fn process_graph_changes(&self, event: GraphEvent) {
+        let mut existing = self.graph.get(&event.object.uid);
+        let prior = existing.as_ref().and_then(prior_state);
+        if let Some(node) = &existing {
+            if !event.is_virtual && node.is_virtual() {
+                existing = Some(self.observe_virtual_node(node.clone(), &event));
+            }
+        }
+        match (event.event_type, existing) {
+            (EventType::Add | EventType::Update, None) => self.insert_new_node(&event),
+            (EventType::Add | EventType::Update, Some(node)) => self.update_node(node, prior, &event),
+            (EventType::Delete, None) => {
+                tracing::trace!(object = %event.identity(), "delete event for an object not in the graph");
+            }
+            (EventType::Delete, Some(node)) => self.delete_node(node, &event),
+        }
+    }
+
+    /// Step 0 (spec §3.1): the first real event for a virtual node. Returns the node to go on with.
+    fn observe_virtual_node(&self, existing: Handle, event: &GraphEvent) -> Handle {
+        let observed = event.identity();
+        let mut node = existing;
+        if observed != *node.identity() {
+            let (_, nonmatching) = partition_dependents(&node.dependents(), &observed);
+            for dep in nonmatching {
+                if !observed.namespace.is_empty() && dep.identity().namespace != observed.namespace {
+                    let bad_ref = dep.with_owners(|refs| refs.iter().find(|r| r.uid == observed.uid).cloned());
+                    if let Some(r) = bad_ref {
+                        self.recorder.owner_ref_invalid_namespace(dep.identity(), &r);
+                    }
+                }
+                self.attempt_to_delete.add(dep);
+            }
+            // The old virtual handle stays virtual; a worker that pops it drops it (spec §4.1).
+            node = node.clone_with_identity(observed);
+            self.graph.insert(node.clone());
+        }
+        node.mark_observed();
+        node
+    }
+
+    /// Spec §3.2: the first observation of an object.
+    fn insert_new_node(&self, event: &GraphEvent) {
+        let object = &event.object;
+        let node = Handle::new(event.identity(), object.owners.clone(), false);
+        if object.being_deleted {
+            node.mark_being_deleted();
+            if object.finalizers.foreground {
+                node.mark_deleting_dependents();
+            }
+        }
+        node.set_observed_finalizers(object.finalizers);
+        self.graph.insert(node.clone());
+        self.add_dependent_to_owners(&node, &object.owners);
+        self.process_transitions(None, object, &node);
+    }
+
+    /// Spec §3.3: a later observation of an object the graph knows.
+    fn update_node(&self, node: Handle, prior: Option<PriorState>, event: &GraphEvent) {
+        let node = if event.is_virtual {
+            node
+        } else {
+            self.follow_kind_change(node, event)
+        };
+        let object = &event.object;
+        let diff = node.with_owners(|old| references_diffs(old, &object.owners));
+        if !diff.is_empty() {
+            self.add_unblocked_owners_to_delete_queue(&diff.removed, &diff.changed);
+            node.set_owners(object.owners.clone());
+            self.add_dependent_to_owners(&node, &diff.added);
+            for r in &diff.removed {
+                if let Some(owner) = self.graph.get(&r.uid) {
+                    owner.remove_dependent(&node);
+                }
+            }
+        }
+        if object.being_deleted {
+            node.mark_being_deleted();
+        }
+        node.set_observed_finalizers(object.finalizers);
+        self.process_transitions(prior, object, &node);
+    }
+
+    /// Spec §3.3 step 1: the preferred version (or kind) of an observed object changed. The node is
+    /// replaced by a clone under the new apiVersion/kind, in the map and in its owners' dependents.
+    fn follow_kind_change(&self, node: Handle, event: &GraphEvent) -> Handle {
+        let id = node.identity();
+        if id.api_version == event.api_version && id.kind == event.kind {
+            return node;
+        }
+        let mut identity = id.clone();
+        identity.api_version = event.api_version.clone();
+        identity.kind = event.kind.clone();
+        let replacement = node.clone_with_identity(identity);
+        self.graph.insert(replacement.clone());
+        for r in node.owners() {
+            if let Some(owner) = self.graph.get(&r.uid) {
+                owner.replace_dependent(id, replacement.clone());
+            }
+        }
+        replacement
+    }
+
+    /// Spec §3.2 addDependentToOwners: links `node` under each of `refs`, creating virtual owners
+    /// for unknown UIDs, and queues `node` for verification when a ref looks wrong.
+    fn add_dependent_to_owners(&self, node: &Handle, refs: &[OwnerRef]) {
+        let mut suspicious = false;
+        for r in refs {
+            let Some(owner) = self.graph.get(&r.uid) else {
+                let owner = Handle::new(r.identity_in(&node.identity().namespace), Vec::new(), true);
+                self.graph.insert(owner.clone());
+                owner.add_dependent(node.clone());
+                self.attempt_to_delete.add(owner);
+                continue;
+            };
+            owner.add_dependent(node.clone());
+            if !suspicious {
+                suspicious = self.is_suspicious_ref(node, &owner, r);
+            }
+        }
+        if suspicious {
+            self.attempt_to_delete.add(node.clone());
+        }
+    }
+
+    /// The three checks of spec §3.2 (a, b, c), first match wins.
+    fn is_suspicious_ref(&self, node: &Handle, owner: &Handle, r: &OwnerRef) -> bool {
+        let (owner_id, node_ns) = (owner.identity(), &node.identity().namespace);
+        let owner_is_namespaced = !owner_id.namespace.is_empty();
+        if owner_is_namespaced && owner_id.namespace != *node_ns {
+            if !owner.is_virtual() {
+                self.recorder.owner_ref_invalid_namespace(node.identity(), r);
+            }
+            return true;
+        }
+        if !owner_id.matches_coordinates(r) {
+            if !owner.is_virtual() {
+                tracing::debug!(item = %node.identity(), owner = %owner_id, "ownerRef coordinates differ from the observed owner");
+            }
+            return true;
+        }
+        // issue #98040: a virtual cluster-scoped owner may really be a namespaced kind that a
+        // cluster-scoped child names wrongly
+        !owner_is_namespaced && owner_id.namespace != *node_ns && owner.is_virtual()
+    }
+
+    /// Queues the owners a dependent stopped blocking (upstream's
+    /// `addUnblockedOwnersToDeleteQueue`), before the dependent's owners list is updated.
+    fn add_unblocked_owners_to_delete_queue(&self, removed: &[OwnerRef], changed: &[ChangedRef]) {
+        let removed = removed.iter().filter(|r| r.blocks_owner_deletion());
+        let unblocked = changed
+            .iter()
+            .filter(|c| c.old.blocks_owner_deletion() && !c.new.blocks_owner_deletion());
+        for uid in removed.map(|r| &r.uid).chain(unblocked.map(|c| &c.new.uid)) {
+            if let Some(owner) = self.graph.get(uid) {
+                self.attempt_to_delete.add(owner);
+            }
+        }
+    }
+
+    /// Spec §3.5 and §3.7: an object went away (or a worker says it did).
+    fn delete_node(&self, existing: Handle, event: &GraphEvent) {
+        if event.is_virtual && !self.virtual_delete_removes(&existing, event) {
+            return;
+        }
+        let dependents = existing.dependents();
+        self.remove_node(&existing);
+        if !dependents.is_empty() {
+            self.absent_owner_cache.add(event.identity());
+        }
+        for dep in dependents {
+            self.attempt_to_delete.add(dep);
+        }
+        for r in existing.owners() {
+            if let Some(owner) = self.graph.get(&r.uid) {
+                if owner.is_deleting_dependents() {
+                    self.attempt_to_delete.add(owner);
+                }
+            }
+        }
+    }
+
+    /// Spec §3.7: decides whether a virtual delete removes `existing`, handling the dependents
+    /// that disagree about the owner's coordinates when it does not.
+    fn virtual_delete_removes(&self, existing: &Handle, event: &GraphEvent) -> bool {
+        let deleted = event.identity();
+        let (matching, nonmatching) = partition_dependents(&existing.dependents(), &deleted);
+        if existing.is_virtual() && nonmatching.is_empty() {
+            return true;
+        }
+        if !existing.is_virtual() && *existing.identity() == deleted {
+            return true;
+        }
+        if !matching.is_empty() {
+            self.absent_owner_cache.add(deleted.clone());
+            for dep in matching {
+                self.attempt_to_delete.add(dep);
+            }
+        }
+        if existing.is_virtual() && *existing.identity() == deleted {
+            if let Some(alternate) = alternate_owner_identity(&nonmatching, &deleted) {
+                let replacement = existing.clone_with_identity(alternate);
+                self.graph.insert(replacement.clone());
+                self.attempt_to_delete.add_rate_limited(replacement);
+            }
+        }
+        false
+    }
+
+    /// Upstream's `removeNode`: drops the UID and unlinks the node from its owners.
+    fn remove_node(&self, node: &Handle) {
+        self.graph.remove(&node.identity().uid);
+        for r in node.owners() {
+            if let Some(owner) = self.graph.get(&r.uid) {
+                owner.remove_dependent(node);
+            } else if r.uid == node.identity().uid {
+                // A self-owned node: break the loop so the removed node can be freed.
+                node.remove_dependent(node);
+            }
+        }
+    }
+
+    /// Spec §3.6: starts orphaning or a foreground deletion when the object just entered one.
+    fn process_transitions(&self, prior: Option<PriorState>, object: &EventObject, node: &Handle) {
+        let starts = |has_now: bool, had: fn(&ObservedFinalizers) -> bool| {
+            object.being_deleted && has_now && prior.is_none_or(|p| !p.being_deleted || !had(&p.finalizers))
+        };
+        if starts(object.finalizers.orphan, |f| f.orphan) {
+            self.attempt_to_orphan.add(node.clone());
+            return;
+        }
+        if starts(object.finalizers.foreground, |f| f.foreground) {
+            node.mark_deleting_dependents();
+            for dep in node.dependents() {
+                self.attempt_to_delete.add(dep);
+            }
+            self.attempt_to_delete.add(node.clone());
+        }
+    }
+}
+
+/// The node's state before an event, or `None` when the object was never observed.
+fn prior_state(node: &Handle) -> Option<PriorState> {
+    (!node.is_virtual()).then(|| PriorState {
+        being_deleted: node.is_being_deleted(),
+        finalizers: node.observed_finalizers(),
+    })
+}

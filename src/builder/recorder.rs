@@ -1,0 +1,54 @@
+//! OwnerRefInvalidNamespace events (spec §3.9): built here, written by an event sink task.
+//!
+//! The builder must never block on I/O, so [`EventRecorder::owner_ref_invalid_namespace`] only
+//! queues the record; the controller's sink drains the queue into `ClusterApi::create_event`.
+
+use crate::api::{EventRecord, InvolvedObject};
+use crate::graph::{Identity, OwnerRef};
+use tokio::sync::mpsc;
+
+/// The source component named on every event, as upstream's recorder names it.
+pub const SOURCE_COMPONENT: &str = "garbage-collector-controller";
+/// The only reason the garbage collector emits.
+pub const REASON_OWNER_REF_INVALID_NAMESPACE: &str = "OwnerRefInvalidNamespace";
+
+/// Queues events for the sink. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct EventRecorder {
+    tx: mpsc::UnboundedSender<EventRecord>,
+}
+
+/// The sink's end of the recorder.
+pub type EventSink = mpsc::UnboundedReceiver<EventRecord>;
+
+impl EventRecorder {
+    /// A recorder and the receiver its events arrive on.
+    pub fn new() -> (EventRecorder, EventSink) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (EventRecorder { tx }, rx)
+    }
+
+    /// Records that `dependent`'s ref `r` names an owner that cannot be in its namespace.
+    pub fn owner_ref_invalid_namespace(&self, dependent: &Identity, r: &OwnerRef) {
+        let claimed = r.identity_in(&dependent.namespace);
+        let event = EventRecord {
+            involved_object: InvolvedObject {
+                api_version: dependent.api_version.to_string(),
+                kind: dependent.kind.to_string(),
+                namespace: dependent.namespace.to_string(),
+                name: dependent.name.to_string(),
+                uid: dependent.uid.to_string(),
+            },
+            event_type: "Warning".into(),
+            reason: REASON_OWNER_REF_INVALID_NAMESPACE.into(),
+            message: format!(
+                "ownerRef {claimed} does not exist in namespace {:?}",
+                &*dependent.namespace
+            ),
+            source_component: SOURCE_COMPONENT.into(),
+        };
+        tracing::info!(target: "kube_gc::events", object = %dependent, reason = %event.reason, message = %event.message);
+        // A closed sink means the controller is shutting down; the event is moot.
+        let _ = self.tx.send(event);
+    }
+}

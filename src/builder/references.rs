@@ -1,0 +1,135 @@
+//! Owner-reference diffs and the identity helpers of virtual-delete handling (spec §3.3, §3.8).
+
+use crate::graph::{Handle, Identity, OwnerRef};
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+
+/// A ref present before and after an update whose fields changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChangedRef {
+    /// The ref as it was.
+    pub old: OwnerRef,
+    /// The ref as it is now.
+    pub new: OwnerRef,
+}
+
+/// The difference between two ownerReferences lists (upstream's `referencesDiffs`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReferenceDiff {
+    /// Refs whose UID is new.
+    pub added: Vec<OwnerRef>,
+    /// Refs whose UID is gone, in their old order.
+    pub removed: Vec<OwnerRef>,
+    /// Same UID, some other field differs (controller and blockOwnerDeletion count).
+    pub changed: Vec<ChangedRef>,
+}
+
+impl ReferenceDiff {
+    /// True when nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// Matches refs by UID. A UID listed twice in `new` counts as matched once; the second copy is
+/// `added`, as upstream's map-based diff makes it.
+pub fn references_diffs(old: &[OwnerRef], new: &[OwnerRef]) -> ReferenceDiff {
+    let by_uid: HashMap<_, &OwnerRef> = old.iter().map(|r| (&r.uid, r)).collect();
+    let mut unmatched: HashSet<_> = by_uid.keys().copied().collect();
+    let mut diff = ReferenceDiff::default();
+    for r in new {
+        if unmatched.remove(&r.uid) {
+            let before = by_uid[&r.uid];
+            if before != r {
+                diff.changed.push(ChangedRef {
+                    old: before.clone(),
+                    new: r.clone(),
+                });
+            }
+        } else {
+            diff.added.push(r.clone());
+        }
+    }
+    let mut seen = HashSet::new();
+    diff.removed = old
+        .iter()
+        .filter(|r| unmatched.contains(&r.uid) && seen.insert(&r.uid))
+        .cloned()
+        .collect();
+    diff
+}
+
+/// Splits `dependents` by whether their refs to `owner.uid` agree with `owner` (upstream's
+/// `partitionDependents`). A dependent with one agreeing and one disagreeing ref is in both.
+pub fn partition_dependents(dependents: &[Handle], owner: &Identity) -> (Vec<Handle>, Vec<Handle>) {
+    let (mut matching, mut nonmatching) = (Vec::new(), Vec::new());
+    for dep in dependents {
+        let (mut found_match, mut found_mismatch) = (false, false);
+        if !owner.namespace.is_empty() && owner.namespace != dep.identity().namespace {
+            found_mismatch = true;
+        } else {
+            dep.with_owners(|refs| {
+                for r in refs.iter().filter(|r| r.uid == owner.uid) {
+                    if owner.matches_coordinates(r) {
+                        found_match = true;
+                    } else {
+                        found_mismatch = true;
+                    }
+                }
+            });
+        }
+        if found_match {
+            matching.push(dep.clone());
+        }
+        if found_mismatch {
+            nonmatching.push(dep.clone());
+        }
+    }
+    (matching, nonmatching)
+}
+
+/// Orders identities by kind, apiVersion, namespace, name, then uid (upstream's
+/// `referenceLessThan`).
+pub fn reference_cmp(a: &Identity, b: &Identity) -> Ordering {
+    (&a.kind, &a.api_version, &a.namespace, &a.name)
+        .cmp(&(&b.kind, &b.api_version, &b.namespace, &b.name))
+        .then_with(|| a.uid.to_string().cmp(&b.uid.to_string()))
+}
+
+/// Another identity the dependents use for `absent.uid`, to try next after `absent` was verified
+/// absent: the first that sorts after `absent`, wrapping around to the smallest (upstream's
+/// `getAlternateOwnerIdentity`).
+pub fn alternate_owner_identity(dependents: &[Handle], absent: &Identity) -> Option<Identity> {
+    let absent_is_cluster_scoped = absent.namespace.is_empty();
+    let mut seen: HashSet<Identity> = HashSet::from([absent.clone()]);
+    let (mut first, mut first_following): (Option<Identity>, Option<Identity>) = (None, None);
+    for dep in dependents {
+        let dep_ns = &dep.identity().namespace;
+        for r in dep.owners().into_iter().filter(|r| r.uid == absent.uid) {
+            if absent.matches_coordinates(&r) && (absent_is_cluster_scoped || absent.namespace == *dep_ns) {
+                continue; // this very reference was verified absent
+            }
+            let mut candidate = r.identity_in(dep_ns);
+            if absent_is_cluster_scoped && candidate.api_version == absent.api_version && candidate.kind == absent.kind
+            {
+                // absent proved this apiVersion/kind cluster-scoped
+                candidate.namespace = absent.namespace.clone();
+            }
+            if !seen.insert(candidate.clone()) {
+                continue;
+            }
+            if first.as_ref().is_none_or(|f| reference_cmp(&candidate, f).is_lt()) {
+                first = Some(candidate.clone());
+            }
+            let follows = reference_cmp(absent, &candidate).is_lt();
+            if follows
+                && first_following
+                    .as_ref()
+                    .is_none_or(|f| reference_cmp(&candidate, f).is_lt())
+            {
+                first_following = Some(candidate);
+            }
+        }
+    }
+    first_following.or(first)
+}

@@ -1,0 +1,230 @@
+//! attemptToDelete: the worker step and the decision table of spec §4.1–§4.4.
+
+use super::patch::{delete_owner_refs_merge, delete_owner_refs_smp, unblock_owner_refs_merge, unblock_owner_refs_smp};
+use super::{Action, CollectError, Collector, Result};
+use crate::api::{
+    ClusterApi, DeleteOptions, OwnerReference, PartialObjectMeta, Preconditions, PropagationPolicy,
+    FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+};
+use crate::graph::{Handle, Identity, Uid};
+
+/// The retries of removeFinalizer: client-go's `retry.DefaultBackoff` (4 steps from 10 ms, ×5,
+/// jitter 0.1).
+const REMOVE_FINALIZER_STEPS: u32 = 4;
+const REMOVE_FINALIZER_FIRST_DELAY_MS: f64 = 10.0;
+const REMOVE_FINALIZER_FACTOR: f64 = 5.0;
+const REMOVE_FINALIZER_JITTER: f64 = 0.1;
+
+impl<C: ClusterApi> Collector<C> {
+    /// Spec §4.1: what to do with one item of attemptToDelete.
+    pub(super) async fn attempt_to_delete_worker(&self, item: &Handle) -> Action {
+        let current = self.graph.get(&item.identity().uid);
+        if item.is_virtual() && current.as_ref().is_none_or(|n| !n.is_virtual()) {
+            // A stale virtual handle: its UID left the graph, or the real object was observed.
+            return Action::Forget;
+        }
+        let item = match current {
+            Some(n)
+                if n.identity().api_version != item.identity().api_version
+                    || n.identity().kind != item.identity().kind =>
+            {
+                let mut identity = item.identity().clone();
+                identity.api_version = n.identity().api_version.clone();
+                identity.kind = n.identity().kind.clone();
+                item.clone_with_identity(identity)
+            }
+            _ => item.clone(),
+        };
+        match self.attempt_to_delete_item(&item).await {
+            Err(CollectError::EnqueuedVirtualDeleteEvent(_))
+            | Err(CollectError::NamespacedOwnerOfClusterScopedObject { .. }) => Action::Forget,
+            Err(err) => {
+                if matches!(err, CollectError::RestMapping { .. }) {
+                    tracing::debug!(item = %item.identity(), %err, "error syncing item");
+                } else {
+                    tracing::warn!(item = %item.identity(), %err, "error syncing item");
+                }
+                Action::Requeue
+            }
+            // Keep polling a virtual node until a watch observes it or a virtual delete removes it.
+            Ok(()) if item.is_virtual() => Action::Requeue,
+            Ok(()) => Action::Forget,
+        }
+    }
+
+    /// Spec §4.2: decides whether `item` goes, and carries the decision out.
+    pub async fn attempt_to_delete_item(&self, item: &Handle) -> Result<()> {
+        let identity = item.identity();
+        if item.is_being_deleted() && !item.is_deleting_dependents() {
+            return Ok(()); // its dependents are handled when its delete event arrives
+        }
+        let latest = match self.get_object(identity).await {
+            Err(e) if e.is_not_found() => return Err(self.enqueue_virtual_delete_event(identity)),
+            other => other?,
+        };
+        if Uid::parse(&latest.metadata.uid) != identity.uid {
+            return Err(self.enqueue_virtual_delete_event(identity));
+        }
+        if item.is_deleting_dependents() {
+            return self.process_deleting_dependents_item(item).await;
+        }
+        let refs = &latest.metadata.owner_references;
+        if refs.is_empty() {
+            return Ok(());
+        }
+        let classes = self.classify_references(item, refs).await?;
+        if !classes.solid.is_empty() {
+            if classes.dangling.is_empty() && classes.waiting.is_empty() {
+                return Ok(());
+            }
+            // The waiting refs must go too, or those owners wait on this item forever.
+            let uids: Vec<Uid> = classes
+                .dangling
+                .iter()
+                .chain(&classes.waiting)
+                .map(|r| Uid::parse(&r.uid))
+                .collect();
+            let smp = delete_owner_refs_smp(&identity.uid, &uids);
+            let merge = |current: &PartialObjectMeta| {
+                delete_owner_refs_merge(
+                    &current.metadata.resource_version,
+                    &current.metadata.owner_references,
+                    &uids,
+                )
+            };
+            return self.patch_with_fallback(identity, &smp, merge).await.map(drop);
+        }
+        if !classes.waiting.is_empty() && item.dependents_len() > 0 {
+            if item.dependents().iter().any(|d| d.is_deleting_dependents()) {
+                // A dependency cycle through a foreground deletion: unblock, or both wait forever.
+                // The heuristic has false positives and races between workers, as upstream's.
+                let owners = item.owners();
+                let smp = unblock_owner_refs_smp(&identity.uid, &owners);
+                let merge =
+                    |current: &PartialObjectMeta| unblock_owner_refs_merge(&current.metadata.resource_version, &owners);
+                self.patch_with_fallback(identity, &smp, merge).await?;
+            }
+            return self
+                .delete_collected(identity, &latest, PropagationPolicy::Foreground)
+                .await;
+        }
+        // No solid owner, and nothing to wait for: the item's own finalizers choose the policy.
+        let policy = if latest.metadata.has_finalizer(FINALIZER_ORPHAN) {
+            PropagationPolicy::Orphan
+        } else if latest.metadata.has_finalizer(FINALIZER_FOREGROUND) {
+            PropagationPolicy::Foreground
+        } else {
+            PropagationPolicy::Background
+        };
+        self.delete_collected(identity, &latest, policy).await
+    }
+
+    /// Deletes an item judged garbage; a 404 becomes a virtual delete (spec §10 item 58).
+    async fn delete_collected(
+        &self,
+        identity: &Identity,
+        latest: &PartialObjectMeta,
+        policy: PropagationPolicy,
+    ) -> Result<()> {
+        let meta = &latest.metadata;
+        match self
+            .delete_object(identity, &meta.resource_version, &meta.owner_references, policy)
+            .await
+        {
+            Err(e) if e.is_not_found() => Err(self.enqueue_virtual_delete_event(identity)),
+            other => other,
+        }
+    }
+
+    /// Spec §4.2 step 4: an owner in a foreground deletion.
+    async fn process_deleting_dependents_item(&self, item: &Handle) -> Result<()> {
+        let blocking = item.blocking_dependents();
+        if blocking.is_empty() {
+            return self.remove_finalizer(item.identity(), FINALIZER_FOREGROUND).await;
+        }
+        for dep in blocking {
+            if !dep.is_deleting_dependents() {
+                self.attempt_to_delete.add(dep);
+            }
+        }
+        Ok(())
+    }
+
+    /// Spec §4.4: DELETE with UID and resourceVersion preconditions. On a conflict, retries once
+    /// with the UID alone if only unrelated fields changed since `rv`.
+    async fn delete_object(
+        &self,
+        identity: &Identity,
+        rv: &str,
+        owners_at_rv: &[OwnerReference],
+        policy: PropagationPolicy,
+    ) -> Result<()> {
+        let first = self.send_delete(identity, (!rv.is_empty()).then_some(rv), policy).await;
+        let conflict = match first {
+            Err(e) if e.is_conflict() && !rv.is_empty() => e,
+            other => return other,
+        };
+        let latest = match self.get_object(identity).await {
+            Err(e) if e.is_not_found() => return Err(e),
+            Err(_) => return Err(conflict),
+            Ok(latest) => latest,
+        };
+        let meta = &latest.metadata;
+        if Uid::parse(&meta.uid) == identity.uid && meta.resource_version != rv && meta.owner_references == owners_at_rv
+        {
+            return self.send_delete(identity, None, policy).await;
+        }
+        Err(conflict)
+    }
+
+    async fn send_delete(&self, identity: &Identity, rv: Option<&str>, policy: PropagationPolicy) -> Result<()> {
+        let (gvr, namespace, _) = self.locate(identity)?;
+        let options = DeleteOptions {
+            preconditions: Some(Preconditions {
+                uid: Some(identity.uid.to_string()),
+                resource_version: rv.map(str::to_string),
+            }),
+            propagation_policy: Some(policy),
+            orphan_dependents: None,
+        };
+        self.api
+            .delete(&gvr, &namespace, &identity.name, &options)
+            .await
+            .map_err(|e| super::api_error("delete", identity, e))
+    }
+
+    /// Spec §5 removeFinalizer: GET, drop `finalizer`, JSON-merge-patch at the GET's
+    /// resourceVersion; retried on conflict with client-go's default backoff.
+    pub(super) async fn remove_finalizer(&self, identity: &Identity, finalizer: &str) -> Result<()> {
+        for attempt in 0..REMOVE_FINALIZER_STEPS {
+            if attempt > 0 {
+                tokio::time::sleep(backoff_delay(attempt)).await;
+            }
+            let object = match self.get_object(identity).await {
+                Err(e) if e.is_not_found() => return Ok(()),
+                other => other?,
+            };
+            let meta = &object.metadata;
+            if !meta.has_finalizer(finalizer) {
+                return Ok(());
+            }
+            let remaining: Vec<String> = meta.finalizers.iter().filter(|f| *f != finalizer).cloned().collect();
+            let body = super::patch::remove_finalizer_merge(&meta.resource_version, &remaining);
+            match self.patch_object(identity, crate::api::PatchType::Merge, &body).await {
+                Err(e) if e.is_conflict() => continue,
+                other => return other.map(drop),
+            }
+        }
+        Err(CollectError::UpdateMaxRetries {
+            retries: REMOVE_FINALIZER_STEPS,
+            owner: Box::new(identity.clone()),
+        })
+    }
+}
+
+/// The wait before retry `attempt` (1-based): 10 ms · 5^(attempt-1), plus up to 10 % jitter.
+fn backoff_delay(attempt: u32) -> std::time::Duration {
+    let base = REMOVE_FINALIZER_FIRST_DELAY_MS * REMOVE_FINALIZER_FACTOR.powi(attempt as i32 - 1);
+    let jitter = 1.0 + REMOVE_FINALIZER_JITTER * rand::random::<f64>();
+    std::time::Duration::from_secs_f64(base * jitter / 1000.0)
+}

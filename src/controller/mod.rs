@@ -1,0 +1,215 @@
+//! The controller: wires monitors → router → builders → queues → workers → API, and owns the
+//! lifecycle (spec §7.4, §7.6, §7.7).
+//!
+//! Invariant: workers start once, after the monitors' first sync or after
+//! `initial_sync_timeout`, whichever comes first, and are never paused by a resync (there is no
+//! worker lock). Shutdown stops the monitors, then the queues, then waits for every task.
+
+mod config;
+mod metrics;
+mod sync;
+
+pub use config::{Config, GroupResource};
+pub use metrics::ControllerMetrics;
+pub use sync::{deletable_resources, SyncError};
+
+use crate::api::{ClusterApi, SharedRestMapper};
+use crate::builder::{EventRecorder, EventSink, GraphBuilder};
+use crate::collector::{AbsentOwnerCache, Collector, CollectorParts};
+use crate::graph::{Graph, Handle};
+use crate::queue::{self, WorkQueue};
+use crate::router::Router;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use sync::Monitors;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// A running garbage collector.
+pub struct GarbageCollector<C> {
+    api: Arc<C>,
+    config: Config,
+    graph: Arc<Graph>,
+    router: Router,
+    mapper: Arc<SharedRestMapper>,
+    attempt_to_delete: Arc<WorkQueue<Handle>>,
+    attempt_to_orphan: Arc<WorkQueue<Handle>>,
+    monitors: Mutex<Monitors>,
+    metrics: ControllerMetrics,
+    stop: CancellationToken,
+    tasks: Mutex<JoinSet<()>>,
+}
+
+impl<C: ClusterApi> GarbageCollector<C> {
+    /// Starts every stage against `api` on the current tokio runtime and returns at once; the
+    /// workers start after the first sync (bounded by `config.initial_sync_timeout`).
+    pub async fn start(api: Arc<C>, config: Config) -> Arc<Self> {
+        let graph = Arc::new(Graph::new());
+        let (router, partitions) = Router::new(config.partitions);
+        let attempt_to_delete = WorkQueue::new(queue::ATTEMPT_TO_DELETE, config.rate_limiter);
+        let attempt_to_orphan = WorkQueue::new(queue::ATTEMPT_TO_ORPHAN, config.rate_limiter);
+        let absent_owner_cache = Arc::new(AbsentOwnerCache::new(config.absent_owner_cache_capacity));
+        let (recorder, sink) = EventRecorder::new();
+        let gc = Arc::new(GarbageCollector {
+            api,
+            graph: graph.clone(),
+            router: router.clone(),
+            mapper: Arc::new(SharedRestMapper::default()),
+            attempt_to_delete: attempt_to_delete.clone(),
+            attempt_to_orphan: attempt_to_orphan.clone(),
+            monitors: Mutex::new(Monitors::default()),
+            metrics: ControllerMetrics::default(),
+            stop: CancellationToken::new(),
+            tasks: Mutex::new(JoinSet::new()),
+            config,
+        });
+        let builder = GraphBuilder::new(
+            graph,
+            attempt_to_delete,
+            attempt_to_orphan,
+            absent_owner_cache.clone(),
+            recorder,
+        );
+        for events in partitions {
+            gc.spawn(builder.clone().run(events, router.clone()));
+        }
+        gc.spawn(run_event_sink(gc.api.clone(), sink));
+        let collector = Collector::new(CollectorParts {
+            api: gc.api.clone(),
+            mapper: gc.mapper.clone(),
+            graph: gc.graph.clone(),
+            router: gc.router.clone(),
+            attempt_to_delete: gc.attempt_to_delete.clone(),
+            attempt_to_orphan: gc.attempt_to_orphan.clone(),
+            absent_owner_cache,
+            config: gc.config.collector.clone(),
+        });
+        gc.spawn(gc.clone().run(collector));
+        gc
+    }
+
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let stop = self.stop.clone();
+        self.tasks.lock().spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = task => {}
+            }
+        });
+    }
+
+    /// Upstream's `GC.Run` and `GC.Sync` in one task: first sync, bounded wait, workers, then a
+    /// resync every period.
+    async fn run(self: Arc<Self>, collector: Arc<Collector<C>>) {
+        self.sync_once().await;
+        if !self.wait_for_sync(self.config.initial_sync_timeout).await {
+            tracing::warn!(timeout = ?self.config.initial_sync_timeout, "monitors not synced; starting workers anyway");
+        }
+        for _ in 0..self.config.workers.max(1) {
+            self.spawn(collector.clone().run_attempt_to_delete_worker());
+            self.spawn(collector.clone().run_attempt_to_orphan_worker());
+        }
+        loop {
+            tokio::time::sleep(self.config.sync_period).await;
+            if self.sync_once().await && !self.wait_for_sync(self.config.sync_period).await {
+                self.metrics.sync_errors.inc();
+                tracing::warn!("timed out waiting for the monitors to sync");
+            }
+        }
+    }
+
+    /// One sync round (spec §7.7); true when the monitor set changed.
+    pub async fn sync_once(&self) -> bool {
+        let discovery = self.api.discover().await;
+        let mut monitors = self.monitors.lock();
+        let plan = match sync::plan(discovery, &self.config.ignored_resources, &monitors) {
+            Ok(plan) => plan,
+            Err(e) => {
+                self.metrics.sync_errors.inc();
+                tracing::warn!(error = %e, "resource sync skipped");
+                return false;
+            }
+        };
+        if monitors.resources() == plan.wanted.keys().cloned().collect() {
+            return false;
+        }
+        self.mapper.store(plan.mapper);
+        monitors.resync(&plan.wanted, &self.api, &self.graph, &self.router);
+        tracing::info!(resources = plan.wanted.len(), "monitor set updated");
+        true
+    }
+
+    /// Waits up to `timeout` for every monitor to sync; true if they did.
+    pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while tokio::time::Instant::now() < deadline {
+            if self.is_synced() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.is_synced()
+    }
+
+    /// True when at least one monitor exists and all have synced.
+    pub fn is_synced(&self) -> bool {
+        self.monitors.lock().is_synced()
+    }
+
+    /// The graph, for inspection.
+    pub fn graph(&self) -> &Arc<Graph> {
+        &self.graph
+    }
+
+    /// The attemptToDelete queue, for inspection.
+    pub fn attempt_to_delete(&self) -> &Arc<WorkQueue<Handle>> {
+        &self.attempt_to_delete
+    }
+
+    /// The attemptToOrphan queue, for inspection.
+    pub fn attempt_to_orphan(&self) -> &Arc<WorkQueue<Handle>> {
+        &self.attempt_to_orphan
+    }
+
+    /// The controller's own counters.
+    pub fn metrics(&self) -> &ControllerMetrics {
+        &self.metrics
+    }
+
+    /// The monitored resources and whether each has synced.
+    pub fn monitor_states(&self) -> BTreeMap<crate::api::Gvr, bool> {
+        let monitors = self.monitors.lock();
+        monitors
+            .resources()
+            .into_iter()
+            .map(|gvr| (gvr.clone(), monitors.is_resource_synced(&gvr)))
+            .collect()
+    }
+
+    /// True when no event waits for a builder and no item is queued, in process or delayed.
+    pub fn is_quiet(&self) -> bool {
+        self.router.in_flight() == 0 && self.attempt_to_delete.is_idle() && self.attempt_to_orphan.is_idle()
+    }
+
+    /// Stops everything and waits for every task to end.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        *self.monitors.lock() = Monitors::default();
+        self.attempt_to_delete.shut_down();
+        self.attempt_to_orphan.shut_down();
+        let mut tasks = std::mem::take(&mut *self.tasks.lock());
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Writes recorded events through the API; a failure is logged, never retried (events are
+/// best-effort, as client-go's broadcaster treats them).
+async fn run_event_sink<C: ClusterApi>(api: Arc<C>, mut sink: EventSink) {
+    while let Some(event) = sink.recv().await {
+        if let Err(e) = api.create_event(&event).await {
+            tracing::warn!(error = %e, reason = %event.reason, "could not record event");
+        }
+    }
+}

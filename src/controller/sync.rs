@@ -1,0 +1,128 @@
+//! Discovery and the monitor set (spec §7.2, §7.5, §7.7): which resources are watched, kept in
+//! step with the cluster every sync period.
+//!
+//! Invariant: the monitor set only changes through [`Monitors::resync`], and a group-version whose
+//! discovery failed keeps its monitors that had synced, so a flaky aggregated API never drops a
+//! working monitor (and never makes the graph forget its objects).
+
+use super::config::GroupResource;
+use crate::api::{ApiError, ApiResource, ClusterApi, Discovery, Gvk, Gvr, RestMapper};
+use crate::graph::Graph;
+use crate::monitor::{self, Monitor};
+use crate::router::Router;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Resources to monitor: the preferred version of each resource that supports delete, list and
+/// watch, minus the ignored ones (upstream's `GetDeletableResources` plus the ignore filter).
+pub fn deletable_resources(discovery: &Discovery, ignored: &[GroupResource]) -> BTreeMap<Gvr, Gvk> {
+    discovery
+        .resources
+        .iter()
+        .filter(|r| r.preferred && r.is_deletable())
+        .filter(|r| {
+            !ignored
+                .iter()
+                .any(|i| i.group == r.gvr.group && i.resource == r.gvr.resource)
+        })
+        .map(|r: &ApiResource| {
+            let gvk = Gvk {
+                group: r.gvr.group.clone(),
+                version: r.gvr.version.clone(),
+                kind: r.kind.clone(),
+            };
+            (r.gvr.clone(), gvk)
+        })
+        .collect()
+}
+
+/// The running monitors, by resource.
+#[derive(Default)]
+pub struct Monitors {
+    running: BTreeMap<Gvr, Monitor>,
+}
+
+impl Monitors {
+    /// Upstream's `IsSynced`: at least one monitor, and every one has synced.
+    pub fn is_synced(&self) -> bool {
+        !self.running.is_empty() && self.running.values().all(Monitor::has_synced)
+    }
+
+    /// Upstream's `IsResourceSynced`.
+    pub fn is_resource_synced(&self, gvr: &Gvr) -> bool {
+        self.running.get(gvr).is_some_and(Monitor::has_synced)
+    }
+
+    /// The monitored resources.
+    pub fn resources(&self) -> BTreeSet<Gvr> {
+        self.running.keys().cloned().collect()
+    }
+
+    /// The resources among `resources` whose group-version failed discovery and whose monitor has
+    /// synced: they are carried over into the next set (spec §7.7 step 3).
+    pub fn synced_in_failed_groups(&self, failed: &BTreeMap<String, String>) -> BTreeMap<Gvr, Gvk> {
+        self.running
+            .iter()
+            .filter(|(gvr, m)| failed.contains_key(&gvr.api_version()) && m.has_synced())
+            .map(|(gvr, m)| (gvr.clone(), m.gvk.clone()))
+            .collect()
+    }
+
+    /// Upstream's `resyncMonitors`: keeps monitors still wanted, starts new ones, stops the rest.
+    pub fn resync<C: ClusterApi>(
+        &mut self,
+        wanted: &BTreeMap<Gvr, Gvk>,
+        api: &Arc<C>,
+        graph: &Arc<Graph>,
+        router: &Router,
+    ) {
+        self.running.retain(|gvr, _| wanted.contains_key(gvr));
+        for (gvr, gvk) in wanted {
+            if !self.running.contains_key(gvr) {
+                let m = monitor::start(api.clone(), graph.clone(), router.clone(), gvr.clone(), gvk.clone());
+                self.running.insert(gvr.clone(), m);
+            }
+        }
+    }
+}
+
+/// The outcome of reading discovery for a sync round.
+pub struct SyncPlan {
+    /// The resources to monitor.
+    pub wanted: BTreeMap<Gvr, Gvk>,
+    /// The mapper built from the same discovery.
+    pub mapper: RestMapper,
+}
+
+/// Decides the next monitor set from a discovery answer, or fails when this round must change
+/// nothing (an error or zero resources, spec §7.7 step 2).
+pub fn plan(
+    discovery: Result<Discovery, ApiError>,
+    ignored: &[GroupResource],
+    monitors: &Monitors,
+) -> Result<SyncPlan, SyncError> {
+    let discovery = discovery.map_err(SyncError::Discovery)?;
+    let mut wanted = deletable_resources(&discovery, ignored);
+    if wanted.is_empty() {
+        return Err(SyncError::NoResources);
+    }
+    if !discovery.failed.is_empty() {
+        tracing::warn!(failed = ?discovery.failed, "partial discovery failure; keeping the synced monitors of failed groups");
+        wanted.extend(monitors.synced_in_failed_groups(&discovery.failed));
+    }
+    Ok(SyncPlan {
+        wanted,
+        mapper: RestMapper::new(&discovery.resources),
+    })
+}
+
+/// Why a sync round changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// Discovery failed as a whole.
+    #[error("failed to discover resources: {0}")]
+    Discovery(#[source] ApiError),
+    /// Discovery answered, but with no deletable resource.
+    #[error("discovery returned no deletable resources")]
+    NoResources,
+}

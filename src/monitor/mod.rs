@@ -1,0 +1,189 @@
+//! Monitors: one list-and-watch per deletable resource, turning watch events into
+//! [`GraphEvent`]s for the router (spec §2).
+//!
+//! Invariant: a monitor routes the events of its resource in the order the server sent them, and
+//! after a relist it routes a delete for every object that vanished while it was not watching, so
+//! the graph never keeps a node for an object its monitor no longer sees. It keeps only each
+//! object's UID, name and namespace for that purpose: kube-gc has no informer object cache.
+//!
+//! Like an informer with resync period 0, a monitor forwards every update, unfiltered (spec §12.1).
+
+use crate::api::{ApiError, ClusterApi, Gvk, Gvr, ObjectMeta, WatchEventType};
+use crate::event::{EventType, GraphEvent};
+use crate::graph::{Graph, Sym, Uid};
+use crate::router::Router;
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Wait before retrying a failed list or watch; doubles up to [`MAX_RETRY_DELAY`].
+const FIRST_RETRY_DELAY: Duration = Duration::from_millis(200);
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+
+/// A running monitor of one resource.
+pub struct Monitor {
+    /// The kind the resource maps to (the one stamped on its events).
+    pub gvk: Gvk,
+    synced: Arc<AtomicBool>,
+    stop: CancellationToken,
+}
+
+impl Monitor {
+    /// True once the first list has been routed (upstream's `HasSynced`).
+    pub fn has_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Stops the monitor's task.
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// What a monitor remembers of an object: enough to route its delete after a relist.
+struct Known {
+    name: String,
+    namespace: String,
+}
+
+/// What a monitor's task needs.
+struct Watcher<C> {
+    api: Arc<C>,
+    graph: Arc<Graph>,
+    router: Router,
+    gvr: Gvr,
+    api_version: Sym,
+    kind: Sym,
+    synced: Arc<AtomicBool>,
+    /// Every object the monitor has routed and not yet seen deleted.
+    known: HashMap<Uid, Known>,
+}
+
+/// Starts a monitor of `gvr`, whose objects are of kind `gvk`, on the current runtime.
+pub fn start<C: ClusterApi>(api: Arc<C>, graph: Arc<Graph>, router: Router, gvr: Gvr, gvk: Gvk) -> Monitor {
+    let synced = Arc::new(AtomicBool::new(false));
+    let stop = CancellationToken::new();
+    let watcher = Watcher {
+        api_version: graph.intern(&gvk.api_version()),
+        kind: graph.intern(&gvk.kind),
+        api,
+        graph,
+        router,
+        gvr,
+        synced: synced.clone(),
+        known: HashMap::new(),
+    };
+    let token = stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = token.cancelled() => {}
+            _ = watcher.run() => {}
+        }
+    });
+    Monitor { gvk, synced, stop }
+}
+
+impl<C: ClusterApi> Watcher<C> {
+    /// List, then watch from the list's version; relist on 410 Gone; back off on errors.
+    async fn run(mut self) {
+        let mut delay = FIRST_RETRY_DELAY;
+        loop {
+            let err = match self.list().await {
+                Ok(rv) => {
+                    delay = FIRST_RETRY_DELAY;
+                    self.watch_from(rv).await
+                }
+                Err(e) => e,
+            };
+            if err.reason() == Some(crate::api::StatusReason::Gone) {
+                tracing::debug!(resource = %self.gvr, "watch expired; relisting");
+                continue;
+            }
+            tracing::warn!(resource = %self.gvr, error = %err, ?delay, "list/watch failed; retrying");
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(MAX_RETRY_DELAY);
+        }
+    }
+
+    /// Lists the resource and routes it as adds or updates, plus deletes for vanished objects.
+    async fn list(&mut self) -> Result<String, ApiError> {
+        let list = self.api.list(&self.gvr).await?;
+        let mut vanished = std::mem::take(&mut self.known);
+        for item in list.items {
+            let event_type = if vanished.remove(&Uid::parse(&item.metadata.uid)).is_some() {
+                EventType::Update
+            } else {
+                EventType::Add
+            };
+            self.route(event_type, item.metadata);
+        }
+        for (uid, known) in vanished {
+            let meta = ObjectMeta {
+                name: known.name,
+                namespace: known.namespace,
+                uid: uid.to_string(),
+                ..Default::default()
+            };
+            self.route(EventType::Delete, meta);
+        }
+        self.synced.store(true, Ordering::Release);
+        Ok(list.resource_version)
+    }
+
+    /// Watches, resuming from the last version seen whenever the server closes the stream, until
+    /// a watch fails.
+    async fn watch_from(&mut self, mut rv: String) -> ApiError {
+        loop {
+            let mut stream = match self.api.watch(&self.gvr, &rv).await {
+                Ok(stream) => stream,
+                Err(e) => return e,
+            };
+            while let Some(event) = stream.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(e) => return e,
+                };
+                let meta = event.object.metadata;
+                if !meta.resource_version.is_empty() {
+                    rv.clone_from(&meta.resource_version);
+                }
+                let event_type = match event.event_type {
+                    WatchEventType::Added => EventType::Add,
+                    WatchEventType::Modified => EventType::Update,
+                    WatchEventType::Deleted => EventType::Delete,
+                    WatchEventType::Bookmark => continue,
+                };
+                self.route(event_type, meta);
+            }
+        }
+    }
+
+    fn route(&mut self, event_type: EventType, meta: ObjectMeta) {
+        match GraphEvent::observed(&self.graph, event_type, &meta, &self.api_version, &self.kind) {
+            Ok(event) => {
+                if event_type == EventType::Delete {
+                    self.known.remove(&event.object.uid);
+                } else {
+                    self.known.insert(
+                        event.object.uid.clone(),
+                        Known {
+                            name: meta.name,
+                            namespace: meta.namespace,
+                        },
+                    );
+                }
+                self.router.route(event);
+            }
+            Err(e) => tracing::warn!(resource = %self.gvr, error = %e, "dropping an unreadable object"),
+        }
+    }
+}
