@@ -49,25 +49,14 @@ enum Action {
     Requeue,
 }
 
-/// Shared state of every collector worker.
+/// Shared state of every collector worker. Built once by the controller (or a test rig) and
+/// shared behind an `Arc`; nothing in it changes after construction.
 pub struct Collector<C> {
-    api: Arc<C>,
-    mapper: Arc<SharedRestMapper>,
-    graph: Arc<Graph>,
-    router: Router,
-    attempt_to_delete: Arc<WorkQueue<Handle>>,
-    attempt_to_orphan: Arc<WorkQueue<Handle>>,
-    absent_owner_cache: Arc<AbsentOwnerCache>,
-    config: CollectorConfig,
-}
-
-/// Everything a [`Collector`] is built from.
-pub struct CollectorParts<C> {
     /// The cluster.
     pub api: Arc<C>,
     /// The REST mapper in force.
     pub mapper: Arc<SharedRestMapper>,
-    /// The graph the builders write.
+    /// The graph the builders write; workers only read it.
     pub graph: Arc<Graph>,
     /// Where virtual delete events go.
     pub router: Router,
@@ -75,37 +64,13 @@ pub struct CollectorParts<C> {
     pub attempt_to_delete: Arc<WorkQueue<Handle>>,
     /// The attemptToOrphan queue.
     pub attempt_to_orphan: Arc<WorkQueue<Handle>>,
-    /// Owners known to be absent.
+    /// Owners known to be absent, shared with the builder.
     pub absent_owner_cache: Arc<AbsentOwnerCache>,
     /// Settings.
     pub config: CollectorConfig,
 }
 
 impl<C: ClusterApi> Collector<C> {
-    /// Assembles a collector.
-    pub fn new(parts: CollectorParts<C>) -> Arc<Self> {
-        let CollectorParts {
-            api,
-            mapper,
-            graph,
-            router,
-            attempt_to_delete,
-            attempt_to_orphan,
-            absent_owner_cache,
-            config,
-        } = parts;
-        Arc::new(Collector {
-            api,
-            mapper,
-            graph,
-            router,
-            attempt_to_delete,
-            attempt_to_orphan,
-            absent_owner_cache,
-            config,
-        })
-    }
-
     /// One attemptToDelete worker: runs until its queue shuts down.
     pub async fn run_attempt_to_delete_worker(self: Arc<Self>) {
         while self.process_attempt_to_delete_worker().await {}

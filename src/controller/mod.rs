@@ -15,7 +15,7 @@ pub use sync::{deletable_resources, SyncError};
 
 use crate::api::{ClusterApi, SharedRestMapper};
 use crate::builder::{EventRecorder, EventSink, GraphBuilder};
-use crate::collector::{AbsentOwnerCache, Collector, CollectorParts};
+use crate::collector::{AbsentOwnerCache, Collector};
 use crate::graph::{Graph, Handle};
 use crate::queue::{self, WorkQueue};
 use crate::router::Router;
@@ -76,7 +76,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
             gc.spawn(builder.clone().run(events, router.clone()));
         }
         gc.spawn(run_event_sink(gc.api.clone(), sink));
-        let collector = Collector::new(CollectorParts {
+        let collector = Arc::new(Collector {
             api: gc.api.clone(),
             mapper: gc.mapper.clone(),
             graph: gc.graph.clone(),

@@ -393,18 +393,18 @@ mod tests {
     }
 
     #[test]
-    fn dot_of_an_empty_graph_should_match_the_empty_golden_file() {
+    fn s44_dot_of_an_empty_graph_should_match_the_empty_golden_file() {
         assert_eq!(to_dot(&Graph::new(), &[]), include_str!("../../tests/golden/empty.dot"));
     }
 
     #[test]
-    fn dot_should_match_the_simple_golden_file_and_drop_nodes_without_references() {
+    fn s44_dot_should_match_the_simple_golden_file_and_drop_nodes_without_references() {
         let b = two_chains();
         assert_eq!(to_dot(&b.graph, &[]), include_str!("../../tests/golden/simple.dot"));
     }
 
     #[test]
-    fn dot_should_match_the_escaping_golden_file() {
+    fn s44_dot_should_match_the_escaping_golden_file() {
         let b = Builder::new();
         let i18n = "Iñtërnâtiônàlizætiøn,🐹";
         let ref1 = b.identity(

@@ -13,7 +13,7 @@ use kube_gc::api::{
     SharedRestMapper,
 };
 use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
-use kube_gc::collector::{AbsentOwnerCache, Collector, CollectorConfig, CollectorParts};
+use kube_gc::collector::{AbsentOwnerCache, Collector, CollectorConfig};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{invariants, Graph, Handle, Uid};
@@ -189,7 +189,7 @@ impl Rig {
             absent_owner_cache.clone(),
             recorder,
         );
-        let collector = Collector::new(CollectorParts {
+        let collector = Arc::new(Collector {
             api: cluster.clone(),
             mapper,
             graph: graph.clone(),

@@ -15,15 +15,7 @@ pub(super) fn new_uid() -> String {
     let mut bytes: [u8; 16] = rand::thread_rng().gen();
     bytes[6] = (bytes[6] & 0x0f) | 0x40; // version 4
     bytes[8] = (bytes[8] & 0x3f) | 0x80; // RFC 4122 variant
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    crate::graph::Uid::Uuid(u128::from_be_bytes(bytes)).to_string()
 }
 
 /// `prefix` plus five random characters, as `generateName` produces.
