@@ -1,0 +1,114 @@
+//! Per-event latency of processGraphChanges on a Deployment → ReplicaSet → Pod graph.
+//!
+//! Regimes: adding a pod under an existing ReplicaSet, moving a pod to another owner (an update
+//! that changes ownerReferences), and deleting a pod, each on graphs of 10k and 100k nodes.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use kube_gc::api::{ObjectMeta, OwnerReference};
+use kube_gc::builder::{EventRecorder, GraphBuilder};
+use kube_gc::collector::AbsentOwnerCache;
+use kube_gc::event::{EventType, GraphEvent};
+use kube_gc::graph::Graph;
+use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
+use std::sync::Arc;
+
+const PODS_PER_SET: usize = 10;
+
+fn uid(kind: u8, i: usize) -> String {
+    format!("{kind:08x}-0000-4000-8000-{i:012x}")
+}
+
+fn pod(i: usize, set: usize) -> ObjectMeta {
+    ObjectMeta {
+        name: format!("pod-{i}"),
+        namespace: "bench".into(),
+        uid: uid(3, i),
+        owner_references: vec![OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: "ReplicaSet".into(),
+            name: format!("rs-{set}"),
+            uid: uid(2, set),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }],
+        ..Default::default()
+    }
+}
+
+/// A builder over a graph of `nodes` objects (one Deployment and ReplicaSet per ten pods).
+fn populated(nodes: usize) -> (GraphBuilder, Arc<Graph>) {
+    let graph = Arc::new(Graph::new());
+    let (recorder, _sink) = EventRecorder::new();
+    let builder = GraphBuilder::new(
+        graph.clone(),
+        WorkQueue::new(ATTEMPT_TO_DELETE, RateLimiterConfig::default()),
+        WorkQueue::new(ATTEMPT_TO_ORPHAN, RateLimiterConfig::default()),
+        Arc::new(AbsentOwnerCache::default()),
+        recorder,
+    );
+    let sets = nodes / (PODS_PER_SET + 2);
+    for s in 0..sets {
+        let deploy = ObjectMeta {
+            name: format!("d-{s}"),
+            namespace: "bench".into(),
+            uid: uid(1, s),
+            ..Default::default()
+        };
+        let rs = ObjectMeta {
+            name: format!("rs-{s}"),
+            namespace: "bench".into(),
+            uid: uid(2, s),
+            owner_references: vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                name: format!("d-{s}"),
+                uid: uid(1, s),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        apply(&builder, &graph, EventType::Add, &deploy, "Deployment");
+        apply(&builder, &graph, EventType::Add, &rs, "ReplicaSet");
+        for p in 0..PODS_PER_SET {
+            apply(&builder, &graph, EventType::Add, &pod(s * PODS_PER_SET + p, s), "Pod");
+        }
+    }
+    (builder, graph)
+}
+
+fn apply(builder: &GraphBuilder, graph: &Graph, t: EventType, meta: &ObjectMeta, kind: &str) {
+    let api_version = if kind == "Pod" { "v1" } else { "apps/v1" };
+    builder.process_graph_changes(GraphEvent::observed(graph, t, meta, api_version, kind).expect("valid"));
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("process_graph_changes");
+    for nodes in [10_000, 100_000] {
+        let (builder, graph) = populated(nodes);
+        let sets = nodes / (PODS_PER_SET + 2);
+        let mut next = nodes * 10;
+        group.bench_function(BenchmarkId::new("add_pod", nodes), |b| {
+            b.iter(|| {
+                next += 1;
+                apply(&builder, &graph, EventType::Add, &pod(next, next % sets), "Pod");
+            })
+        });
+        group.bench_function(BenchmarkId::new("update_owner", nodes), |b| {
+            let mut flip = 0;
+            b.iter(|| {
+                flip += 1;
+                apply(&builder, &graph, EventType::Update, &pod(0, flip % sets), "Pod");
+            })
+        });
+        group.bench_function(BenchmarkId::new("delete_and_readd_pod", nodes), |b| {
+            b.iter(|| {
+                apply(&builder, &graph, EventType::Delete, &pod(1, 0), "Pod");
+                apply(&builder, &graph, EventType::Add, &pod(1, 0), "Pod");
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
