@@ -7,7 +7,7 @@
 
 #![allow(dead_code)] // each test file uses a different part of the kit
 
-use kube_gc::api::sim::SimCluster;
+use kube_gc::api::sim::{SimCluster, TypeDef};
 use kube_gc::api::{
     ClusterApi, DeleteOptions, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy, RestMapper,
     SharedRestMapper,
@@ -40,6 +40,23 @@ pub fn deployments() -> Gvr {
 pub fn replicasets() -> Gvr {
     Gvr::new("apps", "v1", "replicasets")
 }
+pub fn secrets() -> Gvr {
+    Gvr::new("", "v1", "secrets")
+}
+pub fn persistentvolumes() -> Gvr {
+    Gvr::new("", "v1", "persistentvolumes")
+}
+pub fn jobs() -> Gvr {
+    Gvr::new("batch", "v1", "jobs")
+}
+pub fn cronjobs() -> Gvr {
+    Gvr::new("batch", "v1", "cronjobs")
+}
+
+/// The GVR a type is served and monitored under: its preferred version.
+pub fn gvr_of(def: &TypeDef) -> Gvr {
+    Gvr::new(&def.group, &def.preferred, &def.resource)
+}
 
 /// A ref to `owner`, with the owner's own apiVersion and kind.
 pub fn ref_to(owner: &PartialObjectMeta) -> OwnerReference {
@@ -54,17 +71,51 @@ pub fn ref_to(owner: &PartialObjectMeta) -> OwnerReference {
 
 /// A ref to `owner` with `blockOwnerDeletion: true`.
 pub fn blocking_ref_to(owner: &PartialObjectMeta) -> OwnerReference {
-    OwnerReference { block_owner_deletion: Some(true), ..ref_to(owner) }
+    OwnerReference {
+        block_owner_deletion: Some(true),
+        ..ref_to(owner)
+    }
 }
 
 /// Object metadata for a create.
 pub fn meta(namespace: &str, name: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
-    ObjectMeta { name: name.into(), namespace: namespace.into(), owner_references: owners, ..Default::default() }
+    ObjectMeta {
+        name: name.into(),
+        namespace: namespace.into(),
+        owner_references: owners,
+        ..Default::default()
+    }
 }
 
 /// Delete options with a propagation policy.
 pub fn policy(p: PropagationPolicy) -> DeleteOptions {
-    DeleteOptions { propagation_policy: Some(p), ..Default::default() }
+    DeleteOptions {
+        propagation_policy: Some(p),
+        ..Default::default()
+    }
+}
+
+/// Delete options with the legacy `orphanDependents` flag.
+pub fn orphan_dependents(orphan: bool) -> DeleteOptions {
+    DeleteOptions {
+        orphan_dependents: Some(orphan),
+        ..Default::default()
+    }
+}
+
+/// Creates an object in a cluster no collector watches yet (objects that exist before the
+/// controller starts, as after a controller-manager restart).
+pub fn create_in(cluster: &SimCluster, gvr: &Gvr, meta: ObjectMeta) -> PartialObjectMeta {
+    let name = format!("{}/{}", meta.namespace, meta.name);
+    cluster
+        .create(
+            gvr,
+            PartialObjectMeta {
+                metadata: meta,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("create {gvr} {name}: {e}"))
 }
 
 /// The whole controller against a simulated cluster.
@@ -91,7 +142,13 @@ impl Harness {
     pub fn create(&self, gvr: &Gvr, meta: ObjectMeta) -> PartialObjectMeta {
         let name = format!("{}/{}", meta.namespace, meta.name);
         self.cluster
-            .create(gvr, PartialObjectMeta { metadata: meta, ..Default::default() })
+            .create(
+                gvr,
+                PartialObjectMeta {
+                    metadata: meta,
+                    ..Default::default()
+                },
+            )
             .unwrap_or_else(|e| panic!("create {gvr} {name}: {e}"))
     }
 
@@ -106,12 +163,45 @@ impl Harness {
     /// The object's current state, if it still exists under the same UID.
     pub fn get(&self, gvr: &Gvr, obj: &PartialObjectMeta) -> Option<PartialObjectMeta> {
         let m = &obj.metadata;
-        self.cluster.get_object(gvr, &m.namespace, &m.name).ok().filter(|o| o.metadata.uid == m.uid)
+        self.cluster
+            .get_object(gvr, &m.namespace, &m.name)
+            .ok()
+            .filter(|o| o.metadata.uid == m.uid)
     }
 
     /// True while the object exists under the same UID.
     pub fn exists(&self, gvr: &Gvr, obj: &PartialObjectMeta) -> bool {
         self.get(gvr, obj).is_some()
+    }
+
+    /// Changes an object's metadata with a PUT at its current resourceVersion, as a user would
+    /// (adding a ref, removing a finalizer); returns the object as written.
+    pub fn edit(&self, gvr: &Gvr, obj: &PartialObjectMeta, change: impl FnOnce(&mut ObjectMeta)) -> PartialObjectMeta {
+        let m = &obj.metadata;
+        let mut current = self
+            .get(gvr, obj)
+            .unwrap_or_else(|| panic!("edit {gvr} {}/{}: gone", m.namespace, m.name));
+        change(&mut current.metadata);
+        self.cluster
+            .update(gvr, current)
+            .unwrap_or_else(|e| panic!("edit {gvr} {}/{}: {e}", m.namespace, m.name))
+    }
+
+    /// Serves a custom type and waits until the collector monitors it, as a new CRD is picked up
+    /// by the next sync round (spec §7.7); returns the GVR it is served under.
+    pub async fn serve(&self, def: TypeDef) -> Gvr {
+        let gvr = gvr_of(&def);
+        self.cluster.register(def);
+        self.gc.sync_once().await;
+        assert!(
+            self.gc.wait_for_sync(Duration::from_secs(60)).await,
+            "the monitor of {gvr} never synced"
+        );
+        assert!(
+            self.gc.monitor_states().contains_key(&gvr),
+            "no monitor for {gvr} after a sync"
+        );
+        gvr
     }
 
     /// True when the graph has a node for the object.
@@ -131,7 +221,8 @@ impl Harness {
     /// Waits until the objects are in the graph (the upstream tests wait for this before deleting
     /// owners whose dependents must be orphaned, spec §12.9).
     pub async fn wait_in_graph(&self, objs: &[&PartialObjectMeta]) {
-        self.eventually("the objects in the graph", || objs.iter().all(|o| self.in_graph(o))).await;
+        self.eventually("the objects in the graph", || objs.iter().all(|o| self.in_graph(o)))
+            .await;
     }
 
     /// Lets the collector run until it is quiet (or `PATIENCE` passes: virtual nodes may poll
