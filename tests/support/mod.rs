@@ -54,17 +54,28 @@ pub fn ref_to(owner: &PartialObjectMeta) -> OwnerReference {
 
 /// A ref to `owner` with `blockOwnerDeletion: true`.
 pub fn blocking_ref_to(owner: &PartialObjectMeta) -> OwnerReference {
-    OwnerReference { block_owner_deletion: Some(true), ..ref_to(owner) }
+    OwnerReference {
+        block_owner_deletion: Some(true),
+        ..ref_to(owner)
+    }
 }
 
 /// Object metadata for a create.
 pub fn meta(namespace: &str, name: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
-    ObjectMeta { name: name.into(), namespace: namespace.into(), owner_references: owners, ..Default::default() }
+    ObjectMeta {
+        name: name.into(),
+        namespace: namespace.into(),
+        owner_references: owners,
+        ..Default::default()
+    }
 }
 
 /// Delete options with a propagation policy.
 pub fn policy(p: PropagationPolicy) -> DeleteOptions {
-    DeleteOptions { propagation_policy: Some(p), ..Default::default() }
+    DeleteOptions {
+        propagation_policy: Some(p),
+        ..Default::default()
+    }
 }
 
 /// The whole controller against a simulated cluster.
@@ -91,7 +102,13 @@ impl Harness {
     pub fn create(&self, gvr: &Gvr, meta: ObjectMeta) -> PartialObjectMeta {
         let name = format!("{}/{}", meta.namespace, meta.name);
         self.cluster
-            .create(gvr, PartialObjectMeta { metadata: meta, ..Default::default() })
+            .create(
+                gvr,
+                PartialObjectMeta {
+                    metadata: meta,
+                    ..Default::default()
+                },
+            )
             .unwrap_or_else(|e| panic!("create {gvr} {name}: {e}"))
     }
 
@@ -106,7 +123,10 @@ impl Harness {
     /// The object's current state, if it still exists under the same UID.
     pub fn get(&self, gvr: &Gvr, obj: &PartialObjectMeta) -> Option<PartialObjectMeta> {
         let m = &obj.metadata;
-        self.cluster.get_object(gvr, &m.namespace, &m.name).ok().filter(|o| o.metadata.uid == m.uid)
+        self.cluster
+            .get_object(gvr, &m.namespace, &m.name)
+            .ok()
+            .filter(|o| o.metadata.uid == m.uid)
     }
 
     /// True while the object exists under the same UID.
@@ -131,7 +151,8 @@ impl Harness {
     /// Waits until the objects are in the graph (the upstream tests wait for this before deleting
     /// owners whose dependents must be orphaned, spec §12.9).
     pub async fn wait_in_graph(&self, objs: &[&PartialObjectMeta]) {
-        self.eventually("the objects in the graph", || objs.iter().all(|o| self.in_graph(o))).await;
+        self.eventually("the objects in the graph", || objs.iter().all(|o| self.in_graph(o)))
+            .await;
     }
 
     /// Lets the collector run until it is quiet (or `PATIENCE` passes: virtual nodes may poll
