@@ -369,6 +369,44 @@ impl Rig {
         }
         out
     }
+
+    /// The immediately queued items of attemptToDelete, in queue order, left queued in that order.
+    pub async fn peek_delete_queue(&self) -> Vec<Handle> {
+        let items = self.drain_delete_queue().await;
+        for item in &items {
+            self.attempt_to_delete.add(item.clone());
+        }
+        items
+    }
+
+    /// Advances the paused clock until every rate-limited attemptToDelete item has come due and
+    /// joined the back of the queue.
+    pub async fn release_delayed(&self) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while self.attempt_to_delete.delayed_len() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "likely stuck: delayed attemptToDelete items never came due"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// A collector over `api` that shares this rig's graph, queues, router and absentOwnerCache,
+    /// for tests whose cluster must misbehave on cue. Its REST mapper comes from `api`'s discovery.
+    pub async fn collector_over<C: ClusterApi>(&self, api: Arc<C>) -> Arc<Collector<C>> {
+        let discovery = api.discover().await.expect("discovery");
+        Arc::new(Collector {
+            api,
+            mapper: Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources))),
+            graph: self.graph.clone(),
+            router: self.router.clone(),
+            attempt_to_delete: self.attempt_to_delete.clone(),
+            attempt_to_orphan: self.attempt_to_orphan.clone(),
+            absent_owner_cache: self.absent_owner_cache.clone(),
+            config: CollectorConfig::default(),
+        })
+    }
 }
 
 async fn drain(queue: &WorkQueue<Handle>) -> Vec<Handle> {
