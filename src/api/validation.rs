@@ -16,7 +16,7 @@ pub enum InvalidOwnerReference {
         /// `apiVersion`, `kind`, `name` or `uid`.
         field: &'static str,
     },
-    /// The apiVersion has no version part (`apps/`).
+    /// The apiVersion has no version part (`apps/`) or is not a group-version (`apps/v1/extra`).
     #[error("metadata.ownerReferences[{index}].apiVersion: Invalid value: {api_version:?}: version must not be empty")]
     BadApiVersion {
         /// Position of the ref in the list.
@@ -47,7 +47,11 @@ pub fn validate_owner_references(refs: &[OwnerReference]) -> Result<(), InvalidO
                 return Err(InvalidOwnerReference::Missing { index, field });
             }
         }
-        if super::split_api_version(&r.api_version).1.is_empty() {
+        // Upstream reads the version through `schema.FromAPIVersionAndKind`, which leaves it empty
+        // when the apiVersion is not a group-version (`apps/`, and also `apps/v1/extra`: more than
+        // one `/` does not parse), so both are "version must not be empty".
+        let version = super::split_api_version(&r.api_version).1;
+        if version.is_empty() || version.contains('/') {
             return Err(InvalidOwnerReference::BadApiVersion {
                 index,
                 api_version: r.api_version.clone(),
@@ -96,6 +100,30 @@ mod tests {
                 field: "kind"
             })
         );
+    }
+
+    #[test]
+    fn validation_should_reject_an_api_version_that_is_not_a_group_version() {
+        for bad in ["apps/", "apps/v1/extra", "a//b"] {
+            let r = OwnerReference {
+                api_version: bad.into(),
+                ..good()
+            };
+            assert!(
+                matches!(
+                    validate_owner_references(&[r]),
+                    Err(InvalidOwnerReference::BadApiVersion { index: 0, .. })
+                ),
+                "{bad}"
+            );
+        }
+        for fine in ["v1", "apps/v1", "example.com/v1beta1"] {
+            let r = OwnerReference {
+                api_version: fine.into(),
+                ..good()
+            };
+            assert_eq!(validate_owner_references(&[r]), Ok(()), "{fine}");
+        }
     }
 
     #[test]

@@ -15,11 +15,12 @@ use std::sync::Arc;
 
 /// Resources to monitor: the preferred version of each resource that supports delete, list and
 /// watch, minus the ignored ones (upstream's `GetDeletableResources` plus the ignore filter).
+/// A resource under an invalid group-version is skipped (spec §7.7 step 1).
 pub fn deletable_resources(discovery: &Discovery, ignored: &[GroupResource]) -> BTreeMap<Gvr, Gvk> {
     discovery
         .resources
         .iter()
-        .filter(|r| r.preferred && r.is_deletable())
+        .filter(|r| r.preferred && r.is_deletable() && is_valid_group_version(&r.gvr))
         .filter(|r| {
             !ignored
                 .iter()
@@ -34,6 +35,13 @@ pub fn deletable_resources(discovery: &Discovery, ignored: &[GroupResource]) -> 
             (r.gvr.clone(), gvk)
         })
         .collect()
+}
+
+/// True when the GVR's group-version would parse as one: at most one `/`, as upstream's
+/// `schema.ParseGroupVersion` requires (`foo//whatever` does not). Spec §7.7 step 1 skips the
+/// others instead of monitoring a resource nobody can list.
+fn is_valid_group_version(gvr: &Gvr) -> bool {
+    gvr.api_version().matches('/').count() <= 1
 }
 
 /// The running monitors, by resource.

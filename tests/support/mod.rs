@@ -7,16 +7,16 @@
 
 #![allow(dead_code)] // each test file uses a different part of the kit
 
-use kube_gc::api::sim::{SimCluster, TypeDef};
+use kube_gc::api::sim::{Fault, SimCluster, TypeDef, Verb};
 use kube_gc::api::{
-    ClusterApi, DeleteOptions, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy, RestMapper,
-    SharedRestMapper,
+    ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, ObjectMeta, OwnerReference,
+    PartialObjectMeta, PatchType, PropagationPolicy, RestMapper, SharedRestMapper, StatusReason, WatchStream,
 };
 use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
 use kube_gc::collector::{AbsentOwnerCache, Collector, CollectorConfig};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::{invariants, Graph, Handle, Uid};
+use kube_gc::graph::{invariants, Graph, Handle, Identity, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::router::{PartitionReceiver, Router};
 use std::sync::Arc;
@@ -417,4 +417,163 @@ async fn drain(queue: &WorkQueue<Handle>) -> Vec<Handle> {
         out.push(item);
     }
     out
+}
+
+impl Harness {
+    /// Like [`Harness::start_with`], but returns at once, without waiting for the monitors to
+    /// sync (for clusters with a resource that never syncs).
+    pub async fn start_unsynced(cluster: SimCluster, config: Config) -> Harness {
+        let cluster = Arc::new(cluster);
+        let gc = GarbageCollector::start(cluster.clone(), config).await;
+        Harness { cluster, gc }
+    }
+
+    /// The monitored resources, by plural name, sorted.
+    pub fn monitored(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .gc
+            .monitor_states()
+            .keys()
+            .map(|gvr| gvr.resource.clone())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// A fault on `verb` calls about `(group, resource)` (every resource if `None`), answering
+/// `reason` with `message` until cleared.
+pub fn fault(verb: Verb, resource: Option<(&str, &str)>, reason: StatusReason, message: &str) -> Fault {
+    Fault {
+        verb,
+        resource: resource.map(|(g, r)| (g.to_string(), r.to_string())),
+        error: ApiError::status(reason, message),
+        times: None,
+    }
+}
+
+/// A [`ClusterApi`] that writes down every call it passes on, as `"<verb> <gvr> <ns>/<name>"`
+/// (upstream's unit tests assert on the exact requests the collector sends).
+pub struct Recorder<C> {
+    pub inner: Arc<C>,
+    log: parking_lot::Mutex<Vec<String>>,
+}
+
+impl<C> Recorder<C> {
+    pub fn new(inner: Arc<C>) -> Self {
+        Recorder {
+            inner,
+            log: parking_lot::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The calls so far, in order.
+    pub fn calls(&self) -> Vec<String> {
+        self.log.lock().clone()
+    }
+
+    /// How many recorded calls equal `call`.
+    pub fn count(&self, call: &str) -> usize {
+        self.log.lock().iter().filter(|c| *c == call).count()
+    }
+
+    fn note(&self, verb: &str, gvr: &Gvr, namespace: &str, name: &str) {
+        self.log.lock().push(format!("{verb} {gvr} {namespace}/{name}"));
+    }
+}
+
+impl<C: ClusterApi> ClusterApi for Recorder<C> {
+    async fn discover(&self) -> Result<Discovery, ApiError> {
+        self.log.lock().push("discover".into());
+        self.inner.discover().await
+    }
+
+    async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
+        self.note("get", gvr, namespace, name);
+        self.inner.get(gvr, namespace, name).await
+    }
+
+    async fn patch(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        body: &serde_json::Value,
+    ) -> Result<PartialObjectMeta, ApiError> {
+        self.note("patch", gvr, namespace, name);
+        self.inner.patch(gvr, namespace, name, patch_type, body).await
+    }
+
+    async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
+        self.note("delete", gvr, namespace, name);
+        self.inner.delete(gvr, namespace, name, options).await
+    }
+
+    async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+        self.note("list", gvr, "", "");
+        self.inner.list(gvr).await
+    }
+
+    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+        self.note("watch", gvr, "", "");
+        self.inner.watch(gvr, resource_version).await
+    }
+
+    async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
+        self.log.lock().push("create_event".into());
+        self.inner.create_event(event).await
+    }
+}
+
+impl Rig {
+    /// A second collector sharing this rig's graph, queues, router and absentOwnerCache, whose
+    /// calls go through a [`Recorder`].
+    pub async fn recording_collector(&self) -> (Arc<Collector<Recorder<SimCluster>>>, Arc<Recorder<SimCluster>>) {
+        let recorder = Arc::new(Recorder::new(self.cluster.clone()));
+        let discovery = self.cluster.discover().await.expect("discovery");
+        let collector = Arc::new(Collector {
+            api: recorder.clone(),
+            mapper: Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources))),
+            graph: self.graph.clone(),
+            router: self.router.clone(),
+            attempt_to_delete: self.attempt_to_delete.clone(),
+            attempt_to_orphan: self.attempt_to_orphan.clone(),
+            absent_owner_cache: self.absent_owner_cache.clone(),
+            config: CollectorConfig::default(),
+        });
+        (collector, recorder)
+    }
+
+    /// Creates an object as a user would; panics with the server's answer on failure.
+    pub fn create(&self, gvr: &Gvr, meta: ObjectMeta) -> PartialObjectMeta {
+        let name = format!("{}/{}", meta.namespace, meta.name);
+        self.cluster
+            .create(
+                gvr,
+                PartialObjectMeta {
+                    metadata: meta,
+                    ..Default::default()
+                },
+            )
+            .unwrap_or_else(|e| panic!("create {gvr} {name}: {e}"))
+    }
+
+    /// Applies an observed event for `obj` as its monitor would route it (apiVersion and kind
+    /// from the object as the server returned it).
+    pub fn observe(&self, event_type: EventType, obj: &PartialObjectMeta) {
+        self.apply(self.event(event_type, &obj.metadata, &obj.api_version, &obj.kind));
+    }
+
+    /// The identity of `obj` as the graph names it.
+    pub fn identity(&self, obj: &PartialObjectMeta) -> Identity {
+        let m = &obj.metadata;
+        Identity {
+            api_version: self.graph.intern(&obj.api_version),
+            kind: self.graph.intern(&obj.kind),
+            name: Arc::from(m.name.as_str()),
+            uid: Uid::parse(&m.uid),
+            namespace: self.graph.intern(&m.namespace),
+        }
+    }
 }

@@ -3,7 +3,9 @@
 //!
 //! Counting is what separates the two faces: the GC reaches the cluster only through the trait, so
 //! [`ApiCalls`] measures the GC's own traffic, while tests and the demo act as users without
-//! disturbing it.
+//! disturbing it. Injected [faults](super::Fault) live on the same face: a call is counted first,
+//! then answered by a matching fault if one is armed (a request that fails still reached the
+//! server), and only otherwise by the store.
 
 use super::SimCluster;
 use crate::api::{
@@ -38,16 +40,24 @@ impl ApiCalls {
     }
 }
 
-/// The verbs counted, as indexes into [`CallCounters`].
-#[derive(Clone, Copy)]
-enum Verb {
+/// The verbs of [`ClusterApi`], as counted in [`ApiCalls`] and matched by
+/// [`Fault`](super::Fault)s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// [`ClusterApi::get`].
     Get,
+    /// [`ClusterApi::list`].
     List,
+    /// [`ClusterApi::watch`].
     Watch,
+    /// [`ClusterApi::patch`].
     Patch,
+    /// [`ClusterApi::delete`].
     Delete,
-    CreateEvent,
+    /// [`ClusterApi::discover`].
     Discover,
+    /// [`ClusterApi::create_event`].
+    CreateEvent,
 }
 
 /// Lock-free per-verb counters, so counting never contends with the state lock.
@@ -75,14 +85,22 @@ impl CallCounters {
     }
 }
 
+impl SimCluster {
+    /// Counts a `verb` call about `gvr`, then lets an armed fault answer it.
+    fn call(&self, verb: Verb, gvr: Option<&Gvr>) -> Result<(), ApiError> {
+        self.calls.count(verb);
+        self.faults.check(verb, gvr)
+    }
+}
+
 impl ClusterApi for SimCluster {
     async fn discover(&self) -> Result<Discovery, ApiError> {
-        self.calls.count(Verb::Discover);
+        self.call(Verb::Discover, None)?;
         Ok(self.state.lock().discover())
     }
 
     async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
-        self.calls.count(Verb::Get);
+        self.call(Verb::Get, Some(gvr))?;
         self.get_object(gvr, namespace, name)
     }
 
@@ -94,27 +112,27 @@ impl ClusterApi for SimCluster {
         patch_type: PatchType,
         body: &serde_json::Value,
     ) -> Result<PartialObjectMeta, ApiError> {
-        self.calls.count(Verb::Patch);
+        self.call(Verb::Patch, Some(gvr))?;
         self.patch_object(gvr, namespace, name, patch_type, body)
     }
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
-        self.calls.count(Verb::Delete);
+        self.call(Verb::Delete, Some(gvr))?;
         self.delete_object(gvr, namespace, name, options)
     }
 
     async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
-        self.calls.count(Verb::List);
+        self.call(Verb::List, Some(gvr))?;
         self.state.lock().list(gvr)
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        self.calls.count(Verb::Watch);
+        self.call(Verb::Watch, Some(gvr))?;
         self.state.lock().watch(gvr, resource_version)
     }
 
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
-        self.calls.count(Verb::CreateEvent);
+        self.call(Verb::CreateEvent, None)?;
         self.state.lock().events.push(event.clone());
         Ok(())
     }

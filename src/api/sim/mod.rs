@@ -22,6 +22,8 @@
 //!   GC uses; each of its calls is counted in [`ApiCalls`]. The inherent methods
 //!   ([`SimCluster::create`], [`SimCluster::update`], [`SimCluster::delete_object`], …) are how
 //!   tests and the demo act as users; they are not counted.
+//! - Failures are injected on the trait face only ([`SimCluster::inject_fault`]): the GC sees a
+//!   broken resource or a flaky verb while the user methods keep working.
 //!
 //! # Deliberate simplifications
 //!
@@ -37,6 +39,7 @@
 
 mod calls;
 mod delete;
+mod faults;
 mod meta;
 mod patch;
 mod status;
@@ -47,7 +50,8 @@ mod watch;
 #[cfg(test)]
 mod tests;
 
-pub use calls::ApiCalls;
+pub use calls::{ApiCalls, Verb};
+pub use faults::Fault;
 pub use types::TypeDef;
 
 use crate::api::{ApiError, DeleteOptions, EventRecord, Gvr, PartialObjectMeta, PatchType};
@@ -78,6 +82,7 @@ pub const DEFAULT_HISTORY: usize = 100_000;
 pub struct SimCluster {
     state: Mutex<store::State>,
     calls: calls::CallCounters,
+    faults: faults::FaultTable,
 }
 
 impl SimCluster {
@@ -102,6 +107,7 @@ impl SimCluster {
         SimCluster {
             state: Mutex::new(store::State::new(types, history)),
             calls: calls::CallCounters::default(),
+            faults: faults::FaultTable::default(),
         }
     }
 
@@ -196,6 +202,20 @@ impl SimCluster {
         } else {
             state.failing_discovery.remove(group_version);
         }
+    }
+
+    /// Arms `fault`: from now on, the [`ClusterApi`](crate::api::ClusterApi) calls it matches fail
+    /// with its error (still counted in [`api_calls`](Self::api_calls)), until it has answered
+    /// `fault.times` calls or [`clear_faults`](Self::clear_faults) is called. The user methods are
+    /// never affected. When several faults match a call, the one injected first answers; see
+    /// [`Fault`] for the matching rules.
+    pub fn inject_fault(&self, fault: Fault) {
+        self.faults.inject(fault);
+    }
+
+    /// Disarms every injected fault.
+    pub fn clear_faults(&self) {
+        self.faults.clear();
     }
 
     /// Delays the delivery of every watch event of a type by `delay`, in every open and future

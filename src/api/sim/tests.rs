@@ -1,6 +1,6 @@
 //! The simulated cluster's own conformance: each test pins one API-server behaviour the GC relies on.
 
-use super::{SimCluster, TypeDef};
+use super::{Fault, SimCluster, TypeDef, Verb};
 use crate::api::{
     ApiError, ClusterApi, DeleteOptions, EventRecord, Gvr, InvolvedObject, ObjectMeta, OwnerReference,
     PartialObjectMeta, PatchType, Preconditions, PropagationPolicy, StatusReason, WatchEvent, WatchEventType,
@@ -733,4 +733,146 @@ async fn api_calls_should_count_only_calls_through_the_trait() {
     );
     assert_eq!(calls.total(), 8);
     assert_eq!(cluster.events(), [event]);
+}
+
+fn fault(verb: Verb, resource: Option<(&str, &str)>, error: ApiError, times: Option<usize>) -> Fault {
+    Fault {
+        verb,
+        resource: resource.map(|(g, r)| (g.to_string(), r.to_string())),
+        error,
+        times,
+    }
+}
+
+fn event_about(pod: &PartialObjectMeta) -> EventRecord {
+    EventRecord {
+        involved_object: InvolvedObject {
+            api_version: pod.api_version.clone(),
+            kind: pod.kind.clone(),
+            namespace: pod.metadata.namespace.clone(),
+            name: pod.metadata.name.clone(),
+            uid: pod.metadata.uid.clone(),
+        },
+        event_type: "Warning".into(),
+        reason: "OwnerRefInvalidNamespace".into(),
+        message: "m".into(),
+        source_component: "garbage-collector-controller".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_fault_should_fail_matching_trait_calls_until_cleared_and_still_count_them() {
+    let cluster = cluster_with_widgets();
+    let broken = ApiError::status(StatusReason::InternalError, "conversion webhook unavailable");
+    cluster.inject_fault(fault(
+        Verb::List,
+        Some(("example.com", "widgets")),
+        broken.clone(),
+        None,
+    ));
+    for _ in 0..3 {
+        assert_eq!(cluster.list(&widgets()).await.map(|_| ()), Err(broken.clone()));
+    }
+    // Other resources and other verbs of the same resource are untouched.
+    cluster.list(&pods()).await.expect("pods still list");
+    let _watch = cluster.watch(&widgets(), "").await.expect("widgets still watch");
+    assert_eq!(cluster.api_calls().list, 4, "a failed call still reached the server");
+
+    cluster.clear_faults();
+    cluster.list(&widgets()).await.expect("widgets list once cleared");
+}
+
+#[tokio::test]
+async fn a_fault_with_times_should_answer_that_many_calls_then_disarm_itself() {
+    let cluster = SimCluster::new();
+    create_pod(&cluster, "a", &[]);
+    let conflict = ApiError::status(StatusReason::Conflict, "the server reported a conflict");
+    cluster.inject_fault(fault(Verb::Get, None, conflict.clone(), Some(2)));
+    cluster.inject_fault(fault(Verb::Get, None, conflict.clone(), Some(0)));
+    assert_eq!(reason(cluster.get(&pods(), NS, "a").await), StatusReason::Conflict);
+    assert_eq!(reason(cluster.get(&rcs(), NS, "x").await), StatusReason::Conflict);
+    // Exhausted: the real answers come back, and a zero-times fault never answered anything.
+    cluster
+        .get(&pods(), NS, "a")
+        .await
+        .expect("get after the fault is used up");
+    assert_eq!(reason(cluster.get(&rcs(), NS, "x").await), StatusReason::NotFound);
+}
+
+#[tokio::test]
+async fn the_first_matching_fault_should_answer_and_match_any_version_of_its_resource() {
+    let cluster = SimCluster::new();
+    cluster.register(
+        TypeDef::new("example.com", "v1", "Widget", "widgets", true)
+            .custom()
+            .with_versions(&["v1beta1", "v1"], "v1"),
+    );
+    cluster.create(&widgets(), object(NS, "w")).expect("create widget");
+    let gone = ApiError::status(StatusReason::Gone, "too old");
+    let throttled = ApiError::status(StatusReason::TooManyRequests, "slow down");
+    cluster.inject_fault(fault(
+        Verb::Delete,
+        Some(("example.com", "widgets")),
+        gone.clone(),
+        None,
+    ));
+    cluster.inject_fault(fault(Verb::Delete, None, throttled.clone(), None));
+    let opts = DeleteOptions::default();
+    let old_version = Gvr::new("example.com", "v1beta1", "widgets");
+    assert_eq!(cluster.delete(&old_version, NS, "w", &opts).await, Err(gone.clone()));
+    assert_eq!(cluster.delete(&widgets(), NS, "w", &opts).await, Err(gone));
+    assert_eq!(cluster.delete(&pods(), NS, "w", &opts).await, Err(throttled));
+    assert!(
+        cluster.get_object(&widgets(), NS, "w").is_ok(),
+        "a failed delete deletes nothing"
+    );
+}
+
+#[tokio::test]
+async fn discovery_and_events_should_match_only_faults_without_a_resource() {
+    let cluster = SimCluster::new();
+    let pod = create_pod(&cluster, "a", &[]);
+    let down = ApiError::status(StatusReason::InternalError, "etcd unavailable");
+    cluster.inject_fault(fault(Verb::Discover, Some(("", "pods")), down.clone(), None));
+    cluster.inject_fault(fault(Verb::CreateEvent, Some(("", "pods")), down.clone(), None));
+    cluster
+        .discover()
+        .await
+        .expect("a resource-bound fault never matches discovery");
+    cluster.create_event(&event_about(&pod)).await.expect("nor an event");
+
+    cluster.inject_fault(fault(Verb::Discover, None, down.clone(), Some(1)));
+    cluster.inject_fault(fault(Verb::CreateEvent, None, down.clone(), Some(1)));
+    assert_eq!(cluster.discover().await.map(|_| ()), Err(down.clone()));
+    assert_eq!(cluster.create_event(&event_about(&pod)).await, Err(down));
+    assert_eq!(cluster.events().len(), 1, "the failed event was not recorded");
+}
+
+#[tokio::test]
+async fn faults_should_never_touch_the_user_methods() {
+    let cluster = SimCluster::new();
+    let broken = ApiError::status(StatusReason::InternalError, "broken");
+    for verb in [Verb::Get, Verb::List, Verb::Watch, Verb::Patch, Verb::Delete] {
+        cluster.inject_fault(fault(verb, None, broken.clone(), None));
+    }
+    create_pod(&cluster, "a", &[]);
+    get_pod(&cluster, "a");
+    assert_eq!(cluster.list_objects(&pods()).len(), 1);
+    let body = json!({"metadata": {"labels": {"a": "b"}}});
+    cluster
+        .patch_object(&pods(), NS, "a", PatchType::StrategicMerge, &body)
+        .expect("user patch");
+    cluster
+        .delete_object(&pods(), NS, "a", &DeleteOptions::default())
+        .expect("user delete");
+    assert_eq!(cluster.api_calls().total(), 0);
+
+    // The same calls through the trait all fail, and a failed patch writes nothing.
+    create_pod(&cluster, "b", &[]);
+    assert!(cluster
+        .patch(&pods(), NS, "b", PatchType::StrategicMerge, &body)
+        .await
+        .is_err());
+    assert!(get_pod(&cluster, "b").metadata.labels.is_empty());
+    assert!(cluster.watch(&pods(), "").await.is_err());
 }
