@@ -77,22 +77,9 @@ impl<C: ClusterApi> Collector<C> {
             if classes.dangling.is_empty() && classes.waiting.is_empty() {
                 return Ok(());
             }
-            // The waiting refs must go too, or those owners wait on this item forever.
-            let uids: Vec<Uid> = classes
-                .dangling
-                .iter()
-                .chain(&classes.waiting)
-                .map(|r| Uid::parse(&r.uid))
-                .collect();
-            let smp = delete_owner_refs_smp(&identity.uid, &uids);
-            let merge = |current: &PartialObjectMeta| {
-                delete_owner_refs_merge(
-                    &current.metadata.resource_version,
-                    &current.metadata.owner_references,
-                    &uids,
-                )
-            };
-            return self.patch_with_fallback(identity, &smp, merge).await.map(drop);
+            return self
+                .remove_owner_refs(identity, classes.dangling.iter().chain(&classes.waiting))
+                .await;
         }
         if !classes.waiting.is_empty() && item.dependents_len() > 0 {
             if item.dependents().iter().any(|d| d.is_deleting_dependents()) {
@@ -117,6 +104,21 @@ impl<C: ClusterApi> Collector<C> {
             PropagationPolicy::Background
         };
         self.delete_collected(identity, &latest, policy).await
+    }
+
+    /// Strips the refs to dangling and waiting owners from an item that has a solid owner. The
+    /// waiting refs must go too, or those owners wait on this item forever.
+    async fn remove_owner_refs(&self, identity: &Identity, refs: impl Iterator<Item = &OwnerReference>) -> Result<()> {
+        let uids: Vec<Uid> = refs.map(|r| Uid::parse(&r.uid)).collect();
+        let smp = delete_owner_refs_smp(&identity.uid, &uids);
+        let merge = |current: &PartialObjectMeta| {
+            delete_owner_refs_merge(
+                &current.metadata.resource_version,
+                &current.metadata.owner_references,
+                &uids,
+            )
+        };
+        self.patch_with_fallback(identity, &smp, merge).await.map(drop)
     }
 
     /// Deletes an item judged garbage; a 404 becomes a virtual delete (spec §10 item 58).
