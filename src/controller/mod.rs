@@ -196,7 +196,8 @@ impl<C: ClusterApi> GarbageCollector<C> {
     /// Stops everything and waits for every task to end.
     pub async fn shutdown(&self) {
         self.stop.cancel();
-        *self.monitors.lock() = Monitors::default();
+        let monitors = std::mem::take(&mut *self.monitors.lock());
+        monitors.stop_all().await;
         self.attempt_to_delete.shut_down();
         self.attempt_to_orphan.shut_down();
         let mut tasks = std::mem::take(&mut *self.tasks.lock());

@@ -61,6 +61,13 @@ impl Monitors {
         self.running.get(gvr).is_some_and(Monitor::has_synced)
     }
 
+    /// Stops every monitor and waits for their tasks to end.
+    pub async fn stop_all(self) {
+        for (_, monitor) in self.running {
+            monitor.stop().await;
+        }
+    }
+
     /// The monitored resources.
     pub fn resources(&self) -> BTreeSet<Gvr> {
         self.running.keys().cloned().collect()

@@ -29,6 +29,7 @@ pub struct Monitor {
     pub gvk: Gvk,
     synced: Arc<AtomicBool>,
     stop: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Monitor {
@@ -37,9 +38,13 @@ impl Monitor {
         self.synced.load(Ordering::Acquire)
     }
 
-    /// Stops the monitor's task.
-    pub fn stop(&self) {
+    /// Stops the monitor's task and waits for it to end.
+    pub async fn stop(mut self) {
         self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            // The task only ends by cancellation; a panic in it was already reported.
+            let _ = task.await;
+        }
     }
 }
 
@@ -83,13 +88,13 @@ pub fn start<C: ClusterApi>(api: Arc<C>, graph: Arc<Graph>, router: Router, gvr:
         known: HashMap::new(),
     };
     let token = stop.clone();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         tokio::select! {
             _ = token.cancelled() => {}
             _ = watcher.run() => {}
         }
     });
-    Monitor { gvk, synced, stop }
+    Monitor { gvk, synced, stop, task: Some(task) }
 }
 
 impl<C: ClusterApi> Watcher<C> {
