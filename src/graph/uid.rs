@@ -23,6 +23,21 @@ impl Uid {
         parse_canonical_uuid(s).map_or_else(|| Uid::Text(Arc::from(s)), Uid::Uuid)
     }
 
+    /// A well-mixed 64-bit hash, stable across runs and threads. The router partitions by it and
+    /// the graph shards by it, so one builder's UIDs land in the shards that builder writes.
+    pub fn hash64(&self) -> u64 {
+        // Packed UUIDs are already random (v4) or time-ordered (v1); one multiply-fold spreads
+        // either kind. Other strings get FNV-1a, then the same fold.
+        let raw = match self {
+            Uid::Uuid(v) => (*v as u64) ^ ((*v >> 64) as u64),
+            Uid::Text(s) => s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            }),
+        };
+        let folded = u128::from(raw) * 0x9e37_79b9_7f4a_7c15;
+        (folded as u64) ^ ((folded >> 64) as u64)
+    }
+
     /// True for the empty UID, which no real object has.
     pub fn is_empty(&self) -> bool {
         matches!(self, Uid::Text(s) if s.is_empty())

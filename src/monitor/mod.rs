@@ -94,7 +94,12 @@ pub fn start<C: ClusterApi>(api: Arc<C>, graph: Arc<Graph>, router: Router, gvr:
             _ = watcher.run() => {}
         }
     });
-    Monitor { gvk, synced, stop, task: Some(task) }
+    Monitor {
+        gvk,
+        synced,
+        stop,
+        task: Some(task),
+    }
 }
 
 impl<C: ClusterApi> Watcher<C> {

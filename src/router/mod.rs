@@ -2,13 +2,12 @@
 //!
 //! Every [`GraphEvent`] enters the graph through [`Router::route`], whether it comes from a
 //! monitor's watch or from a collector worker's virtual delete. The partition is
-//! `hash(uid) % partitions`; each partition is a FIFO channel drained by one builder, which is what
+//! `uid.hash64() % partitions`, the same hash the graph shards by; each partition is a FIFO channel drained by one builder, which is what
 //! keeps per-object order. `in_flight` counts events routed but not yet applied, so callers can
 //! tell when the builders are quiet.
 
 use crate::event::GraphEvent;
 use crate::graph::Uid;
-use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -21,7 +20,6 @@ pub type PartitionReceiver = mpsc::UnboundedReceiver<GraphEvent>;
 pub struct Router {
     partitions: Arc<[mpsc::UnboundedSender<GraphEvent>]>,
     in_flight: Arc<AtomicUsize>,
-    hasher: std::hash::RandomState,
 }
 
 impl Router {
@@ -31,14 +29,13 @@ impl Router {
         let router = Router {
             partitions: senders.into(),
             in_flight: Arc::new(AtomicUsize::new(0)),
-            hasher: std::hash::RandomState::new(),
         };
         (router, receivers)
     }
 
     /// The partition that owns `uid`.
     pub fn partition_of(&self, uid: &Uid) -> usize {
-        (self.hasher.hash_one(uid) % self.partitions.len() as u64) as usize
+        (uid.hash64() % self.partitions.len() as u64) as usize
     }
 
     /// Queues `event` for the builder of its UID's partition. Events routed after the builders
