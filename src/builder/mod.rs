@@ -18,7 +18,7 @@ pub use recorder::{EventRecorder, EventSink, REASON_OWNER_REF_INVALID_NAMESPACE,
 
 use crate::collector::AbsentOwnerCache;
 use crate::event::{EventObject, EventType, GraphEvent};
-use crate::graph::{Graph, Handle, ObservedFinalizers, OwnerRef};
+use crate::graph::{Graph, Handle, Linked, ObservedFinalizers, OwnerRef};
 use crate::queue::WorkQueue;
 use crate::router::{PartitionReceiver, Router};
 use references::{alternate_owner_identity, partition_dependents, references_diffs, ChangedRef};
@@ -102,8 +102,7 @@ impl GraphBuilder {
                 self.attempt_to_delete.add(dep);
             }
             // The old virtual handle stays virtual; a worker that pops it drops it (spec §4.1).
-            node = node.clone_with_identity(observed);
-            self.graph.insert(node.clone());
+            node = self.graph.replace(&node, observed);
         }
         node.mark_observed();
         node
@@ -139,9 +138,7 @@ impl GraphBuilder {
             node.set_owners(object.owners.clone());
             self.add_dependent_to_owners(&node, &diff.added);
             for r in &diff.removed {
-                if let Some(owner) = self.graph.get(&r.uid) {
-                    owner.remove_dependent(&node);
-                }
+                self.graph.unlink(&r.uid, &node);
             }
         }
         if object.being_deleted {
@@ -161,12 +158,9 @@ impl GraphBuilder {
         let mut identity = id.clone();
         identity.api_version = event.api_version.clone();
         identity.kind = event.kind.clone();
-        let replacement = node.clone_with_identity(identity);
-        self.graph.insert(replacement.clone());
+        let replacement = self.graph.replace(&node, identity);
         for r in node.owners() {
-            if let Some(owner) = self.graph.get(&r.uid) {
-                owner.replace_dependent(id, replacement.clone());
-            }
+            self.graph.relink(&r.uid, id, &replacement);
         }
         replacement
     }
@@ -176,16 +170,14 @@ impl GraphBuilder {
     fn add_dependent_to_owners(&self, node: &Handle, refs: &[OwnerRef]) {
         let mut suspicious = false;
         for r in refs {
-            let Some(owner) = self.graph.get(&r.uid) else {
-                let owner = Handle::new(r.identity_in(&node.identity().namespace), Vec::new(), true);
-                self.graph.insert(owner.clone());
-                owner.add_dependent(node.clone());
-                self.attempt_to_delete.add(owner);
-                continue;
-            };
-            owner.add_dependent(node.clone());
-            if !suspicious {
-                suspicious = self.is_suspicious_ref(node, &owner, r);
+            let virtual_owner = || Handle::new(r.identity_in(&node.identity().namespace), Vec::new(), true);
+            match self.graph.link(&r.uid, node, virtual_owner) {
+                Linked::CreatedVirtual(owner) => self.attempt_to_delete.add(owner),
+                Linked::Existing(owner) => {
+                    if !suspicious {
+                        suspicious = self.is_suspicious_ref(node, &owner, r);
+                    }
+                }
             }
         }
         if suspicious {
@@ -233,8 +225,7 @@ impl GraphBuilder {
         if event.is_virtual && !self.virtual_delete_removes(&existing, event) {
             return;
         }
-        let dependents = existing.dependents();
-        self.remove_node(&existing);
+        let dependents = self.remove_node(&existing);
         if !dependents.is_empty() {
             self.absent_owner_cache.add(event.identity());
         }
@@ -269,25 +260,24 @@ impl GraphBuilder {
         }
         if existing.is_virtual() && *existing.identity() == deleted {
             if let Some(alternate) = alternate_owner_identity(&nonmatching, &deleted) {
-                let replacement = existing.clone_with_identity(alternate);
-                self.graph.insert(replacement.clone());
+                let replacement = self.graph.replace(existing, alternate);
                 self.attempt_to_delete.add_rate_limited(replacement);
             }
         }
         false
     }
 
-    /// Upstream's `removeNode`: drops the UID and unlinks the node from its owners.
-    fn remove_node(&self, node: &Handle) {
-        self.graph.remove(&node.identity().uid);
+    /// Upstream's `removeNode`: drops the UID and unlinks the node from its owners; returns the
+    /// node's dependents.
+    fn remove_node(&self, node: &Handle) -> Vec<Handle> {
+        let dependents = self.graph.remove_node(node);
         for r in node.owners() {
-            if let Some(owner) = self.graph.get(&r.uid) {
-                owner.remove_dependent(node);
-            } else if r.uid == node.identity().uid {
-                // A self-owned node: break the loop so the removed node can be freed.
-                node.remove_dependent(node);
+            if r.uid == node.identity().uid {
+                continue; // a self-owned node: the edge goes with the node
             }
+            self.graph.unlink(&r.uid, node);
         }
+        dependents
     }
 
     /// Spec §3.6: starts orphaning or a foreground deletion when the object just entered one.

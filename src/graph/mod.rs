@@ -6,12 +6,14 @@
 //! lock and may see a slightly stale view.
 
 pub mod dump;
+mod edges;
 mod identity;
 mod intern;
 pub mod invariants;
 mod node;
 mod uid;
 
+pub use edges::Linked;
 pub use identity::{Identity, OwnerRef};
 pub use intern::{Interner, Sym};
 pub use node::{Handle, Node, ObservedFinalizers};

@@ -4,10 +4,11 @@
 //! [`Handle`], and the old handle may still sit in a queue. Handles compare and hash by pointer,
 //! which is exactly how upstream's queues de-duplicate.
 //!
-//! Writers: only the builder that owns the node's partition changes `owners`, `dependents` and the
-//! flags. Readers: collector workers, the dump and tests, at any time and without a graph-wide
-//! lock, so a reader may see `owners`, `dependents` and flags from slightly different moments
-//! (spec §11); the re-queue rules, not locking, make that safe.
+//! Writers: the builder that owns the node's partition changes `owners` and the flags, and alone
+//! replaces or removes the node. Any builder may add or remove an edge in `dependents`, through
+//! the protocol of [`super::edges`]. Readers (collector workers, the dump, tests) run at any time
+//! and without a graph-wide lock, so a reader may see `owners`, `dependents` and flags from
+//! slightly different moments (spec §11); the re-queue rules, not locking, make that safe.
 
 use super::identity::{Identity, OwnerRef};
 use parking_lot::Mutex;
@@ -61,8 +62,19 @@ pub struct Node {
     flags: AtomicU8,
     /// Last observed ownerReferences; empty for virtual nodes.
     owners: Mutex<Vec<OwnerRef>>,
-    /// Dependents, by handle identity.
-    dependents: Mutex<HashSet<Handle>>,
+    /// Dependents, by handle identity, and whether this handle was retired (see
+    /// [`super::edges`]); both under one lock, which is what makes the edge protocol sound.
+    dependents: Mutex<Dependents>,
+}
+
+/// The dependents of a node, and the retirement mark that edge writers check.
+#[derive(Default)]
+pub(super) struct Dependents {
+    /// The dependents.
+    pub(super) set: HashSet<Handle>,
+    /// Set once, when the node is replaced by a clone or removed from the map; from then on no
+    /// edge may be added to or removed from this handle.
+    pub(super) retired: bool,
 }
 
 /// A shared pointer to a node; equality and hashing are by pointer (spec §1.2, "queue identity is
@@ -78,17 +90,23 @@ impl Handle {
             identity,
             flags: AtomicU8::new(flags),
             owners: Mutex::new(owners),
-            dependents: Mutex::new(HashSet::new()),
+            dependents: Mutex::new(Dependents::default()),
         }))
     }
 
-    /// A new handle with `identity` and copies of this node's flags, owners and dependents.
+    /// A new handle with `identity` and copies of this node's flags, owners and dependents. The
+    /// copy is not in the graph; builders replace a node with [`super::Graph::replace`].
     pub fn clone_with_identity(&self, identity: Identity) -> Handle {
+        let set = self.dependents.lock().set.clone();
+        self.clone_with(identity, set)
+    }
+
+    pub(super) fn clone_with(&self, identity: Identity, set: HashSet<Handle>) -> Handle {
         Handle(Arc::new(Node {
             identity,
             flags: AtomicU8::new(self.flags.load(Ordering::Relaxed)),
             owners: Mutex::new(self.owners()),
-            dependents: Mutex::new(self.dependents.lock().clone()),
+            dependents: Mutex::new(Dependents { set, retired: false }),
         }))
     }
 
@@ -213,36 +231,42 @@ impl Node {
 
     /// A snapshot of the dependents.
     pub fn dependents(&self) -> Vec<Handle> {
-        self.dependents.lock().iter().cloned().collect()
+        self.dependents.lock().set.iter().cloned().collect()
     }
 
     /// Number of dependents.
     pub fn dependents_len(&self) -> usize {
-        self.dependents.lock().len()
+        self.dependents.lock().set.len()
     }
 
-    /// Builder only: adds a dependent.
-    pub fn add_dependent(&self, d: Handle) {
-        self.dependents.lock().insert(d);
+    /// True once the node was replaced or removed from the graph.
+    pub fn is_retired(&self) -> bool {
+        self.dependents.lock().retired
     }
 
-    /// Builder only: removes a dependent.
-    pub fn remove_dependent(&self, d: &Handle) {
-        self.dependents.lock().remove(d);
+    /// Adds a dependent; false (and nothing done) if the node is retired. Builders go through
+    /// [`super::Graph::link`], which retries on the live node.
+    pub fn add_dependent(&self, d: Handle) -> bool {
+        self.with_live_dependents(|set| set.insert(d)).is_some()
     }
 
-    /// Builder only: replaces the dependent whose identity coordinates match `old`'s with `new`,
-    /// if there is one (spec §3.3 step 1: "replace if it exists").
-    pub fn replace_dependent(&self, old: &Identity, new: Handle) {
+    /// Removes a dependent; false (and nothing done) if the node is retired.
+    pub fn remove_dependent(&self, d: &Handle) -> bool {
+        self.with_live_dependents(|set| set.remove(d)).is_some()
+    }
+
+    /// Runs `f` on the dependents unless the node is retired.
+    pub(super) fn with_live_dependents<R>(&self, f: impl FnOnce(&mut HashSet<Handle>) -> R) -> Option<R> {
         let mut deps = self.dependents.lock();
-        let found = deps.iter().find(|d| {
-            let id = d.identity();
-            id.uid == old.uid && id.name == old.name && id.kind == old.kind && id.api_version == old.api_version
-        });
-        if let Some(found) = found.cloned() {
-            deps.remove(&found);
-            deps.insert(new);
-        }
+        (!deps.retired).then(|| f(&mut deps.set))
+    }
+
+    /// Retires the node while `f` runs under its dependents lock with a snapshot of them.
+    pub(super) fn retire<R>(&self, f: impl FnOnce(&mut HashSet<Handle>) -> R) -> R {
+        let mut deps = self.dependents.lock();
+        debug_assert!(!deps.retired, "a node is retired once: {:?}", self.identity);
+        deps.retired = true;
+        f(&mut deps.set)
     }
 
     /// Every dependent that holds a ref to this node with `blockOwnerDeletion: true`, once per
