@@ -69,20 +69,24 @@ impl GraphBuilder {
 
     /// Applies one event (spec §3).
     pub fn process_graph_changes(&self, event: GraphEvent) {
+        self.apply(&event);
+    }
+
+    fn apply(&self, event: &GraphEvent) {
         let mut existing = self.graph.get(&event.object.uid);
         let prior = existing.as_ref().and_then(prior_state);
         if let Some(node) = &existing {
             if !event.is_virtual && node.is_virtual() {
-                existing = Some(self.observe_virtual_node(node.clone(), &event));
+                existing = Some(self.observe_virtual_node(node.clone(), event));
             }
         }
         match (event.event_type, existing) {
-            (EventType::Add | EventType::Update, None) => self.insert_new_node(&event),
-            (EventType::Add | EventType::Update, Some(node)) => self.update_node(node, prior, &event),
+            (EventType::Add | EventType::Update, None) => self.insert_new_node(event),
+            (EventType::Add | EventType::Update, Some(node)) => self.update_node(node, prior, event),
             (EventType::Delete, None) => {
                 tracing::trace!(object = %event.identity(), "delete event for an object not in the graph");
             }
-            (EventType::Delete, Some(node)) => self.delete_node(node, &event),
+            (EventType::Delete, Some(node)) => self.delete_node(node, event),
         }
     }
 
@@ -119,7 +123,11 @@ impl GraphBuilder {
             }
         }
         node.set_observed_finalizers(object.finalizers);
-        self.graph.insert(node.clone());
+        if !self.graph.insert_if_absent(&node) {
+            // Another partition's builder created a virtual node for this UID since we looked:
+            // apply the event to that node instead, as if it had been there all along.
+            return self.apply(event);
+        }
         self.add_dependent_to_owners(&node, &object.owners);
         self.process_transitions(None, object, &node);
     }

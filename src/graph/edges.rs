@@ -11,8 +11,10 @@
 //! then verified against the API like any other, so no dependent is left hanging under a node
 //! nobody will look at again.
 //!
-//! Only the UID's own builder replaces or removes its entry; other builders only insert a virtual
-//! node where none exists. So a retry loop takes at most one extra turn per concurrent
+//! Only the UID's own builder replaces or removes its entry, and every insertion of a new node,
+//! by any builder, is an insert-if-absent ([`Graph::link`] for virtual owners,
+//! [`Graph::insert_if_absent`] for observed objects), so no node holding edges is ever
+//! overwritten. So a retry loop takes at most one extra turn per concurrent
 //! replacement, and the map entry a builder acts on is always the one it read.
 
 use super::{Graph, Handle, Identity, Uid};
@@ -79,6 +81,13 @@ impl Graph {
                 return;
             }
         }
+    }
+
+    /// Builder only: inserts a newly observed node unless another builder has meanwhile created a
+    /// (virtual) node for its UID; true if inserted.
+    pub fn insert_if_absent(&self, node: &Handle) -> bool {
+        let uid = &node.identity().uid;
+        self.shard(uid).pin().try_insert(uid.clone(), node.clone()).is_ok()
     }
 
     /// Builder only: replaces `old` in the map by a clone with `identity` and every edge `old`
