@@ -23,6 +23,8 @@ pub struct SimulateOptions {
     pub objects: usize,
     /// Collector workers.
     pub workers: usize,
+    /// Graph builder partitions.
+    pub partitions: usize,
     /// Seed of the random choices (which trees get which policy).
     pub seed: u64,
     /// Give up waiting for convergence after this long.
@@ -36,6 +38,7 @@ impl Default for SimulateOptions {
         SimulateOptions {
             objects: 20_000,
             workers: 20,
+            partitions: 1,
             seed: 1,
             timeout: Duration::from_secs(120),
             progress: false,
