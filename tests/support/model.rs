@@ -220,8 +220,8 @@ impl Action {
 /// Why a scenario is outside the region where the model can predict the outcome (module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OutOfRegion {
-    /// Two orders of the same steps end in different clusters; each string shows one outcome's
-    /// first differences.
+    /// Two orders of the same steps end in different clusters: `differences` lists where the
+    /// `schedule` order ends up against the canonical one.
     OrderDependent { schedule: String, differences: Vec<String> },
     /// A foreground deletion of an object on an ownership cycle.
     ForegroundOnCycle { uid: String },
@@ -289,9 +289,9 @@ enum Class {
 /// The order steps are taken in while settling.
 #[derive(Clone, Debug)]
 enum Schedule {
-    /// Always the first enabled step (steps sort by kind, then UID).
+    /// Always the first enabled step (steps sort by rule, then UID).
     Canonical,
-    /// Orphan and foreground finalizer removals before any decision: owners go as early as they can.
+    /// Orphaning and finalizer removals before any decision: owners go as early as they can.
     OwnersFirst,
     /// Decisions before any finalizer removal: dependents are judged while owners still wait.
     DependentsFirst,
