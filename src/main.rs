@@ -31,9 +31,10 @@ struct SimulateArgs {
     /// Collector workers (`--concurrent-gc-syncs`).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     workers: u64,
-    /// Graph builder partitions (events of one UID always go to the same one).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
-    partitions: u64,
+    /// Graph builder partitions (events of one UID always go to the same one); default: the
+    /// available cores.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
+    partitions: Option<u64>,
     /// Seed of the random choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -64,7 +65,10 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     let options = kube_gc::simulate::SimulateOptions {
         objects: usize::try_from(args.objects).context("--objects")?,
         workers: usize::try_from(args.workers).context("--workers")?,
-        partitions: usize::try_from(args.partitions).context("--partitions")?,
+        partitions: match args.partitions {
+            Some(p) => usize::try_from(p).context("--partitions")?,
+            None => kube_gc::controller::default_partitions(),
+        },
         seed: args.seed,
         timeout: Duration::from_secs(args.timeout_secs),
         progress: !args.quiet,

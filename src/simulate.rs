@@ -38,7 +38,7 @@ impl Default for SimulateOptions {
         SimulateOptions {
             objects: 20_000,
             workers: 20,
-            partitions: 1,
+            partitions: crate::controller::default_partitions(),
             seed: 1,
             timeout: Duration::from_secs(120),
             progress: false,

@@ -28,7 +28,8 @@ impl GroupResource {
 pub struct Config {
     /// attemptToDelete workers, and as many attemptToOrphan workers (`--concurrent-gc-syncs`).
     pub workers: usize,
-    /// Graph builder partitions.
+    /// Graph builder partitions (`--partitions`); each is a task of the runtime, so a
+    /// multi-threaded runtime runs them in parallel. Default: the available cores.
     pub partitions: usize,
     /// Capacity of absentOwnerCache.
     pub absent_owner_cache_capacity: usize,
@@ -48,7 +49,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             workers: 20,
-            partitions: 1,
+            partitions: default_partitions(),
             absent_owner_cache_capacity: DEFAULT_ABSENT_OWNER_CACHE_CAPACITY,
             rate_limiter: RateLimiterConfig::default(),
             collector: CollectorConfig::default(),
@@ -60,4 +61,9 @@ impl Default for Config {
             initial_sync_timeout: Duration::from_secs(30),
         }
     }
+}
+
+/// One builder partition per available core.
+pub fn default_partitions() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }

@@ -9,7 +9,7 @@ mod config;
 mod metrics;
 mod sync;
 
-pub use config::{Config, GroupResource};
+pub use config::{default_partitions, Config, GroupResource};
 pub use metrics::ControllerMetrics;
 pub use sync::{deletable_resources, SyncError};
 
