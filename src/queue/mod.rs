@@ -24,6 +24,8 @@
 //! [`add_rate_limited`](WorkQueue::add_rate_limited) it (retry). Graph changes are never retried.
 
 mod rate_limiter;
+#[cfg(test)]
+mod stress;
 mod work_queue;
 
 pub use rate_limiter::{RateLimiter, RateLimiterConfig};
