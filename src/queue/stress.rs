@@ -15,8 +15,8 @@ const PRODUCERS: usize = 4;
 const CONSUMERS: usize = 4;
 /// Distinct items; producers add overlapping ranges of them so that adds merge and collide with
 /// consumers that hold the item.
-const ITEMS: usize = 2_000;
-const ADDS_PER_PRODUCER: usize = 200_000;
+const ITEMS: usize = 1_000;
+const ADDS_PER_PRODUCER: usize = 1_000_000;
 
 /// Per-item bookkeeping of the stress test.
 struct Ledger {
@@ -122,6 +122,13 @@ fn four_producers_and_four_consumers_should_process_every_add_once_and_never_sha
     }
 
     let stats = q.stats();
+    println!(
+        "{} adds, {} not merged, {} retries, {} rounds",
+        PRODUCERS * ADDS_PER_PRODUCER,
+        stats.adds_total,
+        stats.retries_total,
+        ledger.rounds.load(Ordering::SeqCst)
+    );
     assert_eq!(
         ledger.rounds.load(Ordering::SeqCst),
         stats.adds_total,
@@ -179,20 +186,26 @@ fn add_get_done_timing() {
         });
         t.elapsed()
     });
-    let cycle = median_ns(N, || {
-        let q = new_queue();
-        let t = Instant::now();
-        runtime.block_on(async {
-            for i in 0..N as u32 {
-                q.add(i % 64);
-                let item = q.get().await.expect("queued");
-                q.done(&item);
-            }
-        });
-        t.elapsed()
-    });
+    let cycle = |distinct: u32| {
+        median_ns(N, || {
+            let q = new_queue();
+            let t = Instant::now();
+            runtime.block_on(async {
+                for i in 0..N as u32 {
+                    q.add(i % distinct);
+                    let item = q.get().await.expect("queued");
+                    q.done(&item);
+                }
+            });
+            t.elapsed()
+        })
+    };
+    let (cycle_new, cycle_reused) = (cycle(u32::MAX), cycle(64));
     let contended = median_ns(N, || contended_run(N));
-    println!("uncontended, ns per op: add (new item) {add_new:.0}, add (merged) {add_merged:.0}, get+done {get_done:.0}, add+get+done {cycle:.0}");
+    println!(
+        "uncontended, ns per op: add (new item) {add_new:.0}, add (merged) {add_merged:.0}, get+done {get_done:.0}, \
+         add+get+done of a new item {cycle_new:.0}, of one of 64 items {cycle_reused:.0}"
+    );
     println!("contended (2 producer threads, 2 consumer tasks on 2 workers), ns per item: {contended:.0}");
 }
 
