@@ -28,3 +28,4 @@ pub mod monitor;
 pub mod queue;
 pub mod router;
 pub mod simulate;
+mod sync;

@@ -16,6 +16,13 @@
 //! - After [`WorkQueue::shut_down`] adds are dropped and consumers drain what is left, then
 //!   [`WorkQueue::get`] returns `None`.
 //!
+//! No operation takes a queue-wide lock: each item's state is one atomic word in a concurrent
+//! map, queued items wait in a lock-free FIFO, and delayed adds in a lock-free skip list. The
+//! item state machine, why it never hands an item to two consumers and why no wake-up is lost are
+//! set out at the top of `work_queue.rs`; `loom_models.rs` model-checks it
+//! (`RUSTFLAGS="--cfg loom" cargo test --release --lib queue::`). Only the rate limiter's
+//! bookkeeping of failures sits behind a mutex, taken once per rate-limited add.
+//!
 //! Who calls what, in upstream's roles: monitors, and collector workers reporting a vanished
 //! object, [`add`](WorkQueue::add) events to [`GRAPH_CHANGES`], which the builder drains; the
 //! builder adds node handles to [`ATTEMPT_TO_DELETE`] and [`ATTEMPT_TO_ORPHAN`]; collector workers
@@ -23,11 +30,20 @@
 //! either [`forget`](WorkQueue::forget) it (success) or
 //! [`add_rate_limited`](WorkQueue::add_rate_limited) it (retry). Graph changes are never retried.
 
+mod delay;
+mod items;
+#[cfg(all(test, loom))]
+mod loom_models;
+mod metrics;
 mod rate_limiter;
+mod slot;
+#[cfg(all(test, not(loom)))]
+mod stress;
 mod work_queue;
 
+pub use metrics::{DurationHistogram, QueueStats, DURATION_BUCKETS};
 pub use rate_limiter::{RateLimiter, RateLimiterConfig};
-pub use work_queue::{DurationHistogram, QueueState, QueueStats, WorkQueue, DURATION_BUCKETS};
+pub use work_queue::{QueueState, WorkQueue};
 
 /// Name of the queue of graph events (upstream's `graphChanges`).
 pub const GRAPH_CHANGES: &str = "garbage_collector_graph_changes";

@@ -5,7 +5,7 @@
 //! of the shared bucket, whether or not that token ends up deciding the delay: client-go's
 //! `MaxOfRateLimiter` asks both limiters every time, and so does this one.
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::time::Duration;
@@ -133,7 +133,7 @@ impl TokenBucket {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
