@@ -7,11 +7,10 @@
 
 mod support;
 
-use futures::StreamExt;
 use kube_gc::api::sim::SimCluster;
 use kube_gc::api::{
-    ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, InvalidOwnerReference, ObjectList, ObjectMeta,
-    OwnerReference, PartialObjectMeta, PatchType, PropagationPolicy, StatusReason, WatchStream,
+    ApiError, ClusterApi, InvalidOwnerReference, ObjectMeta, OwnerReference, PartialObjectMeta, PatchType,
+    PropagationPolicy, StatusReason,
 };
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::event::{EventType, GraphEvent, InvalidObject};
@@ -183,58 +182,6 @@ fn graph_event_observed_should_reject_malformed_owner_references_with_invalid_ob
     assert!(graph.is_empty(), "a rejected object never reaches the graph");
 }
 
-/// A cluster whose pod LISTs and watches also return objects no API server would store, as a
-/// buggy aggregated API or a corrupted cache might. Everything else is the simulated cluster's.
-struct Tampered {
-    inner: SimCluster,
-    bad: Vec<PartialObjectMeta>,
-}
-
-impl ClusterApi for Tampered {
-    async fn discover(&self) -> Result<Discovery, ApiError> {
-        self.inner.discover().await
-    }
-    async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
-        self.inner.get(gvr, namespace, name).await
-    }
-    async fn patch(
-        &self,
-        gvr: &Gvr,
-        namespace: &str,
-        name: &str,
-        patch_type: PatchType,
-        body: &serde_json::Value,
-    ) -> Result<PartialObjectMeta, ApiError> {
-        self.inner.patch(gvr, namespace, name, patch_type, body).await
-    }
-    async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
-        self.inner.delete(gvr, namespace, name, options).await
-    }
-    async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
-        let mut list = self.inner.list(gvr).await?;
-        if *gvr == pods() {
-            list.items.extend(self.bad.iter().cloned());
-        }
-        Ok(list)
-    }
-    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        let stream = self.inner.watch(gvr, resource_version).await?;
-        if *gvr != pods() {
-            return Ok(stream);
-        }
-        let bad = self.bad.iter().cloned().map(|object| {
-            Ok(kube_gc::api::WatchEvent {
-                event_type: kube_gc::api::WatchEventType::Modified,
-                object,
-            })
-        });
-        Ok(futures::stream::iter(bad.collect::<Vec<_>>()).chain(stream).boxed())
-    }
-    async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
-        self.inner.create_event(event).await
-    }
-}
-
 /// Waits (virtual time) until `cond` holds; fails naming `what` after [`PATIENCE`].
 async fn eventually(what: &str, cond: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -283,7 +230,10 @@ async fn a_monitor_should_skip_unreadable_objects_and_keep_the_rest_flowing() {
         ..Default::default()
     });
     let bad_uids: Vec<Uid> = bad.iter().map(|p| Uid::parse(&p.metadata.uid)).collect();
-    let cluster = Arc::new(Tampered { inner, bad });
+    // Pod LISTs and WATCHes also return objects no API server would store, as a buggy
+    // aggregated API or a corrupted cache might.
+    let cluster = Arc::new(Recorder::new(Arc::new(inner)));
+    cluster.inject(pods(), bad);
     let gc = GarbageCollector::start(cluster.clone(), Config::default()).await;
     assert!(
         gc.wait_for_sync(Duration::from_secs(60)).await,

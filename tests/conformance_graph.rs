@@ -15,17 +15,14 @@
 mod support;
 
 use kube_gc::api::sim::{ApiCalls, SimCluster, TypeDef};
-use kube_gc::api::{
-    ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, ObjectMeta, OwnerReference,
-    PartialObjectMeta, PatchType, PropagationPolicy, WatchStream,
-};
+use kube_gc::api::{DeleteOptions, EventRecord, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy};
 use kube_gc::builder::references::alternate_owner_identity;
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{Graph, Handle, Identity, OwnerRef, Uid};
 use kube_gc::queue::QueueState;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
-use support::{configmaps, deployments, pods, Rig};
+use std::sync::Arc;
+use support::{configmaps, deployments, pods, Recorder, Rig};
 
 // ---------------------------------------------------------------------------------------------
 // Scenario kit
@@ -2032,78 +2029,6 @@ async fn s40_namespaced_good_child_first_replaces_virtual_parent_with_cluster_fo
 // 41, 58: a cluster that changes under the GC between its GET and its DELETE
 // ---------------------------------------------------------------------------------------------
 
-/// A user action run against the simulated cluster.
-type UserAction = Box<dyn FnOnce(&SimCluster) + Send>;
-
-/// Forwards every call to a simulated cluster, runs a queued user action just before the GC's
-/// next DELETE reaches the server, and records every DELETE's options.
-struct Interposer {
-    sim: Arc<SimCluster>,
-    before_delete: Mutex<Option<UserAction>>,
-    deletes: Mutex<Vec<DeleteOptions>>,
-}
-
-impl Interposer {
-    fn new(sim: Arc<SimCluster>) -> Arc<Interposer> {
-        Arc::new(Interposer {
-            sim,
-            before_delete: Mutex::new(None),
-            deletes: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// Runs `action` right before the next DELETE.
-    fn before_next_delete(&self, action: impl FnOnce(&SimCluster) + Send + 'static) {
-        *self.before_delete.lock().unwrap() = Some(Box::new(action));
-    }
-
-    fn deletes(&self) -> Vec<DeleteOptions> {
-        self.deletes.lock().unwrap().clone()
-    }
-}
-
-impl ClusterApi for Interposer {
-    async fn discover(&self) -> Result<Discovery, ApiError> {
-        self.sim.discover().await
-    }
-
-    async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
-        self.sim.get(gvr, namespace, name).await
-    }
-
-    async fn patch(
-        &self,
-        gvr: &Gvr,
-        namespace: &str,
-        name: &str,
-        patch_type: PatchType,
-        body: &serde_json::Value,
-    ) -> Result<PartialObjectMeta, ApiError> {
-        self.sim.patch(gvr, namespace, name, patch_type, body).await
-    }
-
-    async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
-        let action = self.before_delete.lock().unwrap().take();
-        if let Some(action) = action {
-            action(&self.sim);
-        }
-        self.deletes.lock().unwrap().push(options.clone());
-        self.sim.delete(gvr, namespace, name, options).await
-    }
-
-    async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
-        self.sim.list(gvr).await
-    }
-
-    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        self.sim.watch(gvr, resource_version).await
-    }
-
-    async fn create_event(&self, event: &kube_gc::api::EventRecord) -> Result<(), ApiError> {
-        self.sim.create_event(event).await
-    }
-}
-
 /// A pod whose only owner, an RC, never existed; observed, with its virtual owner attempted
 /// (404) and removed by the resulting virtual delete, which caches the RC as absent and queues
 /// the pod. Returns the pod's and the RC's identities and the pod's resourceVersion.
@@ -2157,7 +2082,7 @@ async fn s41_conflict_between_get_and_delete_retries_or_requeues() {
     // shows the same UID and ownerReferences, and the DELETE is retried with the UID alone.
     let mut s = Scenario::new().await;
     let (pod, rc, rv) = orphan_pod_queued(&mut s).await;
-    let cluster = Interposer::new(s.rig.cluster.clone());
+    let cluster = Arc::new(Recorder::new(s.rig.cluster.clone()));
     let collector = s.rig.collector_over(cluster.clone()).await;
     cluster.before_next_delete(|sim| {
         user_update(sim, "pod", |m| {
@@ -2201,7 +2126,7 @@ async fn s41_conflict_between_get_and_delete_retries_or_requeues() {
     s.create(&configmaps(), &owner, &[]);
     let (pod, rc, _) = orphan_pod_queued(&mut s).await;
     s.observe(EventType::Add, &owner, &[]);
-    let cluster = Interposer::new(s.rig.cluster.clone());
+    let cluster = Arc::new(Recorder::new(s.rig.cluster.clone()));
     let collector = s.rig.collector_over(cluster.clone()).await;
     let new_ref = wire_ref(&owner);
     cluster.before_next_delete(move |sim| user_update(sim, "pod", |m| m.owner_references.push(new_ref)));
@@ -2246,7 +2171,7 @@ async fn s41_conflict_between_get_and_delete_retries_or_requeues() {
 async fn s58_delete_answering_not_found_routes_virtual_delete() {
     let mut s = Scenario::new().await;
     let (pod, rc, _) = orphan_pod_queued(&mut s).await;
-    let cluster = Interposer::new(s.rig.cluster.clone());
+    let cluster = Arc::new(Recorder::new(s.rig.cluster.clone()));
     let collector = s.rig.collector_over(cluster.clone()).await;
     // someone else deletes the pod after the GC's GET
     let victim = pod.clone();

@@ -455,11 +455,19 @@ pub fn fault(verb: Verb, resource: Option<(&str, &str)>, reason: StatusReason, m
     }
 }
 
-/// A [`ClusterApi`] that writes down every call it passes on, as `"<verb> <gvr> <ns>/<name>"`
-/// (upstream's unit tests assert on the exact requests the collector sends).
+/// A user action run on the cluster at a chosen moment of the collector's work.
+pub type UserAction<C> = Box<dyn FnOnce(&C) + Send>;
+
+/// A [`ClusterApi`] between the collector and a cluster: it writes down every call it passes on,
+/// as `"<verb> <gvr> <ns>/<name>"` (upstream's unit tests assert on the exact requests the
+/// collector sends), keeps the options of every DELETE, can run a user action right before the
+/// next DELETE, and can add objects no API server would store to one resource's LIST and WATCH.
 pub struct Recorder<C> {
     pub inner: Arc<C>,
     log: parking_lot::Mutex<Vec<String>>,
+    deletes: parking_lot::Mutex<Vec<DeleteOptions>>,
+    before_delete: parking_lot::Mutex<Option<UserAction<C>>>,
+    injected: parking_lot::Mutex<Option<(Gvr, Vec<PartialObjectMeta>)>>,
 }
 
 impl<C> Recorder<C> {
@@ -467,6 +475,9 @@ impl<C> Recorder<C> {
         Recorder {
             inner,
             log: parking_lot::Mutex::new(Vec::new()),
+            deletes: parking_lot::Mutex::new(Vec::new()),
+            before_delete: parking_lot::Mutex::new(None),
+            injected: parking_lot::Mutex::new(None),
         }
     }
 
@@ -478,6 +489,28 @@ impl<C> Recorder<C> {
     /// How many recorded calls equal `call`.
     pub fn count(&self, call: &str) -> usize {
         self.log.lock().iter().filter(|c| *c == call).count()
+    }
+
+    /// The options of every DELETE so far.
+    pub fn deletes(&self) -> Vec<DeleteOptions> {
+        self.deletes.lock().clone()
+    }
+
+    /// Runs `action` on the cluster right before the next DELETE reaches it.
+    pub fn before_next_delete(&self, action: impl FnOnce(&C) + Send + 'static) {
+        *self.before_delete.lock() = Some(Box::new(action));
+    }
+
+    /// Adds `objects` to every LIST of `gvr`, and as MODIFIED events at the start of every WATCH.
+    pub fn inject(&self, gvr: Gvr, objects: Vec<PartialObjectMeta>) {
+        *self.injected.lock() = Some((gvr, objects));
+    }
+
+    fn injected_for(&self, gvr: &Gvr) -> Vec<PartialObjectMeta> {
+        match &*self.injected.lock() {
+            Some((target, objects)) if target == gvr => objects.clone(),
+            _ => Vec::new(),
+        }
     }
 
     fn note(&self, verb: &str, gvr: &Gvr, namespace: &str, name: &str) {
@@ -510,17 +543,34 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
         self.note("delete", gvr, namespace, name);
+        let action = self.before_delete.lock().take();
+        if let Some(action) = action {
+            action(&self.inner);
+        }
+        self.deletes.lock().push(options.clone());
         self.inner.delete(gvr, namespace, name, options).await
     }
 
     async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
         self.note("list", gvr, "", "");
-        self.inner.list(gvr).await
+        let mut list = self.inner.list(gvr).await?;
+        list.items.extend(self.injected_for(gvr));
+        Ok(list)
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+        use futures::StreamExt;
         self.note("watch", gvr, "", "");
-        self.inner.watch(gvr, resource_version).await
+        let stream = self.inner.watch(gvr, resource_version).await?;
+        let injected = self.injected_for(gvr).into_iter().map(|object| {
+            Ok(kube_gc::api::WatchEvent {
+                event_type: kube_gc::api::WatchEventType::Modified,
+                object,
+            })
+        });
+        Ok(futures::stream::iter(injected.collect::<Vec<_>>())
+            .chain(stream)
+            .boxed())
     }
 
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
