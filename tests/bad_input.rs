@@ -182,15 +182,6 @@ fn graph_event_observed_should_reject_malformed_owner_references_with_invalid_ob
     assert!(graph.is_empty(), "a rejected object never reaches the graph");
 }
 
-/// Waits (virtual time) until `cond` holds; fails naming `what` after [`PATIENCE`].
-async fn eventually(what: &str, cond: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "likely stuck: never saw {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_monitor_should_skip_unreadable_objects_and_keep_the_rest_flowing() {
     let inner = SimCluster::new();

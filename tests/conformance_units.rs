@@ -30,10 +30,6 @@ fn widgets() -> Gvr {
     Gvr::new("example.com", "v1", "widgets")
 }
 
-fn secrets() -> Gvr {
-    Gvr::new("", "v1", "secrets")
-}
-
 /// A ref to a ReplicationController that may or may not exist.
 fn rc_ref(name: &str, uid: &str) -> OwnerReference {
     OwnerReference {

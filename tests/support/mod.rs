@@ -121,6 +121,15 @@ pub fn create_in(cluster: &SimCluster, gvr: &Gvr, meta: ObjectMeta) -> PartialOb
         .unwrap_or_else(|e| panic!("create {gvr} {name}: {e}"))
 }
 
+/// Waits (virtual time) until `cond` holds; fails naming `what` after [`PATIENCE`].
+pub async fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "likely stuck: never saw {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The whole controller against a simulated cluster.
 pub struct Harness {
     pub cluster: Arc<SimCluster>,
@@ -135,24 +144,17 @@ impl Harness {
 
     /// A collector over `cluster` with `config`; returns once the monitors have synced.
     pub async fn start_with(cluster: SimCluster, config: Config) -> Harness {
-        let cluster = Arc::new(cluster);
-        let gc = GarbageCollector::start(cluster.clone(), config).await;
-        assert!(gc.wait_for_sync(Duration::from_secs(60)).await, "monitors never synced");
-        Harness { cluster, gc }
+        let harness = Harness::start_unsynced(cluster, config).await;
+        assert!(
+            harness.gc.wait_for_sync(Duration::from_secs(60)).await,
+            "monitors never synced"
+        );
+        harness
     }
 
     /// Creates an object as a user would; panics with the server's answer on failure.
     pub fn create(&self, gvr: &Gvr, meta: ObjectMeta) -> PartialObjectMeta {
-        let name = format!("{}/{}", meta.namespace, meta.name);
-        self.cluster
-            .create(
-                gvr,
-                PartialObjectMeta {
-                    metadata: meta,
-                    ..Default::default()
-                },
-            )
-            .unwrap_or_else(|e| panic!("create {gvr} {name}: {e}"))
+        create_in(&self.cluster, gvr, meta)
     }
 
     /// Deletes an object as a user would.
@@ -214,11 +216,7 @@ impl Harness {
 
     /// Waits (virtual time) until `cond` holds; fails naming `what` after [`PATIENCE`].
     pub async fn eventually(&self, what: &str, cond: impl Fn() -> bool) {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while !cond() {
-            assert!(tokio::time::Instant::now() < deadline, "likely stuck: never saw {what}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        eventually(what, cond).await;
     }
 
     /// Waits until the objects are in the graph (the upstream tests wait for this before deleting
@@ -269,7 +267,6 @@ impl Rig {
     pub async fn with_cache(cluster: SimCluster, cache_capacity: usize) -> Rig {
         let cluster = Arc::new(cluster);
         let discovery = cluster.discover().await.expect("discovery");
-        let mapper = Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources)));
         let graph = Arc::new(Graph::new());
         let (router, mut receivers) = Router::new(1);
         let attempt_to_delete = WorkQueue::new(ATTEMPT_TO_DELETE, RateLimiterConfig::default());
@@ -285,7 +282,7 @@ impl Rig {
         );
         let collector = Arc::new(Collector {
             api: cluster.clone(),
-            mapper,
+            mapper: Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources))),
             graph: graph.clone(),
             router: router.clone(),
             attempt_to_delete: attempt_to_delete.clone(),
@@ -395,13 +392,13 @@ impl Rig {
         }
     }
 
-    /// A collector over `api` that shares this rig's graph, queues, router and absentOwnerCache,
-    /// for tests whose cluster must misbehave on cue. Its REST mapper comes from `api`'s discovery.
+    /// A collector over `api` (a wrapper around this rig's cluster) that shares this rig's REST
+    /// mapper, graph, queues, router and absentOwnerCache, for tests whose cluster must misbehave
+    /// on cue or be watched call by call.
     pub async fn collector_over<C: ClusterApi>(&self, api: Arc<C>) -> Arc<Collector<C>> {
-        let discovery = api.discover().await.expect("discovery");
         Arc::new(Collector {
             api,
-            mapper: Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources))),
+            mapper: self.collector.mapper.clone(),
             graph: self.graph.clone(),
             router: self.router.clone(),
             attempt_to_delete: self.attempt_to_delete.clone(),
@@ -584,32 +581,12 @@ impl Rig {
     /// calls go through a [`Recorder`].
     pub async fn recording_collector(&self) -> (Arc<Collector<Recorder<SimCluster>>>, Arc<Recorder<SimCluster>>) {
         let recorder = Arc::new(Recorder::new(self.cluster.clone()));
-        let discovery = self.cluster.discover().await.expect("discovery");
-        let collector = Arc::new(Collector {
-            api: recorder.clone(),
-            mapper: Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources))),
-            graph: self.graph.clone(),
-            router: self.router.clone(),
-            attempt_to_delete: self.attempt_to_delete.clone(),
-            attempt_to_orphan: self.attempt_to_orphan.clone(),
-            absent_owner_cache: self.absent_owner_cache.clone(),
-            config: CollectorConfig::default(),
-        });
-        (collector, recorder)
+        (self.collector_over(recorder.clone()).await, recorder)
     }
 
     /// Creates an object as a user would; panics with the server's answer on failure.
     pub fn create(&self, gvr: &Gvr, meta: ObjectMeta) -> PartialObjectMeta {
-        let name = format!("{}/{}", meta.namespace, meta.name);
-        self.cluster
-            .create(
-                gvr,
-                PartialObjectMeta {
-                    metadata: meta,
-                    ..Default::default()
-                },
-            )
-            .unwrap_or_else(|e| panic!("create {gvr} {name}: {e}"))
+        create_in(&self.cluster, gvr, meta)
     }
 
     /// Applies an observed event for `obj` as its monitor would route it (apiVersion and kind

@@ -64,6 +64,14 @@ fn policy(p: PropagationPolicy) -> DeleteOptions {
     }
 }
 
+/// A user change in an unrelated field, which moves the pod's resourceVersion on.
+fn touch(cluster: &SimCluster, name: &str) {
+    let label = json!({"metadata": {"labels": {"l": "1"}}});
+    cluster
+        .patch_object(&pods(), NS, name, PatchType::Merge, &label)
+        .expect("patch");
+}
+
 fn create_pod(cluster: &SimCluster, name: &str, finalizers: &[&str]) -> PartialObjectMeta {
     cluster
         .create(&pods(), with_finalizers(object(NS, name), finalizers))
@@ -345,15 +353,7 @@ fn a_delete_with_a_stale_uid_precondition_should_conflict() {
 fn a_delete_with_a_stale_resource_version_precondition_should_conflict() {
     let cluster = SimCluster::new();
     let pod = create_pod(&cluster, "a", &[]);
-    cluster
-        .patch_object(
-            &pods(),
-            NS,
-            "a",
-            PatchType::Merge,
-            &json!({"metadata": {"labels": {"l": "1"}}}),
-        )
-        .expect("patch");
+    touch(&cluster, "a");
     let opts = DeleteOptions {
         preconditions: Some(Preconditions {
             uid: Some(pod.metadata.uid.clone()),
@@ -427,15 +427,7 @@ fn an_smp_of_a_custom_type_should_be_unsupported_media_type() {
 fn a_merge_patch_with_a_stale_resource_version_should_conflict() {
     let cluster = SimCluster::new();
     let pod = create_pod(&cluster, "a", &["x/y"]);
-    cluster
-        .patch_object(
-            &pods(),
-            NS,
-            "a",
-            PatchType::Merge,
-            &json!({"metadata": {"labels": {"l": "1"}}}),
-        )
-        .expect("patch");
+    touch(&cluster, "a");
     let stale = json!({"metadata": {"resourceVersion": pod.metadata.resource_version, "finalizers": null}});
     let result = cluster.patch_object(&pods(), NS, "a", PatchType::Merge, &stale);
     assert_eq!(reason(result), StatusReason::Conflict);
