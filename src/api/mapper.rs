@@ -7,10 +7,12 @@
 use super::{ApiError, ApiResource, Gvr, RestMapping};
 use std::collections::HashMap;
 
-/// An immutable `(group, version, kind) → resource` index.
+/// An immutable `(apiVersion, kind) → resource` index.
 #[derive(Clone, Debug, Default)]
 pub struct RestMapper {
-    by_kind: HashMap<(String, String, String), RestMapping>,
+    /// apiVersion → kind → mapping; two levels so a lookup borrows its `&str` keys and allocates
+    /// nothing (every collector API call maps a kind).
+    by_kind: HashMap<String, HashMap<String, RestMapping>>,
     by_resource: HashMap<Gvr, ApiResource>,
 }
 
@@ -19,8 +21,8 @@ impl RestMapper {
     pub fn new(resources: &[ApiResource]) -> Self {
         let mut mapper = RestMapper::default();
         for r in resources {
-            let key = (r.gvr.group.clone(), r.gvr.version.clone(), r.kind.clone());
-            mapper.by_kind.entry(key).or_insert_with(|| RestMapping {
+            let kinds = mapper.by_kind.entry(r.gvr.api_version()).or_default();
+            kinds.entry(r.kind.clone()).or_insert_with(|| RestMapping {
                 gvr: r.gvr.clone(),
                 namespaced: r.namespaced,
             });
@@ -31,9 +33,11 @@ impl RestMapper {
 
     /// Maps `apiVersion` + `kind` to the resource serving it.
     pub fn rest_mapping(&self, api_version: &str, kind: &str) -> Result<RestMapping, ApiError> {
-        let (group, version) = super::split_api_version(api_version);
+        // `/v1` names the core group's `v1`, as `group/version` parsing reads it.
+        let key = api_version.strip_prefix('/').unwrap_or(api_version);
         self.by_kind
-            .get(&(group.to_string(), version.to_string(), kind.to_string()))
+            .get(key)
+            .and_then(|kinds| kinds.get(kind))
             .cloned()
             .ok_or_else(|| ApiError::NoKindMatch {
                 api_version: api_version.to_string(),
@@ -69,5 +73,43 @@ impl SharedRestMapper {
     /// Replaces the mapper (spec §7.7 step 5, "reset the RESTMapper").
     pub fn store(&self, mapper: RestMapper) {
         *self.current.write() = std::sync::Arc::new(mapper);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(group: &str, version: &str, kind: &str, preferred: bool) -> ApiResource {
+        ApiResource {
+            gvr: Gvr::new(group, version, &format!("{}s", kind.to_lowercase())),
+            kind: kind.into(),
+            namespaced: true,
+            verbs: vec!["get".into()],
+            preferred,
+        }
+    }
+
+    #[test]
+    fn rest_mapping_should_resolve_served_versions_only() {
+        let mapper = RestMapper::new(&[
+            resource("apps", "v1", "Deployment", true),
+            resource("apps", "v1beta1", "Deployment", false),
+            resource("", "v1", "Pod", true),
+        ]);
+        assert_eq!(
+            mapper.rest_mapping("apps/v1beta1", "Deployment").unwrap().gvr.version,
+            "v1beta1"
+        );
+        assert_eq!(mapper.rest_mapping("v1", "Pod").unwrap().gvr.resource, "pods");
+        assert_eq!(mapper.rest_mapping("/v1", "Pod").unwrap().gvr.resource, "pods");
+        assert!(matches!(
+            mapper.rest_mapping("extensions/v1beta1", "Deployment"),
+            Err(ApiError::NoKindMatch { .. })
+        ));
+        assert!(matches!(
+            mapper.rest_mapping("apps/v1", "Pod"),
+            Err(ApiError::NoKindMatch { .. })
+        ));
     }
 }

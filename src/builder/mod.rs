@@ -233,14 +233,15 @@ impl GraphBuilder {
         if event.is_virtual && !self.virtual_delete_removes(&existing, event) {
             return;
         }
-        let dependents = self.remove_node(&existing);
+        let owners = existing.owners();
+        let dependents = self.remove_node(&existing, &owners);
         if !dependents.is_empty() {
             self.absent_owner_cache.add(event.identity());
         }
         for dep in dependents {
             self.attempt_to_delete.add(dep);
         }
-        for r in existing.owners() {
+        for r in &owners {
             if let Some(owner) = self.graph.get(&r.uid) {
                 if owner.is_deleting_dependents() {
                     self.attempt_to_delete.add(owner);
@@ -275,11 +276,11 @@ impl GraphBuilder {
         false
     }
 
-    /// Upstream's `removeNode`: drops the UID and unlinks the node from its owners; returns the
-    /// node's dependents.
-    fn remove_node(&self, node: &Handle) -> Vec<Handle> {
+    /// Upstream's `removeNode`: drops the UID and unlinks the node from `owners` (its owners
+    /// list, which only this builder writes); returns the node's dependents.
+    fn remove_node(&self, node: &Handle, owners: &[OwnerRef]) -> Vec<Handle> {
         let dependents = self.graph.remove_node(node);
-        for r in node.owners() {
+        for r in owners {
             if r.uid == node.identity().uid {
                 continue; // a self-owned node: the edge goes with the node
             }

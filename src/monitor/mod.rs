@@ -55,9 +55,11 @@ impl Drop for Monitor {
 }
 
 /// What a monitor remembers of an object: enough to route its delete after a relist.
+/// The strings are the event's own, which the graph node shares, so remembering an object costs
+/// the map entry and two pointers.
 struct Known {
-    name: String,
-    namespace: String,
+    name: Arc<str>,
+    namespace: Sym,
 }
 
 /// What a monitor's task needs.
@@ -138,8 +140,8 @@ impl<C: ClusterApi> Watcher<C> {
         }
         for (uid, known) in vanished {
             let meta = ObjectMeta {
-                name: known.name,
-                namespace: known.namespace,
+                name: known.name.to_string(),
+                namespace: known.namespace.to_string(),
                 uid: uid.to_string(),
                 ..Default::default()
             };
@@ -183,13 +185,11 @@ impl<C: ClusterApi> Watcher<C> {
                 if event_type == EventType::Delete {
                     self.known.remove(&event.object.uid);
                 } else {
-                    self.known.insert(
-                        event.object.uid.clone(),
-                        Known {
-                            name: meta.name,
-                            namespace: meta.namespace,
-                        },
-                    );
+                    // A UID's name and namespace never change: remember them once.
+                    self.known.entry(event.object.uid.clone()).or_insert_with(|| Known {
+                        name: event.object.name.clone(),
+                        namespace: event.object.namespace.clone(),
+                    });
                 }
                 self.router.route(event);
             }
