@@ -18,7 +18,7 @@ use kube_gc::api::{ObjectMeta, OwnerReference};
 use kube_gc::builder::{EventRecorder, GraphBuilder};
 use kube_gc::collector::AbsentOwnerCache;
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::{Graph, Handle, Identity, Sym, Uid};
+use kube_gc::graph::{Graph, Handle, Identity, Name, Sym, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use mimalloc::MiMalloc;
 use parking_lot::RwLock;
@@ -68,7 +68,7 @@ impl UidMap for Locked {
         self.0.read().get(uid).cloned()
     }
     fn insert(&self, handle: Handle) {
-        let uid = handle.identity().uid.clone();
+        let uid = handle.identity().uid;
         self.0.write().insert(uid, handle);
     }
     fn remove(&self, uid: &Uid) -> Option<Handle> {
@@ -104,7 +104,7 @@ fn scramble(x: u128) -> u128 {
 
 /// A random-looking UUID, distinct for every (thread, index), as v4 UIDs are.
 fn key(thread: usize, index: u64) -> Uid {
-    Uid::Uuid(scramble((thread as u128) << 64 | u128::from(index)))
+    Uid::new_v4(scramble((thread as u128) << 64 | u128::from(index)))
 }
 
 /// The strings every node shares, interned once.
@@ -115,21 +115,21 @@ struct Syms {
 }
 
 impl Syms {
-    fn new(graph: &Graph) -> Syms {
+    fn new(_graph: &Graph) -> Syms {
         Syms {
-            api_version: graph.intern("v1"),
-            kind: graph.intern("Pod"),
-            namespace: graph.intern("bench"),
+            api_version: Sym::new("v1"),
+            kind: Sym::new("Pod"),
+            namespace: Sym::new("bench"),
         }
     }
 
     fn handle(&self, thread: usize, index: u64) -> Handle {
         let identity = Identity {
-            api_version: self.api_version.clone(),
-            kind: self.kind.clone(),
-            name: Arc::from(format!("pod-{thread}-{index}")),
+            api_version: self.api_version,
+            kind: self.kind,
+            name: Name::new(&format!("pod-{thread}-{index}")),
             uid: key(thread, index),
-            namespace: self.namespace.clone(),
+            namespace: self.namespace,
         };
         Handle::new(identity, Vec::new(), false)
     }

@@ -6,8 +6,7 @@
 //! so the builder never re-checks.
 
 use crate::api::{self, validate_owner_references, InvalidOwnerReference, ObjectMeta};
-use crate::graph::{Graph, Identity, ObservedFinalizers, OwnerRef, Sym, Uid};
-use std::sync::Arc;
+use crate::graph::{Graph, Identity, Name, ObservedFinalizers, OwnerRef, Sym, Uid};
 use thiserror::Error;
 
 /// What happened to the object.
@@ -27,7 +26,7 @@ pub struct EventObject {
     /// UID.
     pub uid: Uid,
     /// Name.
-    pub name: Arc<str>,
+    pub name: Name,
     /// Namespace (`""` when cluster-scoped).
     pub namespace: Sym,
     /// `metadata.ownerReferences`, verbatim.
@@ -98,19 +97,20 @@ impl GraphEvent {
             source,
         })?;
         let owners = meta.owner_references.iter().map(|r| owner_ref(graph, r)).collect();
+        let uid = Uid::parse(&meta.uid);
         Ok(GraphEvent {
             event_type,
             is_virtual: false,
             object: EventObject {
-                uid: Uid::parse(&meta.uid),
-                name: Arc::from(meta.name.as_str()),
-                namespace: graph.intern(&meta.namespace),
+                uid,
+                name: graph.shared_name(&uid, &meta.name),
+                namespace: Sym::new(&meta.namespace),
                 owners,
                 being_deleted: meta.deletion_timestamp.is_some(),
                 finalizers: ObservedFinalizers::from_list(&meta.finalizers),
             },
-            api_version: graph.intern(api_version),
-            kind: graph.intern(kind),
+            api_version: Sym::new(api_version),
+            kind: Sym::new(kind),
         })
     }
 
@@ -120,37 +120,39 @@ impl GraphEvent {
             event_type: EventType::Delete,
             is_virtual: true,
             object: EventObject {
-                uid: identity.uid.clone(),
+                uid: identity.uid,
                 name: identity.name.clone(),
-                namespace: identity.namespace.clone(),
+                namespace: identity.namespace,
                 owners: Vec::new(),
                 being_deleted: false,
                 finalizers: ObservedFinalizers::default(),
             },
-            api_version: identity.api_version.clone(),
-            kind: identity.kind.clone(),
+            api_version: identity.api_version,
+            kind: identity.kind,
         }
     }
 
     /// The identity the event names (upstream's `identityFromEvent`).
     pub fn identity(&self) -> Identity {
         Identity {
-            api_version: self.api_version.clone(),
-            kind: self.kind.clone(),
+            api_version: self.api_version,
+            kind: self.kind,
             name: self.object.name.clone(),
-            uid: self.object.uid.clone(),
-            namespace: self.object.namespace.clone(),
+            uid: self.object.uid,
+            namespace: self.object.namespace,
         }
     }
 }
 
-/// Interns a wire owner reference.
+/// The graph's form of a wire owner reference: strings interned, and the name shared with the
+/// owner's node when the graph has it.
 pub fn owner_ref(graph: &Graph, r: &api::OwnerReference) -> OwnerRef {
+    let uid = Uid::parse(&r.uid);
     OwnerRef {
-        api_version: graph.intern(&r.api_version),
-        kind: graph.intern(&r.kind),
-        name: Arc::from(r.name.as_str()),
-        uid: Uid::parse(&r.uid),
+        api_version: Sym::new(&r.api_version),
+        kind: Sym::new(&r.kind),
+        name: graph.shared_name(&uid, &r.name),
+        uid,
         controller: r.controller,
         block_owner_deletion: r.block_owner_deletion,
     }

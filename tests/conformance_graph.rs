@@ -18,7 +18,7 @@ use kube_gc::api::sim::{ApiCalls, SimCluster, TypeDef};
 use kube_gc::api::{DeleteOptions, EventRecord, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy};
 use kube_gc::builder::references::alternate_owner_identity;
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::{Graph, Handle, Identity, OwnerRef, Uid};
+use kube_gc::graph::{Graph, Handle, Identity, OwnerRef, Sym, Uid};
 use kube_gc::queue::QueueState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -147,13 +147,13 @@ impl Scenario {
     }
 
     fn id(&self, api_version: &str, kind: &str, namespace: &str, name: &str, uid: &str) -> Identity {
-        let graph = &self.rig.graph;
+        let _graph = &self.rig.graph;
         Identity {
-            api_version: graph.intern(api_version),
-            kind: graph.intern(kind),
+            api_version: Sym::new(api_version),
+            kind: Sym::new(kind),
             name: name.into(),
             uid: Uid::parse(uid),
-            namespace: graph.intern(namespace),
+            namespace: Sym::new(namespace),
         }
     }
 
@@ -2217,22 +2217,22 @@ async fn s58_delete_answering_not_found_routes_virtual_delete() {
 
 #[test]
 fn s42_alternate_owner_identity_cases() {
-    let graph = Graph::new();
+    let _graph = Graph::new();
     let id = |api_version: &str, kind: &str, namespace: &str, name: &str, uid: &str| Identity {
-        api_version: graph.intern(api_version),
-        kind: graph.intern(kind),
+        api_version: Sym::new(api_version),
+        kind: Sym::new(kind),
         name: name.into(),
         uid: Uid::parse(uid),
-        namespace: graph.intern(namespace),
+        namespace: Sym::new(namespace),
     };
     let dependent = |child: &Identity, owners: &[&Identity]| {
         let refs = owners
             .iter()
             .map(|o| OwnerRef {
-                api_version: o.api_version.clone(),
-                kind: o.kind.clone(),
+                api_version: o.api_version,
+                kind: o.kind,
                 name: o.name.clone(),
-                uid: o.uid.clone(),
+                uid: o.uid,
                 controller: None,
                 block_owner_deletion: None,
             })

@@ -16,10 +16,9 @@ use kube_gc::api::{
 use kube_gc::collector::CollectError;
 use kube_gc::controller::{deletable_resources, Config, GroupResource};
 use kube_gc::event::EventType;
-use kube_gc::graph::{invariants, Handle, Identity, Uid};
+use kube_gc::graph::{invariants, Handle, Identity, Name, Sym, Uid};
 use kube_gc::queue::QueueState;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 use support::*;
 
@@ -293,11 +292,11 @@ async fn s19_absent_owner_cache_saves_a_get_and_evicts_lru() {
     }
 
     let rc_key = |name: &str, uid: &str, namespace: &str| Identity {
-        api_version: rig.graph.intern("v1"),
-        kind: rig.graph.intern("ReplicationController"),
-        name: Arc::from(name),
+        api_version: Sym::new("v1"),
+        kind: Sym::new("ReplicationController"),
+        name: Name::new(name),
         uid: Uid::parse(uid),
-        namespace: rig.graph.intern(namespace),
+        namespace: Sym::new(namespace),
     };
     assert!(rig.absent_owner_cache.has(&rc_key("rc1", "1", NS)), "rc1 stays cached");
     assert!(!rig.absent_owner_cache.has(&rc_key("rc2", "2", NS)), "rc2 was evicted");

@@ -164,8 +164,8 @@ impl GraphBuilder {
             return node;
         }
         let mut identity = id.clone();
-        identity.api_version = event.api_version.clone();
-        identity.kind = event.kind.clone();
+        identity.api_version = event.api_version;
+        identity.kind = event.kind;
         let replacement = self.graph.replace(&node, identity);
         for r in node.owners() {
             self.graph.relink(&r.uid, id, &replacement);

@@ -113,7 +113,7 @@ pub fn alternate_owner_identity(dependents: &[Handle], absent: &Identity) -> Opt
             if absent_is_cluster_scoped && candidate.api_version == absent.api_version && candidate.kind == absent.kind
             {
                 // absent proved this apiVersion/kind cluster-scoped
-                candidate.namespace = absent.namespace.clone();
+                candidate.namespace = absent.namespace;
             }
             if !seen.insert(candidate.clone()) {
                 continue;

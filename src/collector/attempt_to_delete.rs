@@ -29,8 +29,8 @@ impl<C: ClusterApi> Collector<C> {
                     || n.identity().kind != item.identity().kind =>
             {
                 let mut identity = item.identity().clone();
-                identity.api_version = n.identity().api_version.clone();
-                identity.kind = n.identity().kind.clone();
+                identity.api_version = n.identity().api_version;
+                identity.kind = n.identity().kind;
                 item.clone_with_identity(identity)
             }
             _ => item.clone(),

@@ -4,7 +4,7 @@
 use super::{CollectError, Collector, Result};
 use crate::api::{ClusterApi, OwnerReference, FINALIZER_FOREGROUND};
 use crate::event::owner_ref;
-use crate::graph::{Handle, Identity, Uid};
+use crate::graph::{Handle, Identity, Sym, Uid};
 
 /// An item's owner refs, sorted by what their owners are doing.
 #[derive(Debug, Default)]
@@ -41,17 +41,17 @@ impl<C: ClusterApi> Collector<C> {
     /// Looks an owner up: first in absentOwnerCache under two keys (cluster-scoped, then the
     /// item's namespace, since a virtual owner may have been cached under either), then live.
     async fn is_dangling(&self, item: &Identity, r: &OwnerReference) -> Result<Owner> {
-        let mut key: Identity = owner_ref(&self.graph, r).identity_in(&self.graph.intern(""));
+        let mut key: Identity = owner_ref(&self.graph, r).identity_in(&Sym::new(""));
         if self.absent_owner_cache.has(&key) {
             return Ok(Owner::Dangling);
         }
-        key.namespace = item.namespace.clone();
+        key.namespace = item.namespace;
         if self.absent_owner_cache.has(&key) {
             return Ok(Owner::Dangling);
         }
         let mapping = self.mapping(&r.api_version, &r.kind)?;
         if !mapping.namespaced {
-            key.namespace = self.graph.intern("");
+            key.namespace = Sym::new("");
         }
         if item.namespace.is_empty() && mapping.namespaced {
             return Err(CollectError::NamespacedOwnerOfClusterScopedObject {

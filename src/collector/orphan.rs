@@ -19,7 +19,7 @@ impl<C: ClusterApi> Collector<C> {
     /// dependent with no bound; a bound keeps a million-dependent owner from flooding the server).
     /// A dependent that is already gone is fine; any other failure fails the whole step.
     async fn orphan_dependents(&self, owner: &Identity, dependents: &[Handle]) -> Result<()> {
-        let owner_uid = [owner.uid.clone()];
+        let owner_uid = [owner.uid];
         let failures: Vec<String> = stream::iter(dependents.iter().cloned())
             .map(|dep| self.orphan_one(dep, &owner_uid))
             .buffer_unordered(self.config.orphan_concurrency.max(1))

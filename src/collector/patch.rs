@@ -73,13 +73,13 @@ fn null_if_empty<T: serde::Serialize>(items: &[T]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
+    use crate::graph::{Name, Sym};
 
     fn owner(uid: &str, block: Option<bool>) -> OwnerRef {
         OwnerRef {
-            api_version: Arc::from("v1"),
-            kind: Arc::from("ReplicationController"),
-            name: Arc::from(format!("rc-{uid}")),
+            api_version: Sym::new("v1"),
+            kind: Sym::new("ReplicationController"),
+            name: Name::new(&format!("rc-{uid}")),
             uid: Uid::parse(uid),
             controller: None,
             block_owner_deletion: block,

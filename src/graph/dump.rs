@@ -55,7 +55,7 @@ fn node_json(node: &Node) -> Value {
         .iter()
         .map(|r| serde_json::to_value(r.to_wire()).unwrap_or_default())
         .collect();
-    let mut dependents: Vec<Uid> = node.dependents().iter().map(|d| d.identity().uid.clone()).collect();
+    let mut dependents: Vec<Uid> = node.dependents().iter().map(|d| d.identity().uid).collect();
     dependents.sort();
     json!({
         "uid": id.uid.to_string(),
@@ -78,7 +78,7 @@ fn select(graph: &Graph, uids: &[Uid]) -> BTreeMap<Uid, Handle> {
         return graph
             .handles()
             .into_iter()
-            .map(|h| (h.identity().uid.clone(), h))
+            .map(|h| (h.identity().uid, h))
             .collect();
     }
     let mut selected = BTreeMap::new();
@@ -90,8 +90,8 @@ fn select(graph: &Graph, uids: &[Uid]) -> BTreeMap<Uid, Handle> {
         let Some(node) = graph.get(&uid) else {
             continue;
         };
-        node.with_owners(|refs| pending.extend(refs.iter().map(|r| r.uid.clone())));
-        pending.extend(node.dependents().iter().map(|d| d.identity().uid.clone()));
+        node.with_owners(|refs| pending.extend(refs.iter().map(|r| r.uid)));
+        pending.extend(node.dependents().iter().map(|d| d.identity().uid));
         selected.insert(uid, node);
     }
     selected
@@ -102,7 +102,7 @@ fn layout(selected: &BTreeMap<Uid, Handle>) -> (BTreeMap<Uid, Vertex>, BTreeSet<
     let mut vertices: BTreeMap<Uid, Vertex> = selected
         .iter()
         .filter(|(_, node)| node.dependents_len() > 0 || node.with_owners(|refs| !refs.is_empty()))
-        .map(|(uid, node)| (uid.clone(), Vertex::observed(node)))
+        .map(|(uid, node)| (*uid, Vertex::observed(node)))
         .collect();
     // A set, because the graph is a strict digraph: two refs to one owner are one edge.
     let mut edges = BTreeSet::new();
@@ -112,9 +112,9 @@ fn layout(selected: &BTreeMap<Uid, Handle>) -> (BTreeMap<Uid, Vertex>, BTreeSet<
             // dependent of the same missing owner adds a duplicate vertex and later edges can leave
             // from the wrong vertex. Filing it under the owner's UID is the evident intent.
             vertices
-                .entry(owner.uid.clone())
+                .entry(owner.uid)
                 .or_insert_with(|| Vertex::missing(&owner));
-            edges.insert((uid.clone(), owner.uid));
+            edges.insert((*uid, owner.uid));
         }
     }
     (vertices, edges)
@@ -311,7 +311,7 @@ const PRIVATE_USE: [(u32, u32); 3] = [(0xE000, 0xF8FF), (0xF_0000, 0xF_FFFD), (0
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::Identity;
+    use crate::graph::{Identity, Sym};
 
     /// Builds graphs by hand: identities with explicit coordinates, and owner references that
     /// copy the owner's identity.
@@ -326,11 +326,11 @@ mod tests {
 
         fn identity(&self, api_version: &str, kind: &str, namespace: &str, name: &str, uid: &str) -> Identity {
             Identity {
-                api_version: self.graph.intern(api_version),
-                kind: self.graph.intern(kind),
+                api_version: Sym::new(api_version),
+                kind: Sym::new(kind),
                 name: name.into(),
                 uid: Uid::parse(uid),
-                namespace: self.graph.intern(namespace),
+                namespace: Sym::new(namespace),
             }
         }
 
@@ -354,10 +354,10 @@ mod tests {
 
     fn owner_ref(owner: &Identity) -> OwnerRef {
         OwnerRef {
-            api_version: owner.api_version.clone(),
-            kind: owner.kind.clone(),
+            api_version: owner.api_version,
+            kind: owner.kind,
             name: owner.name.clone(),
-            uid: owner.uid.clone(),
+            uid: owner.uid,
             controller: Some(true),
             block_owner_deletion: None,
         }

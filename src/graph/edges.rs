@@ -1,7 +1,7 @@
 //! Owner → dependent edges across builder partitions (DESIGN §3, "cross-partition edges").
 //!
 //! Invariant: an edge is never written to a handle that has left the map. Each handle carries a
-//! `retired` mark under its dependents lock. The builder that owns a UID retires its node — when
+//! `retired` mark under its edges lock. The builder that owns a UID retires its node — when
 //! it replaces the node by a clone ([`Graph::replace`]) or removes it ([`Graph::remove_node`]) —
 //! by setting the mark and updating the map *while holding that lock*. Every edge writer
 //! ([`Graph::link`], [`Graph::unlink`], [`Graph::relink`]) takes the same lock, and if it finds
@@ -41,12 +41,7 @@ impl Graph {
                 None => {
                     let owner = make_virtual();
                     owner.add_dependent(dependent.clone());
-                    if self
-                        .shard(owner_uid)
-                        .pin()
-                        .try_insert(owner_uid.clone(), owner.clone())
-                        .is_ok()
-                    {
+                    if self.insert_if_absent(&owner) {
                         return Linked::CreatedVirtual(owner);
                     }
                 }
@@ -68,14 +63,13 @@ impl Graph {
     pub fn relink(&self, owner_uid: &Uid, old: &Identity, new: &Handle) {
         while let Some(owner) = self.get(owner_uid) {
             let done = owner.with_live_dependents(|set| {
-                let found = set.iter().find(|d| {
-                    let id = d.identity();
-                    id.uid == old.uid && id.name == old.name && id.kind == old.kind && id.api_version == old.api_version
-                });
-                if let Some(found) = found.cloned() {
-                    set.remove(&found);
-                    set.insert(new.clone());
-                }
+                set.replace(
+                    |d| {
+                        let id = d.identity();
+                        id.uid == old.uid && id.name == old.name && id.kind == old.kind && id.api_version == old.api_version
+                    },
+                    new.clone(),
+                )
             });
             if done.is_some() {
                 return;
@@ -86,25 +80,21 @@ impl Graph {
     /// Builder only: inserts a newly observed node unless another builder has meanwhile created a
     /// (virtual) node for its UID; true if inserted.
     pub fn insert_if_absent(&self, node: &Handle) -> bool {
-        let uid = &node.identity().uid;
-        self.shard(uid).pin().try_insert(uid.clone(), node.clone()).is_ok()
+        let uid = node.identity().uid;
+        self.shard(&uid).pin().try_insert(uid, node.clone()).is_ok()
     }
 
     /// Builder only: replaces `old` in the map by a clone with `identity` and every edge `old`
     /// had; `old` is retired.
     pub fn replace(&self, old: &Handle, identity: Identity) -> Handle {
-        old.retire(|set| {
-            let new = old.clone_with(identity, set.clone());
-            self.insert(new.clone());
-            new
-        })
+        old.retire_into_clone(identity, |new| self.insert(new.clone()))
     }
 
     /// Builder only: removes `node` from the map and retires it; returns its dependents.
     pub fn remove_node(&self, node: &Handle) -> Vec<Handle> {
         node.retire(|set| {
             self.remove(&node.identity().uid);
-            let dependents = set.iter().cloned().collect();
+            let dependents: Vec<Handle> = set.iter().cloned().collect();
             // A self-owned node would otherwise keep itself alive.
             set.remove(node);
             dependents
@@ -115,25 +105,26 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::{Name, Sym};
     use std::sync::Arc;
 
-    fn identity(graph: &Graph, uid: &str) -> Identity {
+    fn identity(uid: &str) -> Identity {
         Identity {
-            api_version: graph.intern("v1"),
-            kind: graph.intern("ConfigMap"),
-            name: Arc::from(uid),
+            api_version: Sym::new("v1"),
+            kind: Sym::new("ConfigMap"),
+            name: Name::new(uid),
             uid: Uid::parse(uid),
-            namespace: graph.intern("ns"),
+            namespace: Sym::new("ns"),
         }
     }
 
     #[test]
     fn link_should_land_on_the_clone_when_the_owner_was_replaced() {
         let graph = Graph::new();
-        let owner = Handle::new(identity(&graph, "o"), Vec::new(), true);
+        let owner = Handle::new(identity("o"), Vec::new(), true);
         graph.insert(owner.clone());
-        let clone = graph.replace(&owner, identity(&graph, "o"));
-        let dep = Handle::new(identity(&graph, "d"), Vec::new(), false);
+        let clone = graph.replace(&owner, identity("o"));
+        let dep = Handle::new(identity("d"), Vec::new(), false);
         assert!(matches!(graph.link(&Uid::parse("o"), &dep, || unreachable!()), Linked::Existing(h) if h == clone));
         assert!(owner.dependents().is_empty(), "no edge on the retired handle");
         assert_eq!(clone.dependents(), vec![dep]);
@@ -142,11 +133,11 @@ mod tests {
     #[test]
     fn link_should_create_a_virtual_owner_when_the_owner_was_removed() {
         let graph = Graph::new();
-        let owner = Handle::new(identity(&graph, "o"), Vec::new(), false);
+        let owner = Handle::new(identity("o"), Vec::new(), false);
         graph.insert(owner.clone());
         assert!(graph.remove_node(&owner).is_empty());
-        let dep = Handle::new(identity(&graph, "d"), Vec::new(), false);
-        let virtual_owner = || Handle::new(identity(&graph, "o"), Vec::new(), true);
+        let dep = Handle::new(identity("d"), Vec::new(), false);
+        let virtual_owner = || Handle::new(identity("o"), Vec::new(), true);
         let Linked::CreatedVirtual(created) = graph.link(&Uid::parse("o"), &dep, virtual_owner) else {
             panic!("expected a new virtual owner");
         };
@@ -162,16 +153,16 @@ mod tests {
         // on a node that was removed after the edge was written (and was returned by remove_node).
         let graph = Arc::new(Graph::new());
         let uid = Uid::parse("o");
-        graph.insert(Handle::new(identity(&graph, "o"), Vec::new(), false));
+        graph.insert(Handle::new(identity("o"), Vec::new(), false));
         let deps: Vec<Handle> = (0..20_000)
-            .map(|i| Handle::new(identity(&graph, &format!("d{i}")), Vec::new(), false))
+            .map(|i| Handle::new(identity(&format!("d{i}")), Vec::new(), false))
             .collect();
         let start = std::sync::Barrier::new(2);
         let reported = std::thread::scope(|scope| {
             let linker = scope.spawn(|| {
                 start.wait();
                 for d in &deps {
-                    graph.link(&uid, d, || Handle::new(identity(&graph, "o"), Vec::new(), true));
+                    graph.link(&uid, d, || Handle::new(identity("o"), Vec::new(), true));
                 }
             });
             let (mut reported, mut removals) = (Vec::new(), 0);

@@ -5,9 +5,9 @@
 //! *coordinates* are (uid, name, kind, apiVersion), and namespace is never part of it.
 
 use super::intern::Sym;
+use super::name::Name;
 use super::uid::Uid;
 use std::fmt;
-use std::sync::Arc;
 
 /// One `metadata.ownerReferences` entry, stored verbatim (controller and blockOwnerDeletion too).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -17,7 +17,7 @@ pub struct OwnerRef {
     /// The owner's kind.
     pub kind: Sym,
     /// The owner's name.
-    pub name: Arc<str>,
+    pub name: Name,
     /// The owner's UID.
     pub uid: Uid,
     /// `controller`.
@@ -35,11 +35,11 @@ impl OwnerRef {
     /// The identity this ref names when read from a dependent in `namespace`.
     pub fn identity_in(&self, namespace: &Sym) -> Identity {
         Identity {
-            api_version: self.api_version.clone(),
-            kind: self.kind.clone(),
+            api_version: self.api_version,
+            kind: self.kind,
             name: self.name.clone(),
-            uid: self.uid.clone(),
-            namespace: namespace.clone(),
+            uid: self.uid,
+            namespace: *namespace,
         }
     }
 
@@ -64,7 +64,7 @@ pub struct Identity {
     /// Kind.
     pub kind: Sym,
     /// Name.
-    pub name: Arc<str>,
+    pub name: Name,
     /// UID.
     pub uid: Uid,
     /// Namespace; `""` for cluster-scoped objects.

@@ -1,47 +1,119 @@
 //! Interned strings for the few values that repeat across millions of nodes: apiVersion, kind and
 //! namespace.
 //!
-//! An interned [`Sym`] is an `Arc<str>`: equal strings share one allocation, so a node pays one
-//! pointer for each instead of a copy. The table only grows; the set of apiVersions, kinds and
-//! namespaces of a cluster is small and long-lived.
+//! A [`Sym`] is one pointer into a process-wide table, so it is 8 bytes, `Copy`, and compares by
+//! address. The table only grows: the apiVersions, kinds and namespaces of a cluster are few and
+//! long-lived, and a deleted namespace costs its name once.
+//!
+//! Invariant: every `Sym` comes from [`Sym::new`], which hands out one address per distinct
+//! string, so address equality is string equality.
 
-use std::sync::Arc;
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+use std::sync::LazyLock;
 
 /// An interned string.
-pub type Sym = Arc<str>;
+#[derive(Clone, Copy)]
+#[allow(clippy::borrowed_box, reason = "a thin pointer: 8 bytes where a `&str` takes 16")]
+pub struct Sym(&'static Box<str>);
 
-/// A concurrent intern table; any thread may intern.
-#[derive(Default)]
-pub struct Interner {
-    table: papaya::HashSet<Sym>,
-}
+static TABLE: LazyLock<papaya::HashSet<Sym, foldhash::fast::RandomState>> = LazyLock::new(Default::default);
 
-impl Interner {
-    /// Returns the shared copy of `s`, adding it on first use.
-    pub fn intern(&self, s: &str) -> Sym {
-        let table = self.table.pin();
+impl Sym {
+    /// The interned copy of `s`, added on first use. Any thread may intern.
+    pub fn new(s: &str) -> Sym {
+        let table = TABLE.pin();
         if let Some(found) = table.get(s) {
-            return found.clone();
+            return *found;
         }
-        table.insert(Arc::from(s));
-        // Another thread may have won the insert; either way the table now holds the one copy.
-        table.get(s).expect("interned string present after insert").clone()
+        // Leaked on purpose: the table lives as long as the process. If another thread wins the
+        // race to insert `s`, this copy stays unused; the table still holds exactly one.
+        let candidate = Sym(Box::leak(Box::new(Box::from(s))));
+        table.insert(candidate);
+        *table.get(s).expect("interned string present after insert")
     }
 
-    /// Number of distinct strings interned.
-    pub fn len(&self) -> usize {
-        self.table.len()
+    /// The string.
+    pub fn as_str(&self) -> &'static str {
+        self.0
     }
 
-    /// True when nothing was interned yet.
-    pub fn is_empty(&self) -> bool {
-        self.table.is_empty()
+    /// Number of distinct strings interned by the process.
+    pub fn interned() -> usize {
+        TABLE.len()
     }
 }
 
-impl std::fmt::Debug for Interner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Interner").field("len", &self.len()).finish()
+impl Deref for Sym {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0
+    }
+}
+
+impl Borrow<str> for Sym {
+    fn borrow(&self) -> &str {
+        self.0
+    }
+}
+
+impl PartialEq for Sym {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
+impl Eq for Sym {}
+
+impl PartialEq<str> for Sym {
+    fn eq(&self, other: &str) -> bool {
+        **self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for Sym {
+    fn eq(&self, other: &&str) -> bool {
+        **self.0 == **other
+    }
+}
+
+/// Hashes the string, as `str` does, so that the table can be searched by `&str`.
+impl Hash for Sym {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl Ord for Sym {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialOrd for Sym {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for Sym {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl fmt::Debug for Sym {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl From<&str> for Sym {
+    fn from(s: &str) -> Self {
+        Sym::new(s)
     }
 }
 
@@ -50,11 +122,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn interner_should_share_one_allocation_per_string() {
-        let interner = Interner::default();
-        let a = interner.intern("apps/v1");
-        let b = interner.intern("apps/v1");
-        assert!(Arc::ptr_eq(&a, &b));
-        assert_eq!(interner.len(), 1);
+    fn sym_should_share_one_address_per_string() {
+        let a = Sym::new("apps/v1");
+        let b = Sym::new(&String::from("apps/v1"));
+        assert!(std::ptr::eq(a.as_str(), b.as_str()));
+        assert_eq!(a, b);
+        assert_ne!(a, Sym::new("v1"));
+        assert_eq!(a, "apps/v1");
+        assert_eq!(std::mem::size_of::<Sym>(), 8);
     }
 }

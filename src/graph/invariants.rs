@@ -95,20 +95,20 @@ fn check_dependents(graph: &Graph, owner: &Handle, violations: &mut Vec<String>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Identity, OwnerRef, Uid};
+    use crate::graph::{Identity, OwnerRef, Sym, Uid};
 
-    fn identity(graph: &Graph, uid: &str) -> Identity {
+    fn identity(uid: &str) -> Identity {
         Identity {
-            api_version: graph.intern("v1"),
-            kind: graph.intern("Pod"),
+            api_version: Sym::new("v1"),
+            kind: Sym::new("Pod"),
             name: uid.into(),
             uid: Uid::parse(uid),
-            namespace: graph.intern("ns"),
+            namespace: Sym::new("ns"),
         }
     }
 
-    fn owner_ref(graph: &Graph, uid: &str) -> OwnerRef {
-        let id = identity(graph, uid);
+    fn owner_ref(uid: &str) -> OwnerRef {
+        let id = identity(uid);
         OwnerRef {
             api_version: id.api_version,
             kind: id.kind,
@@ -121,8 +121,8 @@ mod tests {
 
     /// Inserts an observed node `uid` owned by `owners`, without touching the owners' nodes.
     fn insert(graph: &Graph, uid: &str, owners: &[&str]) -> Handle {
-        let refs = owners.iter().map(|o| owner_ref(graph, o)).collect();
-        let handle = Handle::new(identity(graph, uid), refs, false);
+        let refs = owners.iter().map(|o| owner_ref(o)).collect();
+        let handle = Handle::new(identity(uid), refs, false);
         graph.insert(handle.clone());
         handle
     }
@@ -177,8 +177,8 @@ mod tests {
     #[test]
     fn check_should_report_a_virtual_node_with_owners() {
         let graph = Graph::new();
-        let refs = vec![owner_ref(&graph, "absent-owner")];
-        graph.insert(Handle::new(identity(&graph, "ghost"), refs, true));
+        let refs = vec![owner_ref("absent-owner")];
+        graph.insert(Handle::new(identity("ghost"), refs, true));
         let violations = check(&graph);
         assert_eq!(violations.len(), 1, "{violations:?}");
         assert!(violations[0].contains("is virtual"));

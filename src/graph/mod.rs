@@ -5,17 +5,20 @@
 //! the builder is quiet (see [`invariants`]). Readers (collector workers, dumps) take no graph-wide
 //! lock and may see a slightly stale view.
 
+mod dependents;
 pub mod dump;
 mod edges;
 mod identity;
 mod intern;
 pub mod invariants;
+mod name;
 mod node;
 mod uid;
 
 pub use edges::Linked;
 pub use identity::{Identity, OwnerRef};
-pub use intern::{Interner, Sym};
+pub use intern::Sym;
+pub use name::Name;
 pub use node::{Handle, Node, ObservedFinalizers};
 pub use uid::Uid;
 
@@ -29,22 +32,24 @@ pub use uid::Uid;
 /// copies), which the graph never does in practice: UIDs are not reused.
 pub const SHARDS: usize = 64;
 
-/// The graph: a sharded concurrent `uid → handle` map plus the intern table its strings come from.
+/// One shard of the map.
+type Shard = papaya::HashMap<Uid, Handle, foldhash::fast::RandomState>;
+
+/// The graph: a sharded concurrent `uid → handle` map.
 pub struct Graph {
-    shards: Box<[papaya::HashMap<Uid, Handle>]>,
-    interner: Interner,
+    shards: Box<[Shard]>,
 }
 
 impl Default for Graph {
     fn default() -> Self {
         let shard = || {
             papaya::HashMap::builder()
+                .hasher(foldhash::fast::RandomState::default())
                 .resize_mode(papaya::ResizeMode::Blocking)
                 .build()
         };
         Graph {
             shards: (0..SHARDS).map(|_| shard()).collect(),
-            interner: Interner::default(),
         }
     }
 }
@@ -55,7 +60,7 @@ impl Graph {
         Self::default()
     }
 
-    fn shard(&self, uid: &Uid) -> &papaya::HashMap<Uid, Handle> {
+    fn shard(&self, uid: &Uid) -> &Shard {
         &self.shards[(uid.hash64() % SHARDS as u64) as usize]
     }
 
@@ -71,13 +76,23 @@ impl Graph {
 
     /// Builder only: writes `handle` as the node for its UID.
     pub fn insert(&self, handle: Handle) {
-        let uid = handle.identity().uid.clone();
+        let uid = handle.identity().uid;
         self.shard(&uid).pin().insert(uid, handle);
     }
 
     /// Builder only: removes the node for `uid`.
     pub fn remove(&self, uid: &Uid) -> Option<Handle> {
         self.shard(uid).pin().remove(uid).cloned()
+    }
+
+    /// `name` as a [`Name`], sharing the storage of the node for `uid` when it has that name.
+    /// Every holder of an object's name (its node, its dependents' ownerReferences, its monitor)
+    /// then shares one copy.
+    pub fn shared_name(&self, uid: &Uid, name: &str) -> Name {
+        match self.shard(uid).pin().get(uid) {
+            Some(node) if *node.identity().name == *name => node.identity().name.clone(),
+            _ => Name::new(name),
+        }
     }
 
     /// Number of nodes.
@@ -96,11 +111,6 @@ impl Graph {
             .iter()
             .flat_map(|s| s.pin().values().cloned().collect::<Vec<_>>())
             .collect()
-    }
-
-    /// Interns an apiVersion, kind or namespace.
-    pub fn intern(&self, s: &str) -> Sym {
-        self.interner.intern(s)
     }
 }
 

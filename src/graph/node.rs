@@ -9,15 +9,20 @@
 //! the protocol of [`super::edges`]. Readers (collector workers, the dump, tests) run at any time
 //! and without a graph-wide lock, so a reader may see `owners`, `dependents` and flags from
 //! slightly different moments (spec §11); the re-queue rules, not locking, make that safe.
+//!
+//! Layout: a graph holds millions of nodes, so a node is one 128-byte allocation (a test keeps it
+//! so): the identity (UID, interned strings, a shared name), one flags byte, and one lock over the
+//! owners (inline when there is one) and the dependents (one pointer until there are any). The
+//! `retired` mark of the edge protocol is a flag bit, written and read under that lock.
 
+use super::dependents::Dependents;
 use super::identity::{Identity, OwnerRef};
 use parking_lot::Mutex;
-use std::collections::HashSet;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use triomphe::Arc;
 
 /// Flag bits of [`Node::flags`].
 mod bit {
@@ -31,6 +36,9 @@ mod bit {
     pub const ORPHAN_FINALIZER: u8 = 1 << 3;
     /// The last observed object listed the `foregroundDeletion` finalizer.
     pub const FOREGROUND_FINALIZER: u8 = 1 << 4;
+    /// Replaced by a clone or removed from the map (see [`super::edges`]). Written and read only
+    /// under the node's edges lock; set once.
+    pub const RETIRED: u8 = 1 << 5;
 }
 
 /// The finalizers the graph remembers from the last observation of an object: the only ones
@@ -58,23 +66,45 @@ impl ObservedFinalizers {
 pub struct Node {
     identity: Identity,
     /// Bits of [`bit`]; Relaxed suffices because no other memory is published through them:
-    /// owners and dependents have their own locks.
+    /// owners and dependents have their lock, which also orders [`bit::RETIRED`].
     flags: AtomicU8,
-    /// Last observed ownerReferences; empty for virtual nodes.
-    owners: Mutex<Vec<OwnerRef>>,
-    /// Dependents, by handle identity, and whether this handle was retired (see
-    /// [`super::edges`]); both under one lock, which is what makes the edge protocol sound.
-    dependents: Mutex<Dependents>,
+    /// Owners and dependents under one lock, which is what makes the edge protocol sound.
+    edges: Mutex<Edges>,
 }
 
-/// The dependents of a node, and the retirement mark that edge writers check.
-#[derive(Default)]
-pub(super) struct Dependents {
-    /// The dependents.
-    pub(super) set: HashSet<Handle>,
-    /// Set once, when the node is replaced by a clone or removed from the map; from then on no
-    /// edge may be added to or removed from this handle.
-    pub(super) retired: bool,
+struct Edges {
+    /// Last observed ownerReferences; empty for virtual nodes.
+    owners: Owners,
+    /// Dependents, by handle identity.
+    dependents: Dependents,
+}
+
+/// An owners list, inline when it has one entry, as almost every object's has.
+enum Owners {
+    One(OwnerRef),
+    Other(Box<[OwnerRef]>),
+}
+
+impl Owners {
+    fn as_slice(&self) -> &[OwnerRef] {
+        match self {
+            Owners::One(r) => std::slice::from_ref(r),
+            Owners::Other(refs) => refs,
+        }
+    }
+}
+
+impl From<Vec<OwnerRef>> for Owners {
+    fn from(mut refs: Vec<OwnerRef>) -> Self {
+        match refs.pop() {
+            Some(r) if refs.is_empty() => Owners::One(r),
+            Some(r) => {
+                refs.push(r);
+                Owners::Other(refs.into_boxed_slice())
+            }
+            None => Owners::Other(Box::default()),
+        }
+    }
 }
 
 /// A shared pointer to a node; equality and hashing are by pointer (spec §1.2, "queue identity is
@@ -86,28 +116,22 @@ impl Handle {
     /// A new observed or virtual node with no dependents.
     pub fn new(identity: Identity, owners: Vec<OwnerRef>, is_virtual: bool) -> Handle {
         let flags = if is_virtual { bit::VIRTUAL } else { 0 };
+        Handle::assemble(identity, flags, owners.into(), Dependents::default())
+    }
+
+    fn assemble(identity: Identity, flags: u8, owners: Owners, dependents: Dependents) -> Handle {
         Handle(Arc::new(Node {
             identity,
             flags: AtomicU8::new(flags),
-            owners: Mutex::new(owners),
-            dependents: Mutex::new(Dependents::default()),
+            edges: Mutex::new(Edges { owners, dependents }),
         }))
     }
 
     /// A new handle with `identity` and copies of this node's flags, owners and dependents. The
     /// copy is not in the graph; builders replace a node with [`super::Graph::replace`].
     pub fn clone_with_identity(&self, identity: Identity) -> Handle {
-        let set = self.dependents.lock().set.clone();
-        self.clone_with(identity, set)
-    }
-
-    pub(super) fn clone_with(&self, identity: Identity, set: HashSet<Handle>) -> Handle {
-        Handle(Arc::new(Node {
-            identity,
-            flags: AtomicU8::new(self.flags.load(Ordering::Relaxed)),
-            owners: Mutex::new(self.owners()),
-            dependents: Mutex::new(Dependents { set, retired: false }),
-        }))
+        let edges = self.edges.lock();
+        self.clone_with(identity, &edges.dependents, edges.owners.as_slice())
     }
 
     /// True when both handles point at the same node.
@@ -133,7 +157,7 @@ impl Eq for Handle {}
 
 impl Hash for Handle {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        std::ptr::hash(Arc::as_ptr(&self.0), state);
+        std::ptr::hash(&*self.0, state);
     }
 }
 
@@ -216,32 +240,33 @@ impl Node {
 
     /// A copy of the owners list.
     pub fn owners(&self) -> Vec<OwnerRef> {
-        self.owners.lock().clone()
+        self.with_owners(<[OwnerRef]>::to_vec)
     }
 
     /// Runs `f` over the owners without copying them.
     pub fn with_owners<R>(&self, f: impl FnOnce(&[OwnerRef]) -> R) -> R {
-        f(&self.owners.lock())
+        f(self.edges.lock().owners.as_slice())
     }
 
     /// Builder only: replaces the owners list.
     pub fn set_owners(&self, owners: Vec<OwnerRef>) {
-        *self.owners.lock() = owners;
+        self.edges.lock().owners = owners.into();
     }
 
     /// A snapshot of the dependents.
     pub fn dependents(&self) -> Vec<Handle> {
-        self.dependents.lock().set.iter().cloned().collect()
+        self.edges.lock().dependents.iter().cloned().collect()
     }
 
     /// Number of dependents.
     pub fn dependents_len(&self) -> usize {
-        self.dependents.lock().set.len()
+        self.edges.lock().dependents.len()
     }
 
     /// True once the node was replaced or removed from the graph.
     pub fn is_retired(&self) -> bool {
-        self.dependents.lock().retired
+        let _edges = self.edges.lock();
+        self.has(bit::RETIRED)
     }
 
     /// Adds a dependent; false (and nothing done) if the node is retired. Builders go through
@@ -256,17 +281,38 @@ impl Node {
     }
 
     /// Runs `f` on the dependents unless the node is retired.
-    pub(super) fn with_live_dependents<R>(&self, f: impl FnOnce(&mut HashSet<Handle>) -> R) -> Option<R> {
-        let mut deps = self.dependents.lock();
-        (!deps.retired).then(|| f(&mut deps.set))
+    pub(super) fn with_live_dependents<R>(&self, f: impl FnOnce(&mut Dependents) -> R) -> Option<R> {
+        let mut edges = self.edges.lock();
+        (!self.has(bit::RETIRED)).then(|| f(&mut edges.dependents))
     }
 
-    /// Retires the node while `f` runs under its dependents lock with a snapshot of them.
-    pub(super) fn retire<R>(&self, f: impl FnOnce(&mut HashSet<Handle>) -> R) -> R {
-        let mut deps = self.dependents.lock();
-        debug_assert!(!deps.retired, "a node is retired once: {:?}", self.identity);
-        deps.retired = true;
-        f(&mut deps.set)
+    /// Retires the node while `f` runs under its edges lock with its dependents.
+    pub(super) fn retire<R>(&self, f: impl FnOnce(&mut Dependents) -> R) -> R {
+        let mut edges = self.edges.lock();
+        self.mark_retired();
+        f(&mut edges.dependents)
+    }
+
+    /// Retires the node and makes its clone with `identity`, which `publish` receives while the
+    /// lock is still held, so that the clone holds every edge written before the mark and edge
+    /// writers that find the mark find the clone.
+    pub(super) fn retire_into_clone(&self, identity: Identity, publish: impl FnOnce(&Handle)) -> Handle {
+        let edges = self.edges.lock();
+        self.mark_retired();
+        let clone = self.clone_with(identity, &edges.dependents, edges.owners.as_slice());
+        publish(&clone);
+        clone
+    }
+
+    /// A handle on a copy of this node with another identity and not retired.
+    fn clone_with(&self, identity: Identity, dependents: &Dependents, owners: &[OwnerRef]) -> Handle {
+        let flags = self.flags.load(Ordering::Relaxed) & !bit::RETIRED;
+        Handle::assemble(identity, flags, owners.to_vec().into(), dependents.duplicate())
+    }
+
+    fn mark_retired(&self) {
+        let before = self.flags.fetch_or(bit::RETIRED, Ordering::Relaxed);
+        debug_assert!(before & bit::RETIRED == 0, "a node is retired once: {:?}", self.identity);
     }
 
     /// Every dependent that holds a ref to this node with `blockOwnerDeletion: true`, once per
@@ -282,5 +328,19 @@ impl Node {
             out.extend(std::iter::repeat_n(d, n));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_should_fit_the_layout_its_memory_budget_assumes() {
+        // The handle's allocation is the node plus one reference count.
+        assert!(std::mem::size_of::<Node>() + 8 <= 128, "{}", std::mem::size_of::<Node>());
+        assert_eq!(std::mem::size_of::<Owners>(), std::mem::size_of::<OwnerRef>(), "one owner inline");
+        assert_eq!(std::mem::size_of::<Dependents>(), 8);
+        assert_eq!(std::mem::size_of::<Handle>(), 8);
     }
 }

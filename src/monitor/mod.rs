@@ -10,7 +10,7 @@
 
 use crate::api::{ApiError, ClusterApi, Gvk, Gvr, ObjectMeta, WatchEventType};
 use crate::event::{EventType, GraphEvent};
-use crate::graph::{Graph, Sym, Uid};
+use crate::graph::{Graph, Name, Sym, Uid};
 use crate::router::Router;
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -58,7 +58,7 @@ impl Drop for Monitor {
 /// The strings are the event's own, which the graph node shares, so remembering an object costs
 /// the map entry and two pointers.
 struct Known {
-    name: Arc<str>,
+    name: Name,
     namespace: Sym,
 }
 
@@ -80,8 +80,8 @@ pub fn start<C: ClusterApi>(api: Arc<C>, graph: Arc<Graph>, router: Router, gvr:
     let synced = Arc::new(AtomicBool::new(false));
     let stop = CancellationToken::new();
     let watcher = Watcher {
-        api_version: graph.intern(&gvk.api_version()),
-        kind: graph.intern(&gvk.kind),
+        api_version: Sym::new(&gvk.api_version()),
+        kind: Sym::new(&gvk.kind),
         api,
         graph,
         router,
@@ -186,9 +186,9 @@ impl<C: ClusterApi> Watcher<C> {
                     self.known.remove(&event.object.uid);
                 } else {
                     // A UID's name and namespace never change: remember them once.
-                    self.known.entry(event.object.uid.clone()).or_insert_with(|| Known {
+                    self.known.entry(event.object.uid).or_insert_with(|| Known {
                         name: event.object.name.clone(),
-                        namespace: event.object.namespace.clone(),
+                        namespace: event.object.namespace,
                     });
                 }
                 self.router.route(event);

@@ -12,10 +12,7 @@ const GENERATED_SUFFIX_LEN: usize = 5;
 
 /// A random RFC 4122 version 4 UUID, lowercase and hyphenated.
 pub(super) fn new_uid() -> String {
-    let mut bytes: [u8; 16] = rand::thread_rng().gen();
-    bytes[6] = (bytes[6] & 0x0f) | 0x40; // version 4
-    bytes[8] = (bytes[8] & 0x3f) | 0x80; // RFC 4122 variant
-    crate::graph::Uid::Uuid(u128::from_be_bytes(bytes)).to_string()
+    crate::graph::Uid::new_v4(rand::thread_rng().gen()).to_string()
 }
 
 /// `prefix` plus five random characters, as `generateName` produces.
