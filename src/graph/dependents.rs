@@ -15,10 +15,12 @@ const FEW: usize = 16;
 #[derive(Default)]
 pub(super) struct Dependents(Option<Box<Set>>);
 
+/// Boxed again when large, so that the small form's allocation is a vector's 24 bytes.
 #[derive(Clone)]
+#[allow(clippy::box_collection, reason = "keeps the common, small form's allocation at 24 bytes")]
 enum Set {
     Few(Vec<Handle>),
-    Many(HashSet<Handle, foldhash::fast::FixedState>),
+    Many(Box<HashSet<Handle, foldhash::fast::FixedState>>),
 }
 
 impl Dependents {
@@ -29,11 +31,14 @@ impl Dependents {
             Set::Many(many) => many.insert(d),
             Set::Few(few) if few.contains(&d) => false,
             Set::Few(few) if few.len() < FEW => {
+                // Grown one slot at a time: most owners keep a handful of dependents for life.
+                few.reserve_exact(1);
                 few.push(d);
                 true
             }
             Set::Few(few) => {
-                let mut many: HashSet<_, _> = few.drain(..).collect();
+                let mut many: Box<HashSet<_, _>> = Box::default();
+                many.extend(few.drain(..));
                 many.insert(d);
                 **set = Set::Many(many);
                 true

@@ -17,7 +17,7 @@
 //! overwritten. So a retry loop takes at most one extra turn per concurrent
 //! replacement, and the map entry a builder acts on is always the one it read.
 
-use super::{Graph, Handle, Identity, Uid};
+use super::{Entry, Graph, Handle, Identity, Uid};
 
 /// What [`Graph::link`] found for the owner.
 pub enum Linked {
@@ -80,8 +80,8 @@ impl Graph {
     /// Builder only: inserts a newly observed node unless another builder has meanwhile created a
     /// (virtual) node for its UID; true if inserted.
     pub fn insert_if_absent(&self, node: &Handle) -> bool {
-        let uid = node.identity().uid;
-        self.shard(&uid).pin().try_insert(uid, node.clone()).is_ok()
+        let shard = self.shard(&node.identity().uid).pin();
+        shard.try_insert(Entry(node.clone()), ()).is_ok()
     }
 
     /// Builder only: replaces `old` in the map by a clone with `identity` and every edge `old`

@@ -32,8 +32,33 @@ pub use uid::Uid;
 /// copies), which the graph never does in practice: UIDs are not reused.
 pub const SHARDS: usize = 64;
 
-/// One shard of the map.
-type Shard = papaya::HashMap<Uid, Handle, foldhash::fast::RandomState>;
+/// One shard of the map: a set of handles keyed by their node's UID, so that an entry is one
+/// pointer (the map's per-entry allocation is 8 bytes instead of 24 with the UID beside it).
+type Shard = papaya::HashMap<Entry, (), foldhash::fast::RandomState>;
+
+/// A handle as a map key: hashed and compared by its node's UID, which never changes.
+struct Entry(Handle);
+
+impl std::hash::Hash for Entry {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.identity().uid.hash(state);
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.identity().uid == other.0.identity().uid
+    }
+}
+
+impl Eq for Entry {}
+
+/// Lookups by UID; consistent with the `Hash` and `Eq` above, as `Borrow` requires.
+impl std::borrow::Borrow<Uid> for Entry {
+    fn borrow(&self) -> &Uid {
+        &self.0.identity().uid
+    }
+}
 
 /// The graph: a sharded concurrent `uid → handle` map.
 pub struct Graph {
@@ -66,7 +91,7 @@ impl Graph {
 
     /// The current handle for `uid`.
     pub fn get(&self, uid: &Uid) -> Option<Handle> {
-        self.shard(uid).pin().get(uid).cloned()
+        self.shard(uid).pin().get_key_value(uid).map(|(e, _)| e.0.clone())
     }
 
     /// True when the graph has a node for `uid` (upstream's `GraphHasUID`).
@@ -74,23 +99,22 @@ impl Graph {
         self.shard(uid).pin().contains_key(uid)
     }
 
-    /// Builder only: writes `handle` as the node for its UID.
+    /// Builder only: writes `handle` as the node for its UID, replacing any other.
     pub fn insert(&self, handle: Handle) {
-        let uid = handle.identity().uid;
-        self.shard(&uid).pin().insert(uid, handle);
+        self.shard(&handle.identity().uid).pin().insert(Entry(handle), ());
     }
 
     /// Builder only: removes the node for `uid`.
     pub fn remove(&self, uid: &Uid) -> Option<Handle> {
-        self.shard(uid).pin().remove(uid).cloned()
+        self.shard(uid).pin().remove_entry(uid).map(|(e, _)| e.0.clone())
     }
 
     /// `name` as a [`Name`], sharing the storage of the node for `uid` when it has that name.
     /// Every holder of an object's name (its node, its dependents' ownerReferences, its monitor)
     /// then shares one copy.
     pub fn shared_name(&self, uid: &Uid, name: &str) -> Name {
-        match self.shard(uid).pin().get(uid) {
-            Some(node) if *node.identity().name == *name => node.identity().name.clone(),
+        match self.shard(uid).pin().get_key_value(uid) {
+            Some((Entry(node), _)) if *node.identity().name == *name => node.identity().name.clone(),
             _ => Name::new(name),
         }
     }
@@ -109,7 +133,7 @@ impl Graph {
     pub fn handles(&self) -> Vec<Handle> {
         self.shards
             .iter()
-            .flat_map(|s| s.pin().values().cloned().collect::<Vec<_>>())
+            .flat_map(|s| s.pin().keys().map(|e| e.0.clone()).collect::<Vec<_>>())
             .collect()
     }
 }
