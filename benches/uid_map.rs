@@ -18,7 +18,7 @@ use kube_gc::api::{ObjectMeta, OwnerReference};
 use kube_gc::builder::{EventRecorder, GraphBuilder};
 use kube_gc::collector::AbsentOwnerCache;
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::{Graph, Handle, Identity, Name, Sym, Uid};
+use kube_gc::graph::{Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use mimalloc::MiMalloc;
 use parking_lot::RwLock;
@@ -125,8 +125,7 @@ impl Syms {
 
     fn handle(&self, thread: usize, index: u64) -> Handle {
         let identity = Identity {
-            api_version: self.api_version,
-            kind: self.kind,
+            type_meta: TypeMeta::new(self.api_version, self.kind),
             name: Name::new(&format!("pod-{thread}-{index}")),
             uid: key(thread, index),
             namespace: self.namespace,

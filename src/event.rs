@@ -6,7 +6,7 @@
 //! so the builder never re-checks.
 
 use crate::api::{self, validate_owner_references, InvalidOwnerReference, ObjectMeta};
-use crate::graph::{Graph, Identity, Name, ObservedFinalizers, OwnerRef, Sym, Uid};
+use crate::graph::{Graph, Identity, Name, ObservedFinalizers, OwnerRef, Sym, TypeMeta, Uid};
 use thiserror::Error;
 
 /// What happened to the object.
@@ -46,10 +46,8 @@ pub struct GraphEvent {
     pub is_virtual: bool,
     /// The object.
     pub object: EventObject,
-    /// apiVersion of the monitor's kind (the preferred version), or of the virtual identity.
-    pub api_version: Sym,
-    /// Kind.
-    pub kind: Sym,
+    /// apiVersion and kind: the monitor's (its preferred version), or the virtual identity's.
+    pub type_meta: TypeMeta,
 }
 
 /// Why a watched object could not become an event.
@@ -109,8 +107,7 @@ impl GraphEvent {
                 being_deleted: meta.deletion_timestamp.is_some(),
                 finalizers: ObservedFinalizers::from_list(&meta.finalizers),
             },
-            api_version: Sym::new(api_version),
-            kind: Sym::new(kind),
+            type_meta: TypeMeta::new(Sym::new(api_version), Sym::new(kind)),
         })
     }
 
@@ -127,16 +124,14 @@ impl GraphEvent {
                 being_deleted: false,
                 finalizers: ObservedFinalizers::default(),
             },
-            api_version: identity.api_version,
-            kind: identity.kind,
+            type_meta: identity.type_meta,
         }
     }
 
     /// The identity the event names (upstream's `identityFromEvent`).
     pub fn identity(&self) -> Identity {
         Identity {
-            api_version: self.api_version,
-            kind: self.kind,
+            type_meta: self.type_meta,
             name: self.object.name.clone(),
             uid: self.object.uid,
             namespace: self.object.namespace,
@@ -149,8 +144,7 @@ impl GraphEvent {
 pub fn owner_ref(graph: &Graph, r: &api::OwnerReference) -> OwnerRef {
     let uid = Uid::parse(&r.uid);
     OwnerRef {
-        api_version: Sym::new(&r.api_version),
-        kind: Sym::new(&r.kind),
+        type_meta: TypeMeta::new(Sym::new(&r.api_version), Sym::new(&r.kind)),
         name: graph.shared_name(&uid, &r.name),
         uid,
         controller: r.controller,

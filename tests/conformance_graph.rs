@@ -18,7 +18,7 @@ use kube_gc::api::sim::{ApiCalls, SimCluster, TypeDef};
 use kube_gc::api::{DeleteOptions, EventRecord, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy};
 use kube_gc::builder::references::alternate_owner_identity;
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::{Graph, Handle, Identity, OwnerRef, Sym, Uid};
+use kube_gc::graph::{Graph, Handle, Identity, OwnerRef, Sym, TypeMeta, Uid};
 use kube_gc::queue::QueueState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -39,8 +39,8 @@ fn roles() -> Gvr {
 /// The wire ref naming `owner`'s coordinates.
 fn wire_ref(owner: &Identity) -> OwnerReference {
     OwnerReference {
-        api_version: owner.api_version.to_string(),
-        kind: owner.kind.to_string(),
+        api_version: owner.api_version().to_string(),
+        kind: owner.kind().to_string(),
         name: owner.name.to_string(),
         uid: owner.uid.to_string(),
         ..Default::default()
@@ -149,8 +149,7 @@ impl Scenario {
     fn id(&self, api_version: &str, kind: &str, namespace: &str, name: &str, uid: &str) -> Identity {
         let _graph = &self.rig.graph;
         Identity {
-            api_version: Sym::new(api_version),
-            kind: Sym::new(kind),
+            type_meta: TypeMeta::new(Sym::new(api_version), Sym::new(kind)),
             name: name.into(),
             uid: Uid::parse(uid),
             namespace: Sym::new(namespace),
@@ -188,7 +187,7 @@ impl Scenario {
     fn observe(&self, event_type: EventType, id: &Identity, owners: &[&Identity]) {
         let event = self
             .rig
-            .event(event_type, &meta_of(id, owners), &id.api_version, &id.kind);
+            .event(event_type, &meta_of(id, owners), &id.api_version(), &id.kind());
         self.rig.apply(event);
     }
 
@@ -2219,8 +2218,7 @@ async fn s58_delete_answering_not_found_routes_virtual_delete() {
 fn s42_alternate_owner_identity_cases() {
     let _graph = Graph::new();
     let id = |api_version: &str, kind: &str, namespace: &str, name: &str, uid: &str| Identity {
-        api_version: Sym::new(api_version),
-        kind: Sym::new(kind),
+        type_meta: TypeMeta::new(Sym::new(api_version), Sym::new(kind)),
         name: name.into(),
         uid: Uid::parse(uid),
         namespace: Sym::new(namespace),
@@ -2229,8 +2227,7 @@ fn s42_alternate_owner_identity_cases() {
         let refs = owners
             .iter()
             .map(|o| OwnerRef {
-                api_version: o.api_version,
-                kind: o.kind,
+                type_meta: TypeMeta::new(o.api_version(), o.kind()),
                 name: o.name.clone(),
                 uid: o.uid,
                 controller: None,

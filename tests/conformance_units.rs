@@ -16,7 +16,7 @@ use kube_gc::api::{
 use kube_gc::collector::CollectError;
 use kube_gc::controller::{deletable_resources, Config, GroupResource};
 use kube_gc::event::EventType;
-use kube_gc::graph::{invariants, Handle, Identity, Name, Sym, Uid};
+use kube_gc::graph::{invariants, Handle, Identity, Name, Sym, TypeMeta, Uid};
 use kube_gc::queue::QueueState;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -292,8 +292,7 @@ async fn s19_absent_owner_cache_saves_a_get_and_evicts_lru() {
     }
 
     let rc_key = |name: &str, uid: &str, namespace: &str| Identity {
-        api_version: Sym::new("v1"),
-        kind: Sym::new("ReplicationController"),
+        type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("ReplicationController")),
         name: Name::new(name),
         uid: Uid::parse(uid),
         namespace: Sym::new(namespace),

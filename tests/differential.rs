@@ -817,7 +817,7 @@ fn graph_mirror(h: &Harness, cluster: &BTreeMap<String, Object>) -> Vec<String> 
             continue;
         };
         let id = node.identity();
-        if node.is_virtual() || *id.kind != *o.kind.kind || *id.namespace != *o.namespace || *id.name != *o.name {
+        if node.is_virtual() || *id.kind() != *o.kind.kind || *id.namespace != *o.namespace || *id.name != *o.name {
             out.push(format!(
                 "graph: {} is known as {id} (virtual: {})",
                 o.display(),
@@ -835,8 +835,8 @@ fn graph_mirror(h: &Harness, cluster: &BTreeMap<String, Object>) -> Vec<String> 
             .owners()
             .into_iter()
             .map(|r| OwnerReference {
-                api_version: r.api_version.to_string(),
-                kind: r.kind.to_string(),
+                api_version: r.api_version().to_string(),
+                kind: r.kind().to_string(),
                 name: r.name.to_string(),
                 uid: r.uid.to_string(),
                 controller: r.controller,

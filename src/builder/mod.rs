@@ -160,12 +160,11 @@ impl GraphBuilder {
     /// replaced by a clone under the new apiVersion/kind, in the map and in its owners' dependents.
     fn follow_kind_change(&self, node: Handle, event: &GraphEvent) -> Handle {
         let id = node.identity();
-        if id.api_version == event.api_version && id.kind == event.kind {
+        if id.type_meta == event.type_meta {
             return node;
         }
         let mut identity = id.clone();
-        identity.api_version = event.api_version;
-        identity.kind = event.kind;
+        identity.type_meta = event.type_meta;
         let replacement = self.graph.replace(&node, identity);
         for r in node.owners() {
             self.graph.relink(&r.uid, id, &replacement);

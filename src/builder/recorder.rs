@@ -33,8 +33,8 @@ impl EventRecorder {
         let claimed = r.identity_in(&dependent.namespace);
         let event = EventRecord {
             involved_object: InvolvedObject {
-                api_version: dependent.api_version.to_string(),
-                kind: dependent.kind.to_string(),
+                api_version: dependent.api_version().to_string(),
+                kind: dependent.kind().to_string(),
                 namespace: dependent.namespace.to_string(),
                 name: dependent.name.to_string(),
                 uid: dependent.uid.to_string(),

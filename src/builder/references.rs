@@ -91,8 +91,8 @@ pub fn partition_dependents(dependents: &[Handle], owner: &Identity) -> (Vec<Han
 /// Orders identities by kind, apiVersion, namespace, name, then uid (upstream's
 /// `referenceLessThan`).
 pub fn reference_cmp(a: &Identity, b: &Identity) -> Ordering {
-    (&a.kind, &a.api_version, &a.namespace, &a.name)
-        .cmp(&(&b.kind, &b.api_version, &b.namespace, &b.name))
+    (&a.kind(), &a.api_version(), &a.namespace, &a.name)
+        .cmp(&(&b.kind(), &b.api_version(), &b.namespace, &b.name))
         .then_with(|| a.uid.to_string().cmp(&b.uid.to_string()))
 }
 
@@ -110,7 +110,9 @@ pub fn alternate_owner_identity(dependents: &[Handle], absent: &Identity) -> Opt
                 continue; // this very reference was verified absent
             }
             let mut candidate = r.identity_in(dep_ns);
-            if absent_is_cluster_scoped && candidate.api_version == absent.api_version && candidate.kind == absent.kind
+            if absent_is_cluster_scoped
+                && candidate.api_version() == absent.api_version()
+                && candidate.kind() == absent.kind()
             {
                 // absent proved this apiVersion/kind cluster-scoped
                 candidate.namespace = absent.namespace;

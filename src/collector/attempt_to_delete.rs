@@ -24,13 +24,9 @@ impl<C: ClusterApi> Collector<C> {
             return Action::Forget;
         }
         let item = match current {
-            Some(n)
-                if n.identity().api_version != item.identity().api_version
-                    || n.identity().kind != item.identity().kind =>
-            {
+            Some(n) if n.identity().type_meta != item.identity().type_meta => {
                 let mut identity = item.identity().clone();
-                identity.api_version = n.identity().api_version;
-                identity.kind = n.identity().kind;
+                identity.type_meta = n.identity().type_meta;
                 item.clone_with_identity(identity)
             }
             _ => item.clone(),

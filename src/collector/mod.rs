@@ -136,7 +136,7 @@ impl<C: ClusterApi> Collector<C> {
 
     /// Resource and namespace for `identity`, with upstream's namespace rule (spec §4.5).
     fn locate(&self, identity: &Identity) -> Result<(Gvr, String, bool)> {
-        let mapping = self.mapping(&identity.api_version, &identity.kind)?;
+        let mapping = self.mapping(&identity.api_version(), &identity.kind())?;
         let namespace = if mapping.namespaced {
             identity.namespace.to_string()
         } else {
@@ -151,7 +151,7 @@ impl<C: ClusterApi> Collector<C> {
         if namespaced && namespace.is_empty() {
             return Err(CollectError::NamespacedOwnerOfClusterScopedObject {
                 item: Box::new(identity.clone()),
-                owner_kind: identity.kind.to_string(),
+                owner_kind: identity.kind().to_string(),
             });
         }
         self.api

@@ -73,12 +73,11 @@ fn null_if_empty<T: serde::Serialize>(items: &[T]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Name, Sym};
+    use crate::graph::{Name, Sym, TypeMeta};
 
     fn owner(uid: &str, block: Option<bool>) -> OwnerRef {
         OwnerRef {
-            api_version: Sym::new("v1"),
-            kind: Sym::new("ReplicationController"),
+            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("ReplicationController")),
             name: Name::new(&format!("rc-{uid}")),
             uid: Uid::parse(uid),
             controller: None,

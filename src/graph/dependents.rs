@@ -17,7 +17,10 @@ pub(super) struct Dependents(Option<Box<Set>>);
 
 /// Boxed again when large, so that the small form's allocation is a vector's 24 bytes.
 #[derive(Clone)]
-#[allow(clippy::box_collection, reason = "keeps the common, small form's allocation at 24 bytes")]
+#[allow(
+    clippy::box_collection,
+    reason = "keeps the common, small form's allocation at 24 bytes"
+)]
 enum Set {
     Few(Vec<Handle>),
     Many(Box<HashSet<Handle, foldhash::fast::FixedState>>),
@@ -105,12 +108,11 @@ impl Dependents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Identity, Name, Sym, Uid};
+    use crate::graph::{Identity, Name, Sym, TypeMeta, Uid};
 
     fn handle(i: usize) -> Handle {
         let identity = Identity {
-            api_version: Sym::new("v1"),
-            kind: Sym::new("Pod"),
+            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
             name: Name::new(&format!("p{i}")),
             uid: Uid::parse(&format!("p{i}")),
             namespace: Sym::new("ns"),
@@ -134,7 +136,10 @@ mod tests {
             assert!(!set.remove(h));
         }
         assert_eq!(set.len(), 1);
-        assert_eq!(set.iter().next().map(|h| h.identity().name.to_string()).as_deref(), Some("p999"));
+        assert_eq!(
+            set.iter().next().map(|h| h.identity().name.to_string()).as_deref(),
+            Some("p999")
+        );
         let last = set.iter().next().cloned().expect("one left");
         assert!(set.remove(&last));
         assert!(set.0.is_none(), "an emptied set frees its storage");

@@ -59,8 +59,8 @@ fn node_json(node: &Node) -> Value {
     dependents.sort();
     json!({
         "uid": id.uid.to_string(),
-        "apiVersion": &*id.api_version,
-        "kind": &*id.kind,
+        "apiVersion": &*id.api_version(),
+        "kind": &*id.kind(),
         "namespace": &*id.namespace,
         "name": &*id.name,
         "virtual": node.is_virtual(),
@@ -75,11 +75,7 @@ fn node_json(node: &Node) -> Value {
 /// owner references and dependents (upstream's `toDOTNodesAndEdgesForObj`).
 fn select(graph: &Graph, uids: &[Uid]) -> BTreeMap<Uid, Handle> {
     if uids.is_empty() {
-        return graph
-            .handles()
-            .into_iter()
-            .map(|h| (h.identity().uid, h))
-            .collect();
+        return graph.handles().into_iter().map(|h| (h.identity().uid, h)).collect();
     }
     let mut selected = BTreeMap::new();
     let mut pending = uids.to_vec();
@@ -111,9 +107,7 @@ fn layout(selected: &BTreeMap<Uid, Handle>) -> (BTreeMap<Uid, Vertex>, BTreeSet<
             // Upstream files the synthetic vertex under the *dependent's* UID, so a second
             // dependent of the same missing owner adds a duplicate vertex and later edges can leave
             // from the wrong vertex. Filing it under the owner's UID is the evident intent.
-            vertices
-                .entry(owner.uid)
-                .or_insert_with(|| Vertex::missing(&owner));
+            vertices.entry(owner.uid).or_insert_with(|| Vertex::missing(&owner));
             edges.insert((*uid, owner.uid));
         }
     }
@@ -137,12 +131,12 @@ struct Vertex {
 impl Vertex {
     fn observed(node: &Node) -> Vertex {
         let id = node.identity();
-        let (group, version) = group_version(&id.api_version);
+        let (group, version) = group_version(id.api_version().as_str());
         Vertex {
             uid: id.uid.to_string(),
             group: group.to_string(),
             version: version.to_string(),
-            kind: id.kind.to_string(),
+            kind: id.kind().to_string(),
             namespace: id.namespace.to_string(),
             name: id.name.to_string(),
             missing: false,
@@ -154,12 +148,12 @@ impl Vertex {
 
     /// An owner the graph lacks: its ref's coordinates, and no namespace since refs carry none.
     fn missing(owner: &OwnerRef) -> Vertex {
-        let (group, version) = group_version(&owner.api_version);
+        let (group, version) = group_version(owner.api_version().as_str());
         Vertex {
             uid: owner.uid.to_string(),
             group: group.to_string(),
             version: version.to_string(),
-            kind: owner.kind.to_string(),
+            kind: owner.kind().to_string(),
             namespace: String::new(),
             name: owner.name.to_string(),
             missing: true,
@@ -311,7 +305,7 @@ const PRIVATE_USE: [(u32, u32); 3] = [(0xE000, 0xF8FF), (0xF_0000, 0xF_FFFD), (0
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Identity, Sym};
+    use crate::graph::{Identity, Sym, TypeMeta};
 
     /// Builds graphs by hand: identities with explicit coordinates, and owner references that
     /// copy the owner's identity.
@@ -326,8 +320,7 @@ mod tests {
 
         fn identity(&self, api_version: &str, kind: &str, namespace: &str, name: &str, uid: &str) -> Identity {
             Identity {
-                api_version: Sym::new(api_version),
-                kind: Sym::new(kind),
+                type_meta: TypeMeta::new(Sym::new(api_version), Sym::new(kind)),
                 name: name.into(),
                 uid: Uid::parse(uid),
                 namespace: Sym::new(namespace),
@@ -354,8 +347,7 @@ mod tests {
 
     fn owner_ref(owner: &Identity) -> OwnerRef {
         OwnerRef {
-            api_version: owner.api_version,
-            kind: owner.kind,
+            type_meta: TypeMeta::new(owner.api_version(), owner.kind()),
             name: owner.name.clone(),
             uid: owner.uid,
             controller: Some(true),

@@ -66,7 +66,10 @@ impl Graph {
                 set.replace(
                     |d| {
                         let id = d.identity();
-                        id.uid == old.uid && id.name == old.name && id.kind == old.kind && id.api_version == old.api_version
+                        id.uid == old.uid
+                            && id.name == old.name
+                            && id.kind() == old.kind()
+                            && id.api_version() == old.api_version()
                     },
                     new.clone(),
                 )
@@ -105,13 +108,12 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Name, Sym};
+    use crate::graph::{Name, Sym, TypeMeta};
     use std::sync::Arc;
 
     fn identity(uid: &str) -> Identity {
         Identity {
-            api_version: Sym::new("v1"),
-            kind: Sym::new("ConfigMap"),
+            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("ConfigMap")),
             name: Name::new(uid),
             uid: Uid::parse(uid),
             namespace: Sym::new("ns"),

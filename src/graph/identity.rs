@@ -4,7 +4,7 @@
 //! compares all five. An [`OwnerRef`] is one entry of `metadata.ownerReferences`; its
 //! *coordinates* are (uid, name, kind, apiVersion), and namespace is never part of it.
 
-use super::intern::Sym;
+use super::intern::{Sym, TypeMeta};
 use super::name::Name;
 use super::uid::Uid;
 use std::fmt;
@@ -12,10 +12,8 @@ use std::fmt;
 /// One `metadata.ownerReferences` entry, stored verbatim (controller and blockOwnerDeletion too).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct OwnerRef {
-    /// The owner's apiVersion.
-    pub api_version: Sym,
-    /// The owner's kind.
-    pub kind: Sym,
+    /// The owner's apiVersion and kind.
+    pub type_meta: TypeMeta,
     /// The owner's name.
     pub name: Name,
     /// The owner's UID.
@@ -27,6 +25,16 @@ pub struct OwnerRef {
 }
 
 impl OwnerRef {
+    /// The owner's apiVersion.
+    pub fn api_version(&self) -> Sym {
+        self.type_meta.api_version()
+    }
+
+    /// The owner's kind.
+    pub fn kind(&self) -> Sym {
+        self.type_meta.kind()
+    }
+
     /// True when `blockOwnerDeletion` is set to true.
     pub fn blocks_owner_deletion(&self) -> bool {
         self.block_owner_deletion == Some(true)
@@ -35,8 +43,7 @@ impl OwnerRef {
     /// The identity this ref names when read from a dependent in `namespace`.
     pub fn identity_in(&self, namespace: &Sym) -> Identity {
         Identity {
-            api_version: self.api_version,
-            kind: self.kind,
+            type_meta: self.type_meta,
             name: self.name.clone(),
             uid: self.uid,
             namespace: *namespace,
@@ -46,8 +53,8 @@ impl OwnerRef {
     /// The wire form.
     pub fn to_wire(&self) -> crate::api::OwnerReference {
         crate::api::OwnerReference {
-            api_version: self.api_version.to_string(),
-            kind: self.kind.to_string(),
+            api_version: self.api_version().to_string(),
+            kind: self.kind().to_string(),
             name: self.name.to_string(),
             uid: self.uid.to_string(),
             controller: self.controller,
@@ -59,10 +66,8 @@ impl OwnerRef {
 /// An object reference: the five fields that identify a node, a cache key or an event's object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Identity {
-    /// apiVersion.
-    pub api_version: Sym,
-    /// Kind.
-    pub kind: Sym,
+    /// apiVersion and kind.
+    pub type_meta: TypeMeta,
     /// Name.
     pub name: Name,
     /// UID.
@@ -72,9 +77,19 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// apiVersion.
+    pub fn api_version(&self) -> Sym {
+        self.type_meta.api_version()
+    }
+
+    /// Kind.
+    pub fn kind(&self) -> Sym {
+        self.type_meta.kind()
+    }
+
     /// True when `r` has exactly these coordinates (uid, name, kind, apiVersion).
     pub fn matches_coordinates(&self, r: &OwnerRef) -> bool {
-        self.uid == r.uid && *self.name == *r.name && *self.kind == *r.kind && *self.api_version == *r.api_version
+        self.uid == r.uid && self.name == r.name && self.type_meta == r.type_meta
     }
 
     /// This identity with another namespace.
@@ -98,7 +113,11 @@ impl fmt::Display for Identity {
         write!(
             f,
             "[{}/{}, namespace: {}, name: {}, uid: {}]",
-            self.api_version, self.kind, self.namespace, self.name, self.uid
+            self.api_version(),
+            self.kind(),
+            self.namespace,
+            self.name,
+            self.uid
         )
     }
 }

@@ -5,8 +5,11 @@
 //! address. The table only grows: the apiVersions, kinds and namespaces of a cluster are few and
 //! long-lived, and a deleted namespace costs its name once.
 //!
-//! Invariant: every `Sym` comes from [`Sym::new`], which hands out one address per distinct
-//! string, so address equality is string equality.
+//! A [`TypeMeta`] is the pair (apiVersion, kind) interned the same way: every identity and owner
+//! reference names one, and a cluster has a few hundred at most.
+//!
+//! Invariant: every `Sym` comes from [`Sym::new`] and every `TypeMeta` from [`TypeMeta::new`],
+//! which hand out one address per distinct value, so address equality is value equality.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -117,6 +120,63 @@ impl From<&str> for Sym {
     }
 }
 
+/// An interned (apiVersion, kind) pair.
+#[derive(Clone, Copy)]
+pub struct TypeMeta(&'static (Sym, Sym));
+
+static TYPES: LazyLock<papaya::HashSet<TypeMeta, foldhash::fast::RandomState>> = LazyLock::new(Default::default);
+
+impl TypeMeta {
+    /// The interned pair, added on first use. Any thread may intern.
+    pub fn new(api_version: Sym, kind: Sym) -> TypeMeta {
+        let key = (api_version, kind);
+        let table = TYPES.pin();
+        if let Some(found) = table.get(&key) {
+            return *found;
+        }
+        // Leaked on purpose, as symbols are.
+        table.insert(TypeMeta(Box::leak(Box::new(key))));
+        *table.get(&key).expect("interned type present after insert")
+    }
+
+    /// The apiVersion.
+    pub fn api_version(self) -> Sym {
+        self.0 .0
+    }
+
+    /// The kind.
+    pub fn kind(self) -> Sym {
+        self.0 .1
+    }
+}
+
+impl Borrow<(Sym, Sym)> for TypeMeta {
+    fn borrow(&self) -> &(Sym, Sym) {
+        self.0
+    }
+}
+
+impl PartialEq for TypeMeta {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
+impl Eq for TypeMeta {}
+
+/// Hashes the pair, as `(Sym, Sym)` does, so that the table can be searched by pair.
+impl Hash for TypeMeta {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl fmt::Debug for TypeMeta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.api_version(), self.kind())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +190,14 @@ mod tests {
         assert_ne!(a, Sym::new("v1"));
         assert_eq!(a, "apps/v1");
         assert_eq!(std::mem::size_of::<Sym>(), 8);
+    }
+
+    #[test]
+    fn type_meta_should_share_one_address_per_pair() {
+        let (apps, rs) = (Sym::new("apps/v1"), Sym::new("ReplicaSet"));
+        let a = TypeMeta::new(apps, rs);
+        assert_eq!(a, TypeMeta::new(Sym::new("apps/v1"), Sym::new("ReplicaSet")));
+        assert_ne!(a, TypeMeta::new(rs, apps));
+        assert_eq!((a.api_version(), a.kind()), (apps, rs));
     }
 }

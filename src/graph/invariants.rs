@@ -95,12 +95,11 @@ fn check_dependents(graph: &Graph, owner: &Handle, violations: &mut Vec<String>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Identity, OwnerRef, Sym, Uid};
+    use crate::graph::{Identity, OwnerRef, Sym, TypeMeta, Uid};
 
     fn identity(uid: &str) -> Identity {
         Identity {
-            api_version: Sym::new("v1"),
-            kind: Sym::new("Pod"),
+            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
             name: uid.into(),
             uid: Uid::parse(uid),
             namespace: Sym::new("ns"),
@@ -110,8 +109,7 @@ mod tests {
     fn owner_ref(uid: &str) -> OwnerRef {
         let id = identity(uid);
         OwnerRef {
-            api_version: id.api_version,
-            kind: id.kind,
+            type_meta: TypeMeta::new(id.api_version(), id.kind()),
             name: id.name,
             uid: id.uid,
             controller: None,

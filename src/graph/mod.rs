@@ -17,7 +17,7 @@ mod uid;
 
 pub use edges::Linked;
 pub use identity::{Identity, OwnerRef};
-pub use intern::Sym;
+pub use intern::{Sym, TypeMeta};
 pub use name::Name;
 pub use node::{Handle, Node, ObservedFinalizers};
 pub use uid::Uid;

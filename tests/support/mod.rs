@@ -19,7 +19,7 @@ use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
 use kube_gc::collector::{AbsentOwnerCache, Collector, CollectorConfig};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::{invariants, Graph, Handle, Identity, Name, Sym, Uid};
+use kube_gc::graph::{invariants, Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::router::{PartitionReceiver, Router};
 use std::sync::Arc;
@@ -599,8 +599,7 @@ impl Rig {
     pub fn identity(&self, obj: &PartialObjectMeta) -> Identity {
         let m = &obj.metadata;
         Identity {
-            api_version: Sym::new(&obj.api_version),
-            kind: Sym::new(&obj.kind),
+            type_meta: TypeMeta::new(Sym::new(&obj.api_version), Sym::new(&obj.kind)),
             name: Name::new(&m.name),
             uid: Uid::parse(&m.uid),
             namespace: Sym::new(&m.namespace),
