@@ -1,17 +1,28 @@
-//! Per-event latency of processGraphChanges on a Deployment → ReplicaSet → Pod graph.
+//! processGraphChanges on a Deployment → ReplicaSet → Pod graph.
 //!
-//! Regimes: adding a pod under an existing ReplicaSet, moving a pod to another owner (an update
-//! that changes ownerReferences), and churn (one pod deleted, a new one added), each on graphs of
-//! 10k and 100k nodes.
+//! Per-event latency, on graphs of 10k, 100k and 1M nodes: adding a pod under an existing
+//! ReplicaSet, moving a pod to another owner (an update that changes ownerReferences), and churn
+//! (one pod deleted, a new one added).
+//!
+//! Throughput: a 1M-object stream applied from an empty graph by P = 1 and P = 2 builder threads,
+//! each applying its partition's events in order, as the router would deliver them. Events are
+//! decoded and split before the clock starts; the ratio of the two is the builder scaling figure.
 
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use kube_gc::api::{ObjectMeta, OwnerReference};
 use kube_gc::builder::{EventRecorder, GraphBuilder};
 use kube_gc::collector::AbsentOwnerCache;
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::Graph;
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
+use kube_gc::router::partition;
+use mimalloc::MiMalloc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The binary's allocator, so the figures are the ones kube-gc would show.
+#[global_allocator]
+static GLOBAL: MiMalloc = MiMalloc;
 
 const PODS_PER_SET: usize = 10;
 
@@ -36,8 +47,8 @@ fn pod(i: usize, set: usize) -> ObjectMeta {
     }
 }
 
-/// A builder over a graph of `nodes` objects (one Deployment and ReplicaSet per ten pods).
-fn populated(nodes: usize) -> (GraphBuilder, Arc<Graph>) {
+/// A builder over an empty graph.
+fn empty() -> (GraphBuilder, Arc<Graph>) {
     let graph = Arc::new(Graph::new());
     let (recorder, _sink) = EventRecorder::new();
     let builder = GraphBuilder::new(
@@ -47,7 +58,22 @@ fn populated(nodes: usize) -> (GraphBuilder, Arc<Graph>) {
         Arc::new(AbsentOwnerCache::default()),
         recorder,
     );
+    (builder, graph)
+}
+
+/// A builder over a graph of `nodes` objects.
+fn populated(nodes: usize) -> (GraphBuilder, Arc<Graph>) {
+    let (builder, graph) = empty();
+    for e in stream(&graph, nodes) {
+        builder.process_graph_changes(e);
+    }
+    (builder, graph)
+}
+
+/// The Add events of `nodes` objects: one Deployment and ReplicaSet per ten pods, owners first.
+fn stream(graph: &Graph, nodes: usize) -> Vec<GraphEvent> {
     let sets = nodes / (PODS_PER_SET + 2);
+    let mut events = Vec::with_capacity(nodes);
     for s in 0..sets {
         let deploy = ObjectMeta {
             name: format!("d-{s}"),
@@ -68,17 +94,13 @@ fn populated(nodes: usize) -> (GraphBuilder, Arc<Graph>) {
             }],
             ..Default::default()
         };
-        apply(&builder, &graph, EventType::Add, &deploy, "Deployment");
-        apply(&builder, &graph, EventType::Add, &rs, "ReplicaSet");
+        events.push(event(graph, EventType::Add, &deploy, "Deployment"));
+        events.push(event(graph, EventType::Add, &rs, "ReplicaSet"));
         for p in 0..PODS_PER_SET {
-            apply(&builder, &graph, EventType::Add, &pod(s * PODS_PER_SET + p, s), "Pod");
+            events.push(event(graph, EventType::Add, &pod(s * PODS_PER_SET + p, s), "Pod"));
         }
     }
-    (builder, graph)
-}
-
-fn apply(builder: &GraphBuilder, graph: &Graph, t: EventType, meta: &ObjectMeta, kind: &str) {
-    builder.process_graph_changes(event(graph, t, meta, kind));
+    events
 }
 
 /// The event a monitor would route; built outside the timed section, as decoding is the
@@ -90,7 +112,7 @@ fn event(graph: &Graph, t: EventType, meta: &ObjectMeta, kind: &str) -> GraphEve
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("process_graph_changes");
-    for nodes in [10_000, 100_000] {
+    for nodes in [10_000, 100_000, 1_000_000] {
         let (builder, graph) = populated(nodes);
         let sets = nodes / (PODS_PER_SET + 2);
         let mut next = nodes * 10;
@@ -136,5 +158,39 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// Applies a fresh 1M-object stream with `partitions` threads; returns the time from the start of
+/// the first thread to the end of the last.
+fn build(partitions: usize) -> Duration {
+    let (builder, graph) = empty();
+    let mut split: Vec<Vec<GraphEvent>> = (0..partitions).map(|_| Vec::new()).collect();
+    for e in stream(&graph, BUILD_OBJECTS) {
+        split[partition(&e.object.uid, partitions)].push(e);
+    }
+    let began = Instant::now();
+    std::thread::scope(|scope| {
+        for events in split {
+            let builder = &builder;
+            scope.spawn(move || events.into_iter().for_each(|e| builder.process_graph_changes(e)));
+        }
+    });
+    let elapsed = began.elapsed();
+    assert_eq!(graph.len(), BUILD_OBJECTS / (PODS_PER_SET + 2) * (PODS_PER_SET + 2));
+    elapsed
+}
+
+/// Objects in the throughput stream.
+const BUILD_OBJECTS: usize = 1_000_000;
+
+fn throughput(c: &mut Criterion) {
+    let mut group = c.benchmark_group("process_graph_changes_build_1m");
+    group.sample_size(10).throughput(Throughput::Elements(BUILD_OBJECTS as u64));
+    for partitions in [1, 2] {
+        group.bench_function(BenchmarkId::new("partitions", partitions), |b| {
+            b.iter_custom(|iters| (0..iters).map(|_| build(partitions)).sum())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, throughput);
 criterion_main!(benches);

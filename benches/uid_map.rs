@@ -130,7 +130,7 @@ impl Syms {
             uid: key(thread, index),
             namespace: self.namespace,
         };
-        Handle::new(identity, Vec::new(), false)
+        Handle::new(identity, &[], false)
     }
 }
 

@@ -2224,7 +2224,7 @@ fn s42_alternate_owner_identity_cases() {
         namespace: Sym::new(namespace),
     };
     let dependent = |child: &Identity, owners: &[&Identity]| {
-        let refs = owners
+        let refs: Vec<OwnerRef> = owners
             .iter()
             .map(|o| OwnerRef {
                 type_meta: TypeMeta::new(o.api_version(), o.kind()),
@@ -2234,7 +2234,7 @@ fn s42_alternate_owner_identity_cases() {
                 block_owner_deletion: None,
             })
             .collect();
-        Handle::new(child.clone(), refs, false)
+        Handle::new(child.clone(), &refs, false)
     };
 
     let ns1_child1 = id("v1", "Child", "ns1", "child1", "childuid11");

@@ -174,7 +174,7 @@ async fn s16_attempt_to_delete_item_deletes_a_virtual_item_whose_owner_is_absent
     let (collector, recorder) = rig.recording_collector().await;
     let before = rig.cluster.api_calls();
     // Owners intentionally left empty: the attempt must read the live object.
-    let item = Handle::new(rig.identity(&pod), Vec::new(), true);
+    let item = Handle::new(rig.identity(&pod), &[], true);
 
     collector
         .attempt_to_delete_item(&item)
@@ -284,7 +284,7 @@ async fn s19_absent_owner_cache_saves_a_get_and_evicts_lru() {
 
     // The order matters: rc1 is cached, then rc2; the hit on rc1 promotes it, so rc3 evicts rc2.
     for pod in [&rc1_pod1, &rc2_pod1, &rc1_pod2, &rc3_pod1] {
-        let item = Handle::new(rig.identity(pod), Vec::new(), false);
+        let item = Handle::new(rig.identity(pod), &[], false);
         collector
             .attempt_to_delete_item(&item)
             .await

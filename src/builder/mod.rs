@@ -115,7 +115,7 @@ impl GraphBuilder {
     /// Spec §3.2: the first observation of an object.
     fn insert_new_node(&self, event: &GraphEvent) {
         let object = &event.object;
-        let node = Handle::new(event.identity(), object.owners.clone(), false);
+        let node = Handle::new(event.identity(), &object.owners, false);
         if object.being_deleted {
             node.mark_being_deleted();
             if object.finalizers.foreground {
@@ -143,7 +143,7 @@ impl GraphBuilder {
         let diff = node.with_owners(|old| references_diffs(old, &object.owners));
         if !diff.is_empty() {
             self.add_unblocked_owners_to_delete_queue(&diff.removed, &diff.changed);
-            node.set_owners(object.owners.clone());
+            node.set_owners(&object.owners);
             self.add_dependent_to_owners(&node, &diff.added);
             for r in &diff.removed {
                 self.graph.unlink(&r.uid, &node);
@@ -177,7 +177,7 @@ impl GraphBuilder {
     fn add_dependent_to_owners(&self, node: &Handle, refs: &[OwnerRef]) {
         let mut suspicious = false;
         for r in refs {
-            let virtual_owner = || Handle::new(r.identity_in(&node.identity().namespace), Vec::new(), true);
+            let virtual_owner = || Handle::new(r.identity_in(&node.identity().namespace), &[], true);
             match self.graph.link(&r.uid, node, virtual_owner) {
                 Linked::CreatedVirtual(owner) => self.attempt_to_delete.add(owner),
                 Linked::Existing(owner) => {

@@ -117,7 +117,7 @@ mod tests {
             uid: Uid::parse(&format!("p{i}")),
             namespace: Sym::new("ns"),
         };
-        Handle::new(identity, Vec::new(), false)
+        Handle::new(identity, &[], false)
     }
 
     #[test]

@@ -333,8 +333,8 @@ mod tests {
 
         /// Inserts `id` owned by `owners` and registers it with those owners already present.
         fn node(&self, id: Identity, owners: &[&Identity]) -> Handle {
-            let refs = owners.iter().map(|o| owner_ref(o)).collect();
-            let handle = Handle::new(id, refs, false);
+            let refs: Vec<OwnerRef> = owners.iter().map(|o| owner_ref(o)).collect();
+            let handle = Handle::new(id, &refs, false);
             for owner in owners {
                 if let Some(owner) = self.graph.get(&owner.uid) {
                     owner.add_dependent(handle.clone());
@@ -449,7 +449,7 @@ mod tests {
         let owner = b.node(b.identity("v1", "Secret", "ns", "s", "owner"), &[]);
         b.node(b.identity("v1", "Pod", "ns", "p", "pod"), &[owner.identity()]);
         owner.mark_deleting_dependents();
-        let virtual_owner = Handle::new(b.identity("v1", "ConfigMap", "ns", "c", "virtual"), vec![], true);
+        let virtual_owner = Handle::new(b.identity("v1", "ConfigMap", "ns", "c", "virtual"), &[], true);
         b.graph.insert(virtual_owner.clone());
         b.node(b.identity("v1", "Pod", "ns", "q", "pod2"), &[virtual_owner.identity()]);
 

@@ -123,10 +123,10 @@ mod tests {
     #[test]
     fn link_should_land_on_the_clone_when_the_owner_was_replaced() {
         let graph = Graph::new();
-        let owner = Handle::new(identity("o"), Vec::new(), true);
+        let owner = Handle::new(identity("o"), &[], true);
         graph.insert(owner.clone());
         let clone = graph.replace(&owner, identity("o"));
-        let dep = Handle::new(identity("d"), Vec::new(), false);
+        let dep = Handle::new(identity("d"), &[], false);
         assert!(matches!(graph.link(&Uid::parse("o"), &dep, || unreachable!()), Linked::Existing(h) if h == clone));
         assert!(owner.dependents().is_empty(), "no edge on the retired handle");
         assert_eq!(clone.dependents(), vec![dep]);
@@ -135,11 +135,11 @@ mod tests {
     #[test]
     fn link_should_create_a_virtual_owner_when_the_owner_was_removed() {
         let graph = Graph::new();
-        let owner = Handle::new(identity("o"), Vec::new(), false);
+        let owner = Handle::new(identity("o"), &[], false);
         graph.insert(owner.clone());
         assert!(graph.remove_node(&owner).is_empty());
-        let dep = Handle::new(identity("d"), Vec::new(), false);
-        let virtual_owner = || Handle::new(identity("o"), Vec::new(), true);
+        let dep = Handle::new(identity("d"), &[], false);
+        let virtual_owner = || Handle::new(identity("o"), &[], true);
         let Linked::CreatedVirtual(created) = graph.link(&Uid::parse("o"), &dep, virtual_owner) else {
             panic!("expected a new virtual owner");
         };
@@ -155,16 +155,16 @@ mod tests {
         // on a node that was removed after the edge was written (and was returned by remove_node).
         let graph = Arc::new(Graph::new());
         let uid = Uid::parse("o");
-        graph.insert(Handle::new(identity("o"), Vec::new(), false));
+        graph.insert(Handle::new(identity("o"), &[], false));
         let deps: Vec<Handle> = (0..20_000)
-            .map(|i| Handle::new(identity(&format!("d{i}")), Vec::new(), false))
+            .map(|i| Handle::new(identity(&format!("d{i}")), &[], false))
             .collect();
         let start = std::sync::Barrier::new(2);
         let reported = std::thread::scope(|scope| {
             let linker = scope.spawn(|| {
                 start.wait();
                 for d in &deps {
-                    graph.link(&uid, d, || Handle::new(identity("o"), Vec::new(), true));
+                    graph.link(&uid, d, || Handle::new(identity("o"), &[], true));
                 }
             });
             let (mut reported, mut removals) = (Vec::new(), 0);

@@ -119,8 +119,8 @@ mod tests {
 
     /// Inserts an observed node `uid` owned by `owners`, without touching the owners' nodes.
     fn insert(graph: &Graph, uid: &str, owners: &[&str]) -> Handle {
-        let refs = owners.iter().map(|o| owner_ref(o)).collect();
-        let handle = Handle::new(identity(uid), refs, false);
+        let refs: Vec<OwnerRef> = owners.iter().map(|o| owner_ref(o)).collect();
+        let handle = Handle::new(identity(uid), &refs, false);
         graph.insert(handle.clone());
         handle
     }
@@ -166,7 +166,7 @@ mod tests {
     #[test]
     fn check_should_report_a_dependent_without_a_reference_to_its_owner() {
         let (graph, _, dependent) = consistent_graph();
-        dependent.set_owners(Vec::new());
+        dependent.set_owners(&[]);
         let violations = check(&graph);
         assert_eq!(violations.len(), 1, "{violations:?}");
         assert!(violations[0].contains("has no owner reference to it"));
@@ -176,7 +176,7 @@ mod tests {
     fn check_should_report_a_virtual_node_with_owners() {
         let graph = Graph::new();
         let refs = vec![owner_ref("absent-owner")];
-        graph.insert(Handle::new(identity("ghost"), refs, true));
+        graph.insert(Handle::new(identity("ghost"), &refs, true));
         let violations = check(&graph);
         assert_eq!(violations.len(), 1, "{violations:?}");
         assert!(violations[0].contains("is virtual"));

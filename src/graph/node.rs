@@ -94,15 +94,11 @@ impl Owners {
     }
 }
 
-impl From<Vec<OwnerRef>> for Owners {
-    fn from(mut refs: Vec<OwnerRef>) -> Self {
-        match refs.pop() {
-            Some(r) if refs.is_empty() => Owners::One(r),
-            Some(r) => {
-                refs.push(r);
-                Owners::Other(refs.into_boxed_slice())
-            }
-            None => Owners::Other(Box::default()),
+impl From<&[OwnerRef]> for Owners {
+    fn from(refs: &[OwnerRef]) -> Self {
+        match refs {
+            [r] => Owners::One(r.clone()),
+            _ => Owners::Other(refs.into()),
         }
     }
 }
@@ -114,7 +110,7 @@ pub struct Handle(Arc<Node>);
 
 impl Handle {
     /// A new observed or virtual node with no dependents.
-    pub fn new(identity: Identity, owners: Vec<OwnerRef>, is_virtual: bool) -> Handle {
+    pub fn new(identity: Identity, owners: &[OwnerRef], is_virtual: bool) -> Handle {
         let flags = if is_virtual { bit::VIRTUAL } else { 0 };
         Handle::assemble(identity, flags, owners.into(), Dependents::default())
     }
@@ -249,7 +245,7 @@ impl Node {
     }
 
     /// Builder only: replaces the owners list.
-    pub fn set_owners(&self, owners: Vec<OwnerRef>) {
+    pub fn set_owners(&self, owners: &[OwnerRef]) {
         self.edges.lock().owners = owners.into();
     }
 
@@ -307,7 +303,7 @@ impl Node {
     /// A handle on a copy of this node with another identity and not retired.
     fn clone_with(&self, identity: Identity, dependents: &Dependents, owners: &[OwnerRef]) -> Handle {
         let flags = self.flags.load(Ordering::Relaxed) & !bit::RETIRED;
-        Handle::assemble(identity, flags, owners.to_vec().into(), dependents.duplicate())
+        Handle::assemble(identity, flags, owners.into(), dependents.duplicate())
     }
 
     fn mark_retired(&self) {

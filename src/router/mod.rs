@@ -12,6 +12,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
+/// The partition of `uid` among `partitions` builders: what the router uses, for callers that
+/// split a stream ahead of time (benches, `loadgen`).
+pub fn partition(uid: &Uid, partitions: usize) -> usize {
+    (uid.hash64() % partitions.max(1) as u64) as usize
+}
+
 /// The receiving end of one partition, drained by its builder.
 pub type PartitionReceiver = mpsc::UnboundedReceiver<GraphEvent>;
 
@@ -35,7 +41,7 @@ impl Router {
 
     /// The partition that owns `uid`.
     pub fn partition_of(&self, uid: &Uid) -> usize {
-        (uid.hash64() % self.partitions.len() as u64) as usize
+        partition(uid, self.partitions.len())
     }
 
     /// Queues `event` for the builder of its UID's partition. Events routed after the builders
