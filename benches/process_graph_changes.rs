@@ -183,7 +183,9 @@ const BUILD_OBJECTS: usize = 1_000_000;
 
 fn throughput(c: &mut Criterion) {
     let mut group = c.benchmark_group("process_graph_changes_build_1m");
-    group.sample_size(10).throughput(Throughput::Elements(BUILD_OBJECTS as u64));
+    group
+        .sample_size(10)
+        .throughput(Throughput::Elements(BUILD_OBJECTS as u64));
     for partitions in [1, 2] {
         group.bench_function(BenchmarkId::new("partitions", partitions), |b| {
             b.iter_custom(|iters| (0..iters).map(|_| build(partitions)).sum())

@@ -17,7 +17,7 @@
 //! overwritten. So a retry loop takes at most one extra turn per concurrent
 //! replacement, and the map entry a builder acts on is always the one it read.
 
-use super::{Entry, Graph, Handle, Identity, Uid};
+use super::{Graph, Handle, Identity, Uid};
 
 /// What [`Graph::link`] found for the owner.
 pub enum Linked {
@@ -83,8 +83,8 @@ impl Graph {
     /// Builder only: inserts a newly observed node unless another builder has meanwhile created a
     /// (virtual) node for its UID; true if inserted.
     pub fn insert_if_absent(&self, node: &Handle) -> bool {
-        let shard = self.shard(&node.identity().uid).pin();
-        shard.try_insert(Entry(node.clone()), ()).is_ok()
+        let (shard, hash) = self.shard(&node.identity().uid);
+        shard.insert(&self.collector, node, hash, true)
     }
 
     /// Builder only: replaces `old` in the map by a clone with `identity` and every edge `old`

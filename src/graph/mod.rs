@@ -13,6 +13,7 @@ mod intern;
 pub mod invariants;
 mod name;
 mod node;
+mod table;
 mod uid;
 
 pub use edges::Linked;
@@ -20,61 +21,27 @@ pub use identity::{Identity, OwnerRef};
 pub use intern::{Sym, TypeMeta};
 pub use name::Name;
 pub use node::{Handle, Node, ObservedFinalizers};
+use table::Shard;
 pub use uid::Uid;
 
 /// Number of shards of the `uid → handle` map. A power of two, so that any partition count that
-/// is also a power of two (up to 64) maps each shard to exactly one builder.
-///
-/// Measured on 1M entries (2 cores): one papaya table with incremental resizing spends 8.2 µs per
-/// remove + insert of new keys, because every write helps copy the table; 64 tables with blocking
-/// resizes spend 0.37 µs, with lookups at 0.11 µs, and a resize stalls only the writer of one
-/// 16k-entry shard. Removing a key and inserting the same key again stays slow (tombstones force
-/// copies), which the graph never does in practice: UIDs are not reused.
+/// is also a power of two (up to 64) maps each shard to exactly one builder, and writers of
+/// different partitions never share a shard's lock.
 pub const SHARDS: usize = 64;
 
-/// One shard of the map: a set of handles keyed by their node's UID, so that an entry is one
-/// pointer (the map's per-entry allocation is 8 bytes instead of 24 with the UID beside it).
-type Shard = papaya::HashMap<Entry, (), foldhash::fast::RandomState>;
-
-/// A handle as a map key: hashed and compared by its node's UID, which never changes.
-struct Entry(Handle);
-
-impl std::hash::Hash for Entry {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0.identity().uid.hash(state);
-    }
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.identity().uid == other.0.identity().uid
-    }
-}
-
-impl Eq for Entry {}
-
-/// Lookups by UID; consistent with the `Hash` and `Eq` above, as `Borrow` requires.
-impl std::borrow::Borrow<Uid> for Entry {
-    fn borrow(&self) -> &Uid {
-        &self.0.identity().uid
-    }
-}
-
-/// The graph: a sharded concurrent `uid → handle` map.
+/// The graph: a sharded concurrent `uid → handle` map ([`table`]), whose lookups take no lock.
 pub struct Graph {
     shards: Box<[Shard]>,
+    /// Reclaims what writers take out of the shards once no reader can still see it. Declared
+    /// after the shards so that it is dropped after them.
+    collector: seize::Collector,
 }
 
 impl Default for Graph {
     fn default() -> Self {
-        let shard = || {
-            papaya::HashMap::builder()
-                .hasher(foldhash::fast::RandomState::default())
-                .resize_mode(papaya::ResizeMode::Blocking)
-                .build()
-        };
         Graph {
-            shards: (0..SHARDS).map(|_| shard()).collect(),
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            collector: seize::Collector::new(),
         }
     }
 }
@@ -85,56 +52,67 @@ impl Graph {
         Self::default()
     }
 
-    fn shard(&self, uid: &Uid) -> &Shard {
-        &self.shards[(uid.hash64() % SHARDS as u64) as usize]
+    /// The shard of `uid`, and its hash.
+    fn shard(&self, uid: &Uid) -> (&Shard, u64) {
+        let hash = uid.hash64();
+        (&self.shards[(hash % SHARDS as u64) as usize], hash)
+    }
+
+    /// Runs `f` on the node for `uid`, without taking a reference to it.
+    fn with_node<R>(&self, uid: &Uid, f: impl FnOnce(Option<&Node>) -> R) -> R {
+        let (shard, hash) = self.shard(uid);
+        let guard = self.collector.enter();
+        f(shard.find(&guard, uid, hash))
     }
 
     /// The current handle for `uid`.
     pub fn get(&self, uid: &Uid) -> Option<Handle> {
-        self.shard(uid).pin().get_key_value(uid).map(|(e, _)| e.0.clone())
+        let (shard, hash) = self.shard(uid);
+        let guard = self.collector.enter();
+        shard.get(&guard, uid, hash)
     }
 
     /// True when the graph has a node for `uid` (upstream's `GraphHasUID`).
     pub fn contains(&self, uid: &Uid) -> bool {
-        self.shard(uid).pin().contains_key(uid)
+        self.with_node(uid, |node| node.is_some())
     }
 
     /// Builder only: writes `handle` as the node for its UID, replacing any other.
     pub fn insert(&self, handle: Handle) {
-        self.shard(&handle.identity().uid).pin().insert(Entry(handle), ());
+        let (shard, hash) = self.shard(&handle.identity().uid);
+        shard.insert(&self.collector, &handle, hash, false);
     }
 
     /// Builder only: removes the node for `uid`.
     pub fn remove(&self, uid: &Uid) -> Option<Handle> {
-        self.shard(uid).pin().remove_entry(uid).map(|(e, _)| e.0.clone())
+        let (shard, hash) = self.shard(uid);
+        shard.remove(&self.collector, uid, hash)
     }
 
     /// `name` as a [`Name`], sharing the storage of the node for `uid` when it has that name.
     /// Every holder of an object's name (its node, its dependents' ownerReferences, its monitor)
     /// then shares one copy.
     pub fn shared_name(&self, uid: &Uid, name: &str) -> Name {
-        match self.shard(uid).pin().get_key_value(uid) {
-            Some((Entry(node), _)) if *node.identity().name == *name => node.identity().name.clone(),
+        self.with_node(uid, |node| match node {
+            Some(node) if *node.identity().name == *name => node.identity().name.clone(),
             _ => Name::new(name),
-        }
+        })
     }
 
     /// Number of nodes.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(papaya::HashMap::len).sum()
+        self.shards.iter().map(Shard::len).sum()
     }
 
     /// True when the graph has no node.
     pub fn is_empty(&self) -> bool {
-        self.shards.iter().all(papaya::HashMap::is_empty)
+        self.len() == 0
     }
 
     /// A snapshot of every handle, in no order.
     pub fn handles(&self) -> Vec<Handle> {
-        self.shards
-            .iter()
-            .flat_map(|s| s.pin().keys().map(|e| e.0.clone()).collect::<Vec<_>>())
-            .collect()
+        let guard = self.collector.enter();
+        self.shards.iter().flat_map(|s| s.handles(&guard)).collect()
     }
 }
 

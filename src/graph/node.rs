@@ -134,6 +134,29 @@ impl Handle {
     pub fn ptr_eq(a: &Handle, b: &Handle) -> bool {
         Arc::ptr_eq(&a.0, &b.0)
     }
+
+    /// The node pointer, carrying this handle's strong reference (for the map's slots).
+    pub(super) fn into_raw(self) -> *mut Node {
+        Arc::into_raw(self.0).cast_mut()
+    }
+
+    /// Takes back a strong reference given out by [`Handle::into_raw`].
+    ///
+    /// # Safety
+    /// `p` came from `into_raw` and this reference is taken back once.
+    pub(super) unsafe fn from_raw(p: *mut Node) -> Handle {
+        // SAFETY: per the contract above.
+        Handle(unsafe { Arc::from_raw(p) })
+    }
+
+    /// A new handle on the node behind `p`, leaving the reference `p` carries in place.
+    ///
+    /// # Safety
+    /// `p` came from `into_raw` and its reference has not been taken back yet.
+    pub(super) unsafe fn clone_from_raw(p: *mut Node) -> Handle {
+        // SAFETY: the node is alive, per the contract above.
+        Handle(unsafe { triomphe::ArcBorrow::from_ptr(p) }.clone_arc())
+    }
 }
 
 impl Deref for Handle {

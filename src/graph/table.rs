@@ -1,0 +1,395 @@
+//! One shard of the graph's `uid → handle` map: an open-addressing table whose lookups take no
+//! lock, built to hold millions of handles in little memory.
+//!
+//! Layout: two parallel arrays with one slot per entry, a 32-bit hash fragment and a node pointer
+//! (12 bytes a slot), linear probing, at most 3/4 full counting removed slots and at least 3/8 full
+//! after a resize. A slot owns one strong reference to its node (`Handle::into_raw`). The fragment
+//! is bits 6..38 of the UID's [`Uid::hash64`] (bits 0..6 pick the shard) and also gives the slot a
+//! lookup starts from, so a resize moves entries without reading a single node.
+//!
+//! Concurrency. Writers (builders) hold the shard's lock; readers take no lock. Readers are
+//! protected by the graph's seize collector: a writer that takes a node out of a slot (remove,
+//! replace) or a table out of service (resize) retires it, and it is released only once every
+//! reader that could have loaded it has dropped its guard. A writer fills a slot by storing the
+//! fragment, then the pointer with Release; a reader loads the pointer with Acquire, then the
+//! fragment. A fragment that does not belong to the pointer beside it (the slot was emptied and
+//! reused meanwhile) only makes the reader skip the slot or compare UIDs, and every match is
+//! confirmed on the node's own UID, so a lookup never returns another object's node.
+//!
+//! Linearizability: a lookup returns a state the shard had at some moment during the lookup. Slot
+//! writes are single atomic stores, and a resize copies the table under the lock and never writes
+//! the old table again, so a reader still in the old table sees the shard as it was at the swap.
+
+use super::node::Node;
+use super::{Handle, Uid};
+use parking_lot::Mutex;
+use seize::{Collector, Guard};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+
+/// Smallest table; a power of two.
+const MIN_SLOTS: usize = 16;
+
+/// Marks a slot whose entry was removed: probing continues past it, inserts may reuse it.
+fn tombstone() -> *mut Node {
+    NonNull::dangling().as_ptr()
+}
+
+/// Drops a slot's strong reference once no reader can hold the pointer: the collector's reclaimer.
+///
+/// # Safety
+/// `p` came from `Handle::into_raw` and its reference is released once.
+unsafe fn release(p: *mut Node, _: &Collector) {
+    // SAFETY: per the contract above.
+    drop(unsafe { Handle::from_raw(p) });
+}
+
+/// The fragment of a UID's hash that a shard keeps: the bits above those that chose the shard
+/// (`SHARDS` = 64).
+pub(super) fn fragment(hash: u64) -> u32 {
+    (hash >> 6) as u32
+}
+
+struct Table {
+    mask: usize,
+    fragments: Box<[AtomicU32]>,
+    nodes: Box<[AtomicPtr<Node>]>,
+}
+
+impl Table {
+    fn new(slots: usize) -> Table {
+        Table {
+            mask: slots - 1,
+            fragments: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            nodes: (0..slots).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+        }
+    }
+
+    fn slots(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// The slots a lookup of `fragment` visits, in order; the table always has an empty slot, so
+    /// a probe that stops at the first null ends.
+    fn probe(&self, fragment: u32) -> impl Iterator<Item = usize> + '_ {
+        let start = fragment as usize & self.mask;
+        (0..self.slots()).map(move |i| (start + i) & self.mask)
+    }
+}
+
+/// Where a writer's probe for a UID ended.
+enum Slot {
+    /// The slot holding the UID's node.
+    Found(usize),
+    /// The UID is absent; the slot an insert should fill.
+    Vacant(usize),
+}
+
+/// Counts kept by writers, under the shard's lock.
+#[derive(Default)]
+struct Occupancy {
+    /// Slots holding a node or a tombstone.
+    used: usize,
+}
+
+/// One shard. See the module docs for the protocol.
+pub(super) struct Shard {
+    table: AtomicPtr<Table>,
+    writer: Mutex<Occupancy>,
+    live: AtomicUsize,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard {
+            table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(MIN_SLOTS)))),
+            writer: Mutex::default(),
+            live: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Shard {
+    /// The node for `uid`, valid while `guard` is held.
+    pub(super) fn find<'g>(&self, guard: &'g impl Guard, uid: &Uid, hash: u64) -> Option<&'g Node> {
+        // SAFETY: see `find_raw`.
+        self.find_raw(guard, uid, hash).map(|p| unsafe { &*p })
+    }
+
+    /// A handle on the node for `uid`.
+    pub(super) fn get(&self, guard: &impl Guard, uid: &Uid, hash: u64) -> Option<Handle> {
+        // SAFETY: see `find_raw`; the clone takes its own strong reference.
+        self.find_raw(guard, uid, hash)
+            .map(|p| unsafe { Handle::clone_from_raw(p) })
+    }
+
+    /// The slot pointer for `uid`: it carries a strong reference that is released only after
+    /// `guard` is dropped.
+    fn find_raw(&self, guard: &impl Guard, uid: &Uid, hash: u64) -> Option<*mut Node> {
+        let fragment = fragment(hash);
+        // SAFETY: the table pointer is never null, and a table is retired through the collector
+        // only after it was swapped out, so it stays allocated while `guard` is held.
+        let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
+        for i in table.probe(fragment) {
+            let p = guard.protect(&table.nodes[i], Ordering::Acquire);
+            if p.is_null() {
+                return None;
+            }
+            if p != tombstone() && table.fragments[i].load(Ordering::Relaxed) == fragment {
+                // SAFETY: a non-null, non-tombstone slot pointer came from `Handle::into_raw`,
+                // and its strong reference is released through the collector only after it left
+                // the slot, so the node is alive while `guard` is held.
+                if unsafe { &*p }.identity().uid == *uid {
+                    return Some(p);
+                }
+            }
+        }
+        None
+    }
+
+    /// Every handle, in no order.
+    pub(super) fn handles(&self, guard: &impl Guard) -> Vec<Handle> {
+        // SAFETY: as in `find`.
+        let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
+        table
+            .nodes
+            .iter()
+            .map(|slot| guard.protect(slot, Ordering::Acquire))
+            .filter(|p| !p.is_null() && *p != tombstone())
+            // SAFETY: as in `find`; the clone takes its own strong reference.
+            .map(|p| unsafe { Handle::clone_from_raw(p) })
+            .collect()
+    }
+
+    /// Number of handles.
+    pub(super) fn len(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Writes `handle` for its UID, replacing any other; with `only_if_absent`, leaves a present
+    /// UID alone instead. True when `handle` was written.
+    pub(super) fn insert(&self, collector: &Collector, handle: &Handle, hash: u64, only_if_absent: bool) -> bool {
+        let mut occupancy = self.writer.lock();
+        let (uid, fragment) = (&handle.identity().uid, fragment(hash));
+        let mut table = self.table_for_writer();
+        let mut slot = Self::locate(table, uid, fragment);
+        if let Slot::Vacant(i) = slot {
+            let fills_empty = table.nodes[i].load(Ordering::Relaxed).is_null();
+            if fills_empty && (occupancy.used + 1) * 4 > table.slots() * 3 {
+                table = self.resize(collector, &mut occupancy);
+                slot = Self::locate(table, uid, fragment);
+            }
+        }
+        match slot {
+            Slot::Found(_) if only_if_absent => false,
+            Slot::Found(i) => {
+                let old = table.nodes[i].swap(handle.clone().into_raw(), Ordering::AcqRel);
+                // SAFETY: `old` left the slot, so readers that enter from now on cannot load it.
+                unsafe { collector.retire(old, release) };
+                true
+            }
+            Slot::Vacant(i) => {
+                if table.nodes[i].load(Ordering::Relaxed).is_null() {
+                    occupancy.used += 1;
+                }
+                table.fragments[i].store(fragment, Ordering::Relaxed);
+                table.nodes[i].store(handle.clone().into_raw(), Ordering::Release);
+                self.live.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+        }
+    }
+
+    /// Removes the node for `uid` and returns its handle.
+    pub(super) fn remove(&self, collector: &Collector, uid: &Uid, hash: u64) -> Option<Handle> {
+        let _occupancy = self.writer.lock();
+        let table = self.table_for_writer();
+        let Slot::Found(i) = Self::locate(table, uid, fragment(hash)) else {
+            return None;
+        };
+        let old = table.nodes[i].swap(tombstone(), Ordering::AcqRel);
+        self.live.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: the slot's strong reference is still held until the retirement below runs.
+        let handle = unsafe { Handle::clone_from_raw(old) };
+        // SAFETY: `old` left the slot, so readers that enter from now on cannot load it.
+        unsafe { collector.retire(old, release) };
+        Some(handle)
+    }
+
+    /// The current table, for a writer holding the lock.
+    fn table_for_writer(&self) -> &Table {
+        // SAFETY: only writers swap and retire tables, and the caller holds the writer lock, so
+        // the current table stays allocated while it does.
+        unsafe { &*self.table.load(Ordering::Acquire) }
+    }
+
+    /// A writer's probe: the UID's slot, or the first reusable slot on its path.
+    fn locate(table: &Table, uid: &Uid, fragment: u32) -> Slot {
+        let mut reusable = None;
+        for i in table.probe(fragment) {
+            let p = table.nodes[i].load(Ordering::Relaxed);
+            if p.is_null() {
+                return Slot::Vacant(reusable.unwrap_or(i));
+            }
+            if p == tombstone() {
+                reusable.get_or_insert(i);
+            } else if table.fragments[i].load(Ordering::Relaxed) == fragment {
+                // SAFETY: the writer lock keeps every node in the table referenced by its slot.
+                if unsafe { &*p }.identity().uid == *uid {
+                    return Slot::Found(i);
+                }
+            }
+        }
+        Slot::Vacant(reusable.expect("a table is never full"))
+    }
+
+    /// Moves every entry to a table at most half full, drops the tombstones, and retires the old
+    /// table. Called by a writer holding the lock.
+    fn resize(&self, collector: &Collector, occupancy: &mut Occupancy) -> &Table {
+        let old = self.table.load(Ordering::Acquire);
+        // SAFETY: as in `table_for_writer`.
+        let live: Vec<(u32, *mut Node)> = unsafe { &*old }
+            .nodes
+            .iter()
+            .zip(unsafe { &*old }.fragments.iter())
+            .map(|(p, f)| (f.load(Ordering::Relaxed), p.load(Ordering::Relaxed)))
+            .filter(|(_, p)| !p.is_null() && *p != tombstone())
+            .collect();
+        let grown = Table::new(((live.len() + 1) * 2).next_power_of_two().max(MIN_SLOTS));
+        for (fragment, p) in &live {
+            let i = grown
+                .probe(*fragment)
+                .find(|&i| grown.nodes[i].load(Ordering::Relaxed).is_null())
+                .expect("the new table has room");
+            grown.fragments[i].store(*fragment, Ordering::Relaxed);
+            grown.nodes[i].store(*p, Ordering::Relaxed);
+        }
+        occupancy.used = live.len();
+        // Release publishes the new table's slots with it.
+        self.table.store(Box::into_raw(Box::new(grown)), Ordering::Release);
+        // SAFETY: the old table left service above; its node references moved to the new table,
+        // so reclaiming it frees only its arrays.
+        unsafe { collector.retire(old, seize::reclaim::boxed) };
+        self.table_for_writer()
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        let table = *self.table.get_mut();
+        // SAFETY: `&mut self` means no reader or writer is left; the table and every node
+        // reference in it are owned here. Retired tables and nodes belong to the collector.
+        let table = unsafe { Box::from_raw(table) };
+        for slot in table.nodes.iter() {
+            let p = slot.load(Ordering::Relaxed);
+            if !p.is_null() && p != tombstone() {
+                // SAFETY: the slot owned this strong reference.
+                drop(unsafe { Handle::from_raw(p) });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{Identity, Name, Sym, TypeMeta};
+    use std::sync::atomic::AtomicBool;
+
+    fn handle(uid: &Uid) -> Handle {
+        let identity = Identity {
+            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
+            name: Name::new(&uid.to_string()),
+            uid: *uid,
+            namespace: Sym::new("ns"),
+        };
+        Handle::new(identity, &[], false)
+    }
+
+    fn uid(i: u64) -> Uid {
+        Uid::new_v4(u128::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835))
+    }
+
+    fn get(shard: &Shard, collector: &Collector, uid: &Uid) -> Option<Handle> {
+        shard.get(&collector.enter(), uid, uid.hash64())
+    }
+
+    #[test]
+    fn shard_should_keep_every_entry_across_resizes_removals_and_replacements() {
+        let (shard, collector) = (Shard::default(), Collector::new());
+        let handles: Vec<Handle> = (0..5_000).map(|i| handle(&uid(i))).collect();
+        for h in &handles {
+            assert!(shard.insert(&collector, h, h.identity().uid.hash64(), true));
+            assert!(!shard.insert(&collector, h, h.identity().uid.hash64(), true), "present");
+        }
+        for h in handles.iter().step_by(2) {
+            let removed = shard.remove(&collector, &h.identity().uid, h.identity().uid.hash64());
+            assert_eq!(removed.as_ref(), Some(h));
+        }
+        let replacement = handle(&uid(1));
+        shard.insert(&collector, &replacement, uid(1).hash64(), false);
+        for (i, h) in handles.iter().enumerate() {
+            let found = get(&shard, &collector, &h.identity().uid);
+            match i {
+                1 => assert_eq!(found, Some(replacement.clone())),
+                _ if i % 2 == 0 => assert_eq!(found, None),
+                _ => assert_eq!(found.as_ref(), Some(h)),
+            }
+        }
+        assert_eq!(shard.len(), 2_500);
+        assert_eq!(shard.handles(&collector.enter()).len(), 2_500);
+        // Re-inserting removed UIDs reuses tombstones and stays findable.
+        for h in handles.iter().step_by(2) {
+            assert!(shard.insert(&collector, h, h.identity().uid.hash64(), true));
+        }
+        assert!(handles
+            .iter()
+            .skip(2)
+            .all(|h| get(&shard, &collector, &h.identity().uid).as_ref() == Some(h)));
+        assert_eq!(shard.len(), 5_000);
+    }
+
+    #[test]
+    fn shard_readers_should_see_stable_entries_while_a_writer_churns() {
+        // One writer keeps inserting, replacing and removing churn entries (forcing resizes and
+        // tombstones); readers must always find the stable entries, and any node they get back
+        // must carry the UID they asked for.
+        let (shard, collector) = (Shard::default(), Collector::new());
+        let stable: Vec<Handle> = (0..500).map(|i| handle(&uid(i))).collect();
+        for h in &stable {
+            shard.insert(&collector, h, h.identity().uid.hash64(), false);
+        }
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    let mut rounds = 0;
+                    while !done.load(Ordering::Relaxed) || rounds == 0 {
+                        for (i, h) in stable.iter().enumerate() {
+                            let found = get(&shard, &collector, &h.identity().uid);
+                            assert_eq!(found.as_ref(), Some(h), "stable entry {i} missing");
+                            let churn = uid(1_000_000 + i as u64);
+                            if let Some(c) = get(&shard, &collector, &churn) {
+                                assert_eq!(c.identity().uid, churn);
+                            }
+                        }
+                        rounds += 1;
+                    }
+                });
+            }
+            for round in 0..20u64 {
+                let churn: Vec<Handle> = (0..2_000).map(|i| handle(&uid(1_000_000 + i))).collect();
+                for h in &churn {
+                    shard.insert(&collector, h, h.identity().uid.hash64(), round % 2 == 0);
+                }
+                for h in churn.iter().step_by(3) {
+                    shard.remove(&collector, &h.identity().uid, h.identity().uid.hash64());
+                }
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        assert!(stable
+            .iter()
+            .all(|h| get(&shard, &collector, &h.identity().uid).as_ref() == Some(h)));
+    }
+}
