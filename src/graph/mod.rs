@@ -13,6 +13,7 @@ mod intern;
 pub mod invariants;
 mod name;
 mod node;
+mod shard;
 mod uid;
 
 pub use edges::Linked;
@@ -20,6 +21,7 @@ pub use identity::{Identity, OwnerRef};
 pub use intern::Sym;
 pub use name::Name;
 pub use node::{Handle, Node, ObservedFinalizers};
+use shard::Shard;
 pub use uid::Uid;
 
 /// Number of shards of the `uid → handle` map. A power of two, so that any partition count that
@@ -32,34 +34,6 @@ pub use uid::Uid;
 /// copies), which the graph never does in practice: UIDs are not reused.
 pub const SHARDS: usize = 64;
 
-/// One shard of the map: a set of handles keyed by their node's UID, so that an entry is one
-/// pointer (the map's per-entry allocation is 8 bytes instead of 24 with the UID beside it).
-type Shard = papaya::HashMap<Entry, (), foldhash::fast::RandomState>;
-
-/// A handle as a map key: hashed and compared by its node's UID, which never changes.
-struct Entry(Handle);
-
-impl std::hash::Hash for Entry {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0.identity().uid.hash(state);
-    }
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.identity().uid == other.0.identity().uid
-    }
-}
-
-impl Eq for Entry {}
-
-/// Lookups by UID; consistent with the `Hash` and `Eq` above, as `Borrow` requires.
-impl std::borrow::Borrow<Uid> for Entry {
-    fn borrow(&self) -> &Uid {
-        &self.0.identity().uid
-    }
-}
-
 /// The graph: a sharded concurrent `uid → handle` map.
 pub struct Graph {
     shards: Box<[Shard]>,
@@ -67,14 +41,8 @@ pub struct Graph {
 
 impl Default for Graph {
     fn default() -> Self {
-        let shard = || {
-            papaya::HashMap::builder()
-                .hasher(foldhash::fast::RandomState::default())
-                .resize_mode(papaya::ResizeMode::Blocking)
-                .build()
-        };
         Graph {
-            shards: (0..SHARDS).map(|_| shard()).collect(),
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
         }
     }
 }
@@ -91,50 +59,48 @@ impl Graph {
 
     /// The current handle for `uid`.
     pub fn get(&self, uid: &Uid) -> Option<Handle> {
-        self.shard(uid).pin().get_key_value(uid).map(|(e, _)| e.0.clone())
+        self.shard(uid).read(uid, Handle::clone)
     }
 
     /// True when the graph has a node for `uid` (upstream's `GraphHasUID`).
     pub fn contains(&self, uid: &Uid) -> bool {
-        self.shard(uid).pin().contains_key(uid)
+        self.shard(uid).read(uid, |_| ()).is_some()
     }
 
     /// Builder only: writes `handle` as the node for its UID, replacing any other.
     pub fn insert(&self, handle: Handle) {
-        self.shard(&handle.identity().uid).pin().insert(Entry(handle), ());
+        self.shard(&handle.identity().uid).insert(handle);
     }
 
     /// Builder only: removes the node for `uid`.
     pub fn remove(&self, uid: &Uid) -> Option<Handle> {
-        self.shard(uid).pin().remove_entry(uid).map(|(e, _)| e.0.clone())
+        self.shard(uid).remove(uid)
     }
 
     /// `name` as a [`Name`], sharing the storage of the node for `uid` when it has that name.
     /// Every holder of an object's name (its node, its dependents' ownerReferences, its monitor)
     /// then shares one copy.
     pub fn shared_name(&self, uid: &Uid, name: &str) -> Name {
-        match self.shard(uid).pin().get_key_value(uid) {
-            Some((Entry(node), _)) if *node.identity().name == *name => node.identity().name.clone(),
-            _ => Name::new(name),
-        }
+        let same = |node: &Handle| (*node.identity().name == *name).then(|| node.identity().name.clone());
+        self.shard(uid)
+            .read(uid, same)
+            .flatten()
+            .unwrap_or_else(|| Name::new(name))
     }
 
     /// Number of nodes.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(papaya::HashMap::len).sum()
+        self.shards.iter().map(Shard::len).sum()
     }
 
     /// True when the graph has no node.
     pub fn is_empty(&self) -> bool {
-        self.shards.iter().all(papaya::HashMap::is_empty)
+        self.shards.iter().all(|s| s.len() == 0)
     }
 
     /// A snapshot of every handle, in no order.
     pub fn handles(&self) -> Vec<Handle> {
-        self.shards
-            .iter()
-            .flat_map(|s| s.pin().keys().map(|e| e.0.clone()).collect::<Vec<_>>())
-            .collect()
+        self.shards.iter().flat_map(Shard::handles).collect()
     }
 }
 

@@ -17,11 +17,10 @@
 
 use super::dependents::Dependents;
 use super::identity::{Identity, OwnerRef};
-use parking_lot::Mutex;
+use crate::sync::{AtomicU8, Mutex, Ordering};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU8, Ordering};
 use triomphe::Arc;
 
 /// Flag bits of [`Node::flags`].
@@ -331,7 +330,8 @@ impl Node {
     }
 }
 
-#[cfg(test)]
+/// Without loom only: loom's lock and atomic are larger than the real ones.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
