@@ -16,6 +16,9 @@ mod node;
 mod shard;
 mod uid;
 
+#[cfg(all(test, loom))]
+mod loom_models;
+
 pub use edges::Linked;
 pub use identity::{Identity, OwnerRef};
 pub use intern::Sym;
