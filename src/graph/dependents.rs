@@ -17,7 +17,10 @@ pub(super) struct Dependents(Option<Box<Set>>);
 
 /// Boxed again when large, so that the small form's allocation is a vector's 24 bytes.
 #[derive(Clone)]
-#[allow(clippy::box_collection, reason = "keeps the common, small form's allocation at 24 bytes")]
+#[allow(
+    clippy::box_collection,
+    reason = "keeps the common, small form's allocation at 24 bytes"
+)]
 enum Set {
     Few(Vec<Handle>),
     Many(Box<HashSet<Handle, foldhash::fast::FixedState>>),
@@ -134,7 +137,10 @@ mod tests {
             assert!(!set.remove(h));
         }
         assert_eq!(set.len(), 1);
-        assert_eq!(set.iter().next().map(|h| h.identity().name.to_string()).as_deref(), Some("p999"));
+        assert_eq!(
+            set.iter().next().map(|h| h.identity().name.to_string()).as_deref(),
+            Some("p999")
+        );
         let last = set.iter().next().cloned().expect("one left");
         assert!(set.remove(&last));
         assert!(set.0.is_none(), "an emptied set frees its storage");

@@ -75,11 +75,7 @@ fn node_json(node: &Node) -> Value {
 /// owner references and dependents (upstream's `toDOTNodesAndEdgesForObj`).
 fn select(graph: &Graph, uids: &[Uid]) -> BTreeMap<Uid, Handle> {
     if uids.is_empty() {
-        return graph
-            .handles()
-            .into_iter()
-            .map(|h| (h.identity().uid, h))
-            .collect();
+        return graph.handles().into_iter().map(|h| (h.identity().uid, h)).collect();
     }
     let mut selected = BTreeMap::new();
     let mut pending = uids.to_vec();
@@ -111,9 +107,7 @@ fn layout(selected: &BTreeMap<Uid, Handle>) -> (BTreeMap<Uid, Vertex>, BTreeSet<
             // Upstream files the synthetic vertex under the *dependent's* UID, so a second
             // dependent of the same missing owner adds a duplicate vertex and later edges can leave
             // from the wrong vertex. Filing it under the owner's UID is the evident intent.
-            vertices
-                .entry(owner.uid)
-                .or_insert_with(|| Vertex::missing(&owner));
+            vertices.entry(owner.uid).or_insert_with(|| Vertex::missing(&owner));
             edges.insert((*uid, owner.uid));
         }
     }

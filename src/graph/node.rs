@@ -311,7 +311,11 @@ impl Node {
 
     fn mark_retired(&self) {
         let before = self.flags.fetch_or(bit::RETIRED, Ordering::Relaxed);
-        debug_assert!(before & bit::RETIRED == 0, "a node is retired once: {:?}", self.identity);
+        debug_assert!(
+            before & bit::RETIRED == 0,
+            "a node is retired once: {:?}",
+            self.identity
+        );
     }
 
     /// Every dependent that holds a ref to this node with `blockOwnerDeletion: true`, once per
@@ -338,8 +342,16 @@ mod tests {
     #[test]
     fn node_should_fit_the_layout_its_memory_budget_assumes() {
         // The handle's allocation is the node plus one reference count.
-        assert!(std::mem::size_of::<Node>() + 8 <= 128, "{}", std::mem::size_of::<Node>());
-        assert_eq!(std::mem::size_of::<Owners>(), std::mem::size_of::<OwnerRef>(), "one owner inline");
+        assert!(
+            std::mem::size_of::<Node>() + 8 <= 128,
+            "{}",
+            std::mem::size_of::<Node>()
+        );
+        assert_eq!(
+            std::mem::size_of::<Owners>(),
+            std::mem::size_of::<OwnerRef>(),
+            "one owner inline"
+        );
         assert_eq!(std::mem::size_of::<Dependents>(), 8);
         assert_eq!(std::mem::size_of::<Handle>(), 8);
     }

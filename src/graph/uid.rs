@@ -201,9 +201,15 @@ mod tests {
             assert_eq!(Uid::parse(s).to_string(), s);
             assert_eq!(Uid::parse(s), Uid::parse(s));
         }
-        assert!(Uid::parse("0a1b2c3d-0000-4000-8000-00000000ffff").text_index().is_none());
-        assert!(Uid::parse("0a1b2c3d-0000-4000-c000-00000000ffff").text_index().is_some());
-        assert!(Uid::parse("0A1B2C3D-0000-4000-8000-00000000FFFF").text_index().is_some());
+        assert!(Uid::parse("0a1b2c3d-0000-4000-8000-00000000ffff")
+            .text_index()
+            .is_none());
+        assert!(Uid::parse("0a1b2c3d-0000-4000-c000-00000000ffff")
+            .text_index()
+            .is_some());
+        assert!(Uid::parse("0A1B2C3D-0000-4000-8000-00000000FFFF")
+            .text_index()
+            .is_some());
         assert!(Uid::parse("").is_empty());
         assert_eq!(std::mem::size_of::<Uid>(), 16);
     }
