@@ -105,7 +105,7 @@ impl Dependents {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::graph::{Identity, Name, Sym, TypeMeta, Uid};

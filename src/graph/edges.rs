@@ -16,6 +16,12 @@
 //! [`Graph::insert_if_absent`] for observed objects), so no node holding edges is ever
 //! overwritten. So a retry loop takes at most one extra turn per concurrent
 //! replacement, and the map entry a builder acts on is always the one it read.
+//!
+//! `loom_models.rs` model-checks this protocol on the real node and graph code (each node's lock
+//! and flags come from [`crate::sync`], each map shard is a linearizable stand-in for papaya, see
+//! `shard.rs`): every edge writer racing a replacement or a removal of the owner, and links from
+//! two partitions racing to create the same virtual owner
+//! (`RUSTFLAGS="--cfg loom" cargo test --release --lib graph::`).
 
 use super::{Graph, Handle, Identity, Uid};
 
@@ -83,8 +89,7 @@ impl Graph {
     /// Builder only: inserts a newly observed node unless another builder has meanwhile created a
     /// (virtual) node for its UID; true if inserted.
     pub fn insert_if_absent(&self, node: &Handle) -> bool {
-        let (shard, hash) = self.shard(&node.identity().uid);
-        shard.insert(&self.collector, node, hash, true)
+        self.shard(&node.identity().uid).try_insert(node)
     }
 
     /// Builder only: replaces `old` in the map by a clone with `identity` and every edge `old`
@@ -105,7 +110,7 @@ impl Graph {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::graph::{Name, Sym, TypeMeta};

@@ -92,7 +92,7 @@ fn check_dependents(graph: &Graph, owner: &Handle, violations: &mut Vec<String>)
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::graph::{Identity, OwnerRef, Sym, TypeMeta, Uid};

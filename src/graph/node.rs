@@ -17,11 +17,10 @@
 
 use super::dependents::Dependents;
 use super::identity::{Identity, OwnerRef};
-use parking_lot::Mutex;
+use crate::sync::{AtomicU8, Mutex, Ordering};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU8, Ordering};
 use triomphe::Arc;
 
 /// Flag bits of [`Node::flags`].
@@ -136,6 +135,7 @@ impl Handle {
     }
 
     /// The node pointer, carrying this handle's strong reference (for the map's slots).
+    #[cfg(not(all(test, loom)))] // used by the map's table, which loom models replace
     pub(super) fn into_raw(self) -> *mut Node {
         Arc::into_raw(self.0).cast_mut()
     }
@@ -144,6 +144,7 @@ impl Handle {
     ///
     /// # Safety
     /// `p` came from `into_raw` and this reference is taken back once.
+    #[cfg(not(all(test, loom)))] // used by the map's table, which loom models replace
     pub(super) unsafe fn from_raw(p: *mut Node) -> Handle {
         // SAFETY: per the contract above.
         Handle(unsafe { Arc::from_raw(p) })
@@ -153,6 +154,7 @@ impl Handle {
     ///
     /// # Safety
     /// `p` came from `into_raw` and its reference has not been taken back yet.
+    #[cfg(not(all(test, loom)))] // used by the map's table, which loom models replace
     pub(super) unsafe fn clone_from_raw(p: *mut Node) -> Handle {
         // SAFETY: the node is alive, per the contract above.
         Handle(unsafe { triomphe::ArcBorrow::from_ptr(p) }.clone_arc())
@@ -354,7 +356,8 @@ impl Node {
     }
 }
 
-#[cfg(test)]
+/// Without loom only: loom's lock and atomic are larger than the real ones.
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

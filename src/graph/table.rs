@@ -8,7 +8,7 @@
 //! lookup starts from, so a resize moves entries without reading a single node.
 //!
 //! Concurrency. Writers (builders) hold the shard's lock; readers take no lock. Readers are
-//! protected by the graph's seize collector: a writer that takes a node out of a slot (remove,
+//! protected by the shard's seize collector: a writer that takes a node out of a slot (remove,
 //! replace) or a table out of service (resize) retires it, and it is released only once every
 //! reader that could have loaded it has dropped its guard. A writer fills a slot by storing the
 //! fragment, then the pointer with Release; a reader loads the pointer with Acquire, then the
@@ -92,41 +92,46 @@ struct Occupancy {
     used: usize,
 }
 
-/// One shard. See the module docs for the protocol.
-pub(super) struct Shard {
+/// One shard's table. See the module docs for the protocol.
+pub(super) struct UidTable {
     table: AtomicPtr<Table>,
     writer: Mutex<Occupancy>,
     live: AtomicUsize,
+    /// Reclaims what writers take out once no reader can still see it. Declared last so that it
+    /// is dropped after `Drop::drop` has released the live slots.
+    collector: Collector,
 }
 
-impl Default for Shard {
+impl Default for UidTable {
     fn default() -> Self {
-        Shard {
+        UidTable {
             table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(MIN_SLOTS)))),
             writer: Mutex::default(),
             live: AtomicUsize::new(0),
+            collector: Collector::new(),
         }
     }
 }
 
-impl Shard {
-    /// The node for `uid`, valid while `guard` is held.
-    pub(super) fn find<'g>(&self, guard: &'g impl Guard, uid: &Uid, hash: u64) -> Option<&'g Node> {
-        // SAFETY: see `find_raw`.
-        self.find_raw(guard, uid, hash).map(|p| unsafe { &*p })
+impl UidTable {
+    /// Runs `f` on the node for `uid`, without taking a reference to it.
+    pub(super) fn read<R>(&self, uid: &Uid, f: impl FnOnce(&Node) -> R) -> Option<R> {
+        let guard = self.collector.enter();
+        // SAFETY: see `find_raw`; the reference does not outlive `guard`.
+        self.find_raw(&guard, uid).map(|p| f(unsafe { &*p }))
     }
 
     /// A handle on the node for `uid`.
-    pub(super) fn get(&self, guard: &impl Guard, uid: &Uid, hash: u64) -> Option<Handle> {
+    pub(super) fn get(&self, uid: &Uid) -> Option<Handle> {
+        let guard = self.collector.enter();
         // SAFETY: see `find_raw`; the clone takes its own strong reference.
-        self.find_raw(guard, uid, hash)
-            .map(|p| unsafe { Handle::clone_from_raw(p) })
+        self.find_raw(&guard, uid).map(|p| unsafe { Handle::clone_from_raw(p) })
     }
 
     /// The slot pointer for `uid`: it carries a strong reference that is released only after
     /// `guard` is dropped.
-    fn find_raw(&self, guard: &impl Guard, uid: &Uid, hash: u64) -> Option<*mut Node> {
-        let fragment = fragment(hash);
+    fn find_raw(&self, guard: &impl Guard, uid: &Uid) -> Option<*mut Node> {
+        let fragment = fragment(uid.hash64());
         // SAFETY: the table pointer is never null, and a table is retired through the collector
         // only after it was swapped out, so it stays allocated while `guard` is held.
         let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
@@ -148,7 +153,8 @@ impl Shard {
     }
 
     /// Every handle, in no order.
-    pub(super) fn handles(&self, guard: &impl Guard) -> Vec<Handle> {
+    pub(super) fn handles(&self) -> Vec<Handle> {
+        let guard = &self.collector.enter();
         // SAFETY: as in `find`.
         let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
         table
@@ -168,15 +174,16 @@ impl Shard {
 
     /// Writes `handle` for its UID, replacing any other; with `only_if_absent`, leaves a present
     /// UID alone instead. True when `handle` was written.
-    pub(super) fn insert(&self, collector: &Collector, handle: &Handle, hash: u64, only_if_absent: bool) -> bool {
+    pub(super) fn insert(&self, handle: &Handle, only_if_absent: bool) -> bool {
         let mut occupancy = self.writer.lock();
-        let (uid, fragment) = (&handle.identity().uid, fragment(hash));
+        let uid = &handle.identity().uid;
+        let fragment = fragment(uid.hash64());
         let mut table = self.table_for_writer();
         let mut slot = Self::locate(table, uid, fragment);
         if let Slot::Vacant(i) = slot {
             let fills_empty = table.nodes[i].load(Ordering::Relaxed).is_null();
             if fills_empty && (occupancy.used + 1) * 4 > table.slots() * 3 {
-                table = self.resize(collector, &mut occupancy);
+                table = self.resize(&mut occupancy);
                 slot = Self::locate(table, uid, fragment);
             }
         }
@@ -185,7 +192,7 @@ impl Shard {
             Slot::Found(i) => {
                 let old = table.nodes[i].swap(handle.clone().into_raw(), Ordering::AcqRel);
                 // SAFETY: `old` left the slot, so readers that enter from now on cannot load it.
-                unsafe { collector.retire(old, release) };
+                unsafe { self.collector.retire(old, release) };
                 true
             }
             Slot::Vacant(i) => {
@@ -201,10 +208,10 @@ impl Shard {
     }
 
     /// Removes the node for `uid` and returns its handle.
-    pub(super) fn remove(&self, collector: &Collector, uid: &Uid, hash: u64) -> Option<Handle> {
+    pub(super) fn remove(&self, uid: &Uid) -> Option<Handle> {
         let _occupancy = self.writer.lock();
         let table = self.table_for_writer();
-        let Slot::Found(i) = Self::locate(table, uid, fragment(hash)) else {
+        let Slot::Found(i) = Self::locate(table, uid, fragment(uid.hash64())) else {
             return None;
         };
         let old = table.nodes[i].swap(tombstone(), Ordering::AcqRel);
@@ -212,7 +219,7 @@ impl Shard {
         // SAFETY: the slot's strong reference is still held until the retirement below runs.
         let handle = unsafe { Handle::clone_from_raw(old) };
         // SAFETY: `old` left the slot, so readers that enter from now on cannot load it.
-        unsafe { collector.retire(old, release) };
+        unsafe { self.collector.retire(old, release) };
         Some(handle)
     }
 
@@ -245,7 +252,7 @@ impl Shard {
 
     /// Moves every entry to a table at most half full, drops the tombstones, and retires the old
     /// table. Called by a writer holding the lock.
-    fn resize(&self, collector: &Collector, occupancy: &mut Occupancy) -> &Table {
+    fn resize(&self, occupancy: &mut Occupancy) -> &Table {
         let old = self.table.load(Ordering::Acquire);
         // SAFETY: as in `table_for_writer`.
         let live: Vec<(u32, *mut Node)> = unsafe { &*old }
@@ -269,12 +276,12 @@ impl Shard {
         self.table.store(Box::into_raw(Box::new(grown)), Ordering::Release);
         // SAFETY: the old table left service above; its node references moved to the new table,
         // so reclaiming it frees only its arrays.
-        unsafe { collector.retire(old, seize::reclaim::boxed) };
+        unsafe { self.collector.retire(old, seize::reclaim::boxed) };
         self.table_for_writer()
     }
 }
 
-impl Drop for Shard {
+impl Drop for UidTable {
     fn drop(&mut self) {
         let table = *self.table.get_mut();
         // SAFETY: `&mut self` means no reader or writer is left; the table and every node
@@ -290,7 +297,7 @@ impl Drop for Shard {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::graph::{Identity, Name, Sym, TypeMeta};
@@ -310,26 +317,22 @@ mod tests {
         Uid::new_v4(u128::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835))
     }
 
-    fn get(shard: &Shard, collector: &Collector, uid: &Uid) -> Option<Handle> {
-        shard.get(&collector.enter(), uid, uid.hash64())
-    }
-
     #[test]
     fn shard_should_keep_every_entry_across_resizes_removals_and_replacements() {
-        let (shard, collector) = (Shard::default(), Collector::new());
+        let shard = UidTable::default();
         let handles: Vec<Handle> = (0..5_000).map(|i| handle(&uid(i))).collect();
         for h in &handles {
-            assert!(shard.insert(&collector, h, h.identity().uid.hash64(), true));
-            assert!(!shard.insert(&collector, h, h.identity().uid.hash64(), true), "present");
+            assert!(shard.insert(h, true));
+            assert!(!shard.insert(h, true), "present");
         }
         for h in handles.iter().step_by(2) {
-            let removed = shard.remove(&collector, &h.identity().uid, h.identity().uid.hash64());
+            let removed = shard.remove(&h.identity().uid);
             assert_eq!(removed.as_ref(), Some(h));
         }
         let replacement = handle(&uid(1));
-        shard.insert(&collector, &replacement, uid(1).hash64(), false);
+        shard.insert(&replacement, false);
         for (i, h) in handles.iter().enumerate() {
-            let found = get(&shard, &collector, &h.identity().uid);
+            let found = shard.get(&h.identity().uid);
             match i {
                 1 => assert_eq!(found, Some(replacement.clone())),
                 _ if i % 2 == 0 => assert_eq!(found, None),
@@ -337,15 +340,15 @@ mod tests {
             }
         }
         assert_eq!(shard.len(), 2_500);
-        assert_eq!(shard.handles(&collector.enter()).len(), 2_500);
+        assert_eq!(shard.handles().len(), 2_500);
         // Re-inserting removed UIDs reuses tombstones and stays findable.
         for h in handles.iter().step_by(2) {
-            assert!(shard.insert(&collector, h, h.identity().uid.hash64(), true));
+            assert!(shard.insert(h, true));
         }
         assert!(handles
             .iter()
             .skip(2)
-            .all(|h| get(&shard, &collector, &h.identity().uid).as_ref() == Some(h)));
+            .all(|h| shard.get(&h.identity().uid).as_ref() == Some(h)));
         assert_eq!(shard.len(), 5_000);
     }
 
@@ -354,10 +357,10 @@ mod tests {
         // One writer keeps inserting, replacing and removing churn entries (forcing resizes and
         // tombstones); readers must always find the stable entries, and any node they get back
         // must carry the UID they asked for.
-        let (shard, collector) = (Shard::default(), Collector::new());
+        let shard = UidTable::default();
         let stable: Vec<Handle> = (0..500).map(|i| handle(&uid(i))).collect();
         for h in &stable {
-            shard.insert(&collector, h, h.identity().uid.hash64(), false);
+            shard.insert(h, false);
         }
         let done = AtomicBool::new(false);
         std::thread::scope(|scope| {
@@ -366,10 +369,10 @@ mod tests {
                     let mut rounds = 0;
                     while !done.load(Ordering::Relaxed) || rounds == 0 {
                         for (i, h) in stable.iter().enumerate() {
-                            let found = get(&shard, &collector, &h.identity().uid);
+                            let found = shard.get(&h.identity().uid);
                             assert_eq!(found.as_ref(), Some(h), "stable entry {i} missing");
                             let churn = uid(1_000_000 + i as u64);
-                            if let Some(c) = get(&shard, &collector, &churn) {
+                            if let Some(c) = shard.get(&churn) {
                                 assert_eq!(c.identity().uid, churn);
                             }
                         }
@@ -380,16 +383,14 @@ mod tests {
             for round in 0..20u64 {
                 let churn: Vec<Handle> = (0..2_000).map(|i| handle(&uid(1_000_000 + i))).collect();
                 for h in &churn {
-                    shard.insert(&collector, h, h.identity().uid.hash64(), round % 2 == 0);
+                    shard.insert(h, round % 2 == 0);
                 }
                 for h in churn.iter().step_by(3) {
-                    shard.remove(&collector, &h.identity().uid, h.identity().uid.hash64());
+                    shard.remove(&h.identity().uid);
                 }
             }
             done.store(true, Ordering::Relaxed);
         });
-        assert!(stable
-            .iter()
-            .all(|h| get(&shard, &collector, &h.identity().uid).as_ref() == Some(h)));
+        assert!(stable.iter().all(|h| shard.get(&h.identity().uid).as_ref() == Some(h)));
     }
 }

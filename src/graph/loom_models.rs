@@ -1,0 +1,275 @@
+//! Loom models of the cross-partition edge protocol of [`super::edges`]: the real [`Graph`] and
+//! node code, with the node's lock and flags on loom's primitives and each map shard on a
+//! linearizable stand-in for papaya (see [`super::shard`] for why that is a faithful model).
+//! Each model has two or three threads, one of which plays the owner's builder (the only one that
+//! replaces or removes the owner), and is named after the scenario it checks.
+//!
+//! Run them with
+//!
+//! ```text
+//! RUSTFLAGS="--cfg loom" cargo test --release --lib graph::
+//! ```
+//!
+//! Each model ends by checking where every edge went: on the node the map holds for the owner's
+//! UID at the end, or in what [`Graph::remove_node`] returned to its builder (which re-queues it),
+//! and never written to a handle after it was retired.
+
+use super::{Graph, Handle, Identity, Linked, Name, Sym, TypeMeta, Uid};
+use loom::sync::Arc;
+use loom::thread;
+
+/// The owner every model links to.
+const OWNER: &str = "owner";
+
+fn identity(uid: &str, kind: &str) -> Identity {
+    Identity {
+        type_meta: TypeMeta::new(Sym::new("v1"), Sym::new(kind)),
+        name: Name::new(uid),
+        uid: Uid::parse(uid),
+        namespace: Sym::new("ns"),
+    }
+}
+
+/// An observed node with no owners.
+fn observed(uid: &str) -> Handle {
+    Handle::new(identity(uid, "ConfigMap"), &[], false)
+}
+
+/// The virtual owner `link` creates when the owner is absent, as the builder's factory does.
+fn virtual_owner() -> Handle {
+    Handle::new(identity(OWNER, "ConfigMap"), &[], true)
+}
+
+/// The factory for a `link` whose owner is in the map throughout, so must never be called.
+fn no_virtual_owner() -> Handle {
+    panic!("a virtual owner was created while the owner stayed in the graph")
+}
+
+fn owner_uid() -> Uid {
+    Uid::parse(OWNER)
+}
+
+/// A graph holding the observed owner, shared with the threads.
+fn graph_with_owner() -> (Arc<Graph>, Handle) {
+    let graph = Arc::new(Graph::new());
+    let owner = observed(OWNER);
+    graph.insert(owner.clone());
+    (graph, owner)
+}
+
+/// Runs `link(OWNER, dependent)` on another thread.
+fn spawn_link(graph: &Arc<Graph>, dependent: &Handle, make_virtual: fn() -> Handle) -> thread::JoinHandle<Linked> {
+    let (graph, dependent) = (graph.clone(), dependent.clone());
+    thread::spawn(move || graph.link(&owner_uid(), &dependent, make_virtual))
+}
+
+#[test]
+fn link_racing_remove_node_leaves_the_edge_on_a_new_virtual_owner_or_returns_it() {
+    loom::model(|| {
+        let (graph, owner) = graph_with_owner();
+        let dependent = observed("dependent");
+        let linker = spawn_link(&graph, &dependent, virtual_owner);
+        let returned = graph.remove_node(&owner);
+        let linked = linker.join().expect("linker");
+
+        let current = graph.get(&owner_uid());
+        match linked {
+            Linked::Existing(found) => {
+                assert_eq!(found, owner, "the only existing owner is the removed one");
+                assert_eq!(returned, [dependent], "an edge written before the removal is returned");
+                assert_eq!(current, None, "nothing re-created the owner");
+            }
+            Linked::CreatedVirtual(created) => {
+                assert!(returned.is_empty(), "an edge written after the removal is not returned");
+                assert!(created.is_virtual());
+                assert_eq!(current.as_ref(), Some(&created), "the new virtual owner is in the map");
+                assert_eq!(created.dependents(), [dependent], "and holds the edge");
+            }
+        }
+        assert!(owner.is_retired());
+    });
+}
+
+#[test]
+fn link_racing_replace_lands_on_the_clone_or_is_copied_by_it() {
+    loom::model(|| {
+        let (graph, owner) = graph_with_owner();
+        let dependent = observed("dependent");
+        let linker = spawn_link(&graph, &dependent, no_virtual_owner);
+        let clone = graph.replace(&owner, identity(OWNER, "Secret"));
+        let Linked::Existing(found) = linker.join().expect("linker") else {
+            unreachable!("no_virtual_owner panics");
+        };
+
+        assert_eq!(graph.get(&owner_uid()).as_ref(), Some(&clone));
+        assert_eq!(
+            clone.dependents(),
+            std::slice::from_ref(&dependent),
+            "the clone holds the edge"
+        );
+        if found == clone {
+            assert!(owner.dependents().is_empty(), "no edge on the retired handle");
+        } else {
+            assert_eq!(found, owner);
+            assert_eq!(owner.dependents(), [dependent], "written before the clone copied it");
+        }
+    });
+}
+
+#[test]
+fn unlink_racing_replace_leaves_no_edge_on_the_clone() {
+    loom::model(|| {
+        let (graph, owner) = graph_with_owner();
+        let dependent = observed("dependent");
+        assert!(owner.add_dependent(dependent.clone()));
+        let unlinker = thread::spawn({
+            let (graph, dependent) = (graph.clone(), dependent.clone());
+            move || graph.unlink(&owner_uid(), &dependent)
+        });
+        let clone = graph.replace(&owner, identity(OWNER, "Secret"));
+        unlinker.join().expect("unlinker");
+
+        assert_eq!(graph.get(&owner_uid()).as_ref(), Some(&clone));
+        assert!(clone.dependents().is_empty(), "the edge survived on the clone");
+    });
+}
+
+#[test]
+fn relink_racing_replace_leaves_the_new_dependent_on_the_clone() {
+    loom::model(|| {
+        let (graph, owner) = graph_with_owner();
+        let old = observed("dependent");
+        assert!(owner.add_dependent(old.clone()));
+        let new = old.clone_with_identity(identity("dependent", "Secret"));
+        let relinker = thread::spawn({
+            let (graph, old, new) = (graph.clone(), old.clone(), new.clone());
+            move || graph.relink(&owner_uid(), old.identity(), &new)
+        });
+        let clone = graph.replace(&owner, identity(OWNER, "Secret"));
+        relinker.join().expect("relinker");
+
+        assert_eq!(graph.get(&owner_uid()).as_ref(), Some(&clone));
+        assert_eq!(clone.dependents(), [new], "the clone holds the new handle only");
+    });
+}
+
+#[test]
+fn two_links_to_an_absent_owner_create_one_virtual_owner_holding_both_edges() {
+    loom::model(|| {
+        let graph = Arc::new(Graph::new());
+        let (first, second) = (observed("first"), observed("second"));
+        let other = spawn_link(&graph, &second, virtual_owner);
+        let mine = graph.link(&owner_uid(), &first, virtual_owner);
+        let theirs = other.join().expect("linker");
+
+        let created = match (mine, theirs) {
+            (Linked::CreatedVirtual(created), Linked::Existing(found))
+            | (Linked::Existing(found), Linked::CreatedVirtual(created)) => {
+                assert_eq!(found, created, "the second link found the first one's owner");
+                created
+            }
+            _ => panic!("exactly one of two links must create the virtual owner"),
+        };
+        assert_eq!(graph.get(&owner_uid()).as_ref(), Some(&created));
+        assert_eq!(graph.len(), 1);
+        let mut dependents = created.dependents();
+        dependents.sort_by_key(|d| d.identity().name.to_string());
+        assert_eq!(dependents, [first, second]);
+    });
+}
+
+#[test]
+fn link_racing_the_owners_first_observation_leaves_the_edge_on_the_node_in_the_map() {
+    loom::model(|| {
+        let graph = Arc::new(Graph::new());
+        let dependent = observed("dependent");
+        let linker = spawn_link(&graph, &dependent, virtual_owner);
+        let owner = observed(OWNER);
+        let inserted = graph.insert_if_absent(&owner);
+        let linked = linker.join().expect("linker");
+
+        // The owner's builder applies its event to the virtual owner when its insert loses, so
+        // the edge must be on whichever node won.
+        let winner = match linked {
+            Linked::Existing(found) => {
+                assert!(
+                    inserted,
+                    "link found an owner only because the observed one was inserted"
+                );
+                assert_eq!(found, owner);
+                found
+            }
+            Linked::CreatedVirtual(created) => {
+                assert!(!inserted, "the observed owner cannot be inserted over the virtual one");
+                created
+            }
+        };
+        assert_eq!(graph.get(&owner_uid()).as_ref(), Some(&winner));
+        assert_eq!(winner.dependents(), [dependent]);
+    });
+}
+
+#[test]
+fn link_racing_replace_then_remove_node_follows_the_clone_or_creates_a_virtual_owner() {
+    loom::model(|| {
+        let (graph, owner) = graph_with_owner();
+        let dependent = observed("dependent");
+        let linker = spawn_link(&graph, &dependent, virtual_owner);
+        let clone = graph.replace(&owner, identity(OWNER, "Secret"));
+        let returned = graph.remove_node(&clone);
+        let linked = linker.join().expect("linker");
+
+        let current = graph.get(&owner_uid());
+        match linked {
+            Linked::Existing(found) => {
+                assert!(found == owner || found == clone);
+                assert_eq!(returned, [dependent], "the clone had the edge when it was removed");
+                assert_eq!(current, None);
+            }
+            Linked::CreatedVirtual(created) => {
+                assert!(returned.is_empty());
+                assert_eq!(current.as_ref(), Some(&created));
+                assert_eq!(created.dependents(), [dependent]);
+            }
+        }
+    });
+}
+
+#[test]
+fn two_links_racing_remove_node_lose_no_edge_and_share_one_virtual_owner() {
+    // Unbounded: about 25k interleavings, 2.4 s in release mode.
+    loom::model(|| {
+        let (graph, owner) = graph_with_owner();
+        let (first, second) = (observed("first"), observed("second"));
+        let linkers = [&first, &second].map(|d| spawn_link(&graph, d, virtual_owner));
+        let returned = graph.remove_node(&owner);
+        let linked = linkers.map(|l| l.join().expect("linker"));
+
+        let current = graph.get(&owner_uid());
+        let on_current = current.as_ref().map(|c| c.dependents()).unwrap_or_default();
+        let mut created = 0;
+        for (dependent, linked) in [&first, &second].into_iter().zip(&linked) {
+            match linked {
+                Linked::Existing(found) if *found == owner => {
+                    assert!(returned.contains(dependent), "an edge on the removed owner is returned");
+                }
+                Linked::Existing(found) => assert_eq!(Some(found), current.as_ref()),
+                Linked::CreatedVirtual(found) => {
+                    created += 1;
+                    assert_eq!(Some(found), current.as_ref(), "the virtual owner is in the map");
+                }
+            }
+            assert!(
+                returned.contains(dependent) != on_current.contains(dependent),
+                "the edge to {:?} is lost or doubled",
+                dependent.identity().name
+            );
+        }
+        assert!(created <= 1, "two virtual owners for one UID");
+        assert_eq!(
+            created == 1,
+            current.is_some(),
+            "only a created virtual owner is in the map"
+        );
+    });
+}
