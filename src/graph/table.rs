@@ -8,7 +8,9 @@
 //! lookup starts from, so a resize moves entries without reading a single node.
 //!
 //! Concurrency. Writers (builders) hold the shard's lock; readers take no lock. Readers are
-//! protected by the shard's seize collector: a writer that takes a node out of a slot (remove,
+//! protected by a seize collector, one for the process so that retirements from every shard fill
+//! its batches and are freed promptly (64 shards each retiring a dozen outgrown tables would
+//! otherwise keep them all): a writer that takes a node out of a slot (remove,
 //! replace) or a table out of service (resize) retires it, and it is released only once every
 //! reader that could have loaded it has dropped its guard. A writer fills a slot by storing the
 //! fragment, then the pointer with Release; a reader loads the pointer with Acquire, then the
@@ -26,6 +28,7 @@ use parking_lot::Mutex;
 use seize::{Collector, Guard};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::LazyLock;
 
 /// Smallest table; a power of two.
 const MIN_SLOTS: usize = 16;
@@ -97,10 +100,10 @@ pub(super) struct UidTable {
     table: AtomicPtr<Table>,
     writer: Mutex<Occupancy>,
     live: AtomicUsize,
-    /// Reclaims what writers take out once no reader can still see it. Declared last so that it
-    /// is dropped after `Drop::drop` has released the live slots.
-    collector: Collector,
 }
+
+/// Reclaims what writers take out of any table once no reader can still see it.
+static COLLECTOR: LazyLock<Collector> = LazyLock::new(Collector::new);
 
 impl Default for UidTable {
     fn default() -> Self {
@@ -108,7 +111,6 @@ impl Default for UidTable {
             table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(MIN_SLOTS)))),
             writer: Mutex::default(),
             live: AtomicUsize::new(0),
-            collector: Collector::new(),
         }
     }
 }
@@ -116,14 +118,14 @@ impl Default for UidTable {
 impl UidTable {
     /// Runs `f` on the node for `uid`, without taking a reference to it.
     pub(super) fn read<R>(&self, uid: &Uid, f: impl FnOnce(&Node) -> R) -> Option<R> {
-        let guard = self.collector.enter();
+        let guard = COLLECTOR.enter();
         // SAFETY: see `find_raw`; the reference does not outlive `guard`.
         self.find_raw(&guard, uid).map(|p| f(unsafe { &*p }))
     }
 
     /// A handle on the node for `uid`.
     pub(super) fn get(&self, uid: &Uid) -> Option<Handle> {
-        let guard = self.collector.enter();
+        let guard = COLLECTOR.enter();
         // SAFETY: see `find_raw`; the clone takes its own strong reference.
         self.find_raw(&guard, uid).map(|p| unsafe { Handle::clone_from_raw(p) })
     }
@@ -154,7 +156,7 @@ impl UidTable {
 
     /// Every handle, in no order.
     pub(super) fn handles(&self) -> Vec<Handle> {
-        let guard = &self.collector.enter();
+        let guard = &COLLECTOR.enter();
         // SAFETY: as in `find`.
         let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
         table
@@ -192,7 +194,7 @@ impl UidTable {
             Slot::Found(i) => {
                 let old = table.nodes[i].swap(handle.clone().into_raw(), Ordering::AcqRel);
                 // SAFETY: `old` left the slot, so readers that enter from now on cannot load it.
-                unsafe { self.collector.retire(old, release) };
+                unsafe { COLLECTOR.retire(old, release) };
                 true
             }
             Slot::Vacant(i) => {
@@ -219,7 +221,7 @@ impl UidTable {
         // SAFETY: the slot's strong reference is still held until the retirement below runs.
         let handle = unsafe { Handle::clone_from_raw(old) };
         // SAFETY: `old` left the slot, so readers that enter from now on cannot load it.
-        unsafe { self.collector.retire(old, release) };
+        unsafe { COLLECTOR.retire(old, release) };
         Some(handle)
     }
 
@@ -276,7 +278,7 @@ impl UidTable {
         self.table.store(Box::into_raw(Box::new(grown)), Ordering::Release);
         // SAFETY: the old table left service above; its node references moved to the new table,
         // so reclaiming it frees only its arrays.
-        unsafe { self.collector.retire(old, seize::reclaim::boxed) };
+        unsafe { COLLECTOR.retire(old, seize::reclaim::boxed) };
         self.table_for_writer()
     }
 }
