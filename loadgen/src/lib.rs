@@ -1,6 +1,10 @@
 //! loadgen: watch streams for kube-gc, generated or recorded, and replays that measure the
 //! collector on them.
 //!
-//! - [`stream`]: the on-disk format, read and written.
+//! - [`stream`]: the on-disk format, read and written;
+//! - [`generate`]: synthetic streams from a topology and a seed;
+//! - [`progress`]: progress bars for the long steps.
 
+pub mod generate;
+pub mod progress;
 pub mod stream;

@@ -40,7 +40,7 @@ pub struct BadValue {
 #[derive(Debug, Error)]
 pub enum StreamError {
     /// The file could not be opened, created, read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The stream's file.
         path: String,
