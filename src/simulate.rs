@@ -111,6 +111,7 @@ pub async fn run(options: &SimulateOptions) -> anyhow::Result<SimulateSummary> {
     let trees = populate(&cluster, options.objects, &mut rng)?;
     let config = Config {
         workers: options.workers,
+        partitions: options.partitions,
         ..Config::default()
     };
     let gc = GarbageCollector::start(cluster.clone(), config).await;
