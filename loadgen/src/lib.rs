@@ -3,8 +3,12 @@
 //!
 //! - [`stream`]: the on-disk format, read and written;
 //! - [`generate`]: synthetic streams from a topology and a seed;
+//! - [`replay`]: a stream applied to the graph builders alone, or to the whole collector against
+//!   the in-memory cluster, measured in a [`report`];
 //! - [`progress`]: progress bars for the long steps.
 
 pub mod generate;
 pub mod progress;
+pub mod replay;
+pub mod report;
 pub mod stream;

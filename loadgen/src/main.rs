@@ -1,8 +1,9 @@
 //! The `loadgen` command: generates watch streams for kube-gc.
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use loadgen::generate::{self, Amount, Preset, Topology};
+use loadgen::replay::{self, ReplayOptions};
 use loadgen::stream::StreamWriter;
 use mimalloc::MiMalloc;
 use std::path::PathBuf;
@@ -28,7 +29,52 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Write a synthetic stream: a cluster's objects as ADDED events, then churn and deletions.
-    Generate(GenerateArgs),
+    Generate(Box<GenerateArgs>),
+    /// Replay a stream into kube-gc and report speed, memory, API calls and outcome.
+    Replay(ReplayArgs),
+}
+
+/// What a replay drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// The graph builders alone: the stream is decoded first, then applied by one thread per
+    /// partition; reports events/s, per-event latency and resident bytes per graph node.
+    Builder,
+    /// The whole collector against the in-memory simulated cluster: the stream's initial objects
+    /// are loaded, its later events replayed as user actions; reports convergence time, API calls
+    /// and whether the outcome matches an independent oracle.
+    Full,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// The stream (JSON Lines or kubectl's indented JSON; `.zst` for zstd).
+    file: PathBuf,
+    /// What to replay into.
+    #[arg(long, value_enum)]
+    mode: Mode,
+    /// Graph builder partitions [default: the available cores].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    partitions: Option<u16>,
+    /// Builder mode: replay once per partition count (e.g. 1,2), each on a fresh graph, and report
+    /// events/s of each and the ratio of the last to the first.
+    #[arg(long, value_delimiter = ',', conflicts_with = "partitions", value_parser = clap::value_parser!(u16).range(1..=256))]
+    compare_partitions: Vec<u16>,
+    /// Full mode: collector workers (`--concurrent-gc-syncs`).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..))]
+    workers: u16,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Skip malformed values (counted in the report) instead of stopping at the first one.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Full mode: exit with an error when the outcome differs from the oracle's.
+    #[arg(long)]
+    require_outcome_ok: bool,
+    /// No progress bars.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args)]
@@ -152,7 +198,8 @@ impl TopologyFlags {
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Generate(args) => generate(args),
+        Command::Generate(args) => generate(*args),
+        Command::Replay(args) => replay(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -183,5 +230,33 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64(),
         args.seed
     );
+    Ok(())
+}
+
+fn replay(args: ReplayArgs) -> anyhow::Result<()> {
+    let partitions = match (&args.partitions, args.compare_partitions.as_slice()) {
+        (Some(p), _) => vec![usize::from(*p)],
+        (None, []) => vec![kube_gc::controller::default_partitions()],
+        (None, list) => list.iter().copied().map(usize::from).collect(),
+    };
+    let options = ReplayOptions {
+        partitions,
+        skip_bad: args.skip_bad,
+        quiet: args.quiet,
+    };
+    let report = match args.mode {
+        Mode::Builder => {
+            if args.require_outcome_ok {
+                anyhow::bail!("--require-outcome-ok applies to --mode full");
+            }
+            replay::builder_mode(&args.file, &options)?
+        }
+        Mode::Full => anyhow::bail!("--mode full is not available yet"),
+    };
+    if let Some(path) = &args.report {
+        let json = serde_json::to_string_pretty(&report).context("encoding the report")?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!("{report}");
     Ok(())
 }
