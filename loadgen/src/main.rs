@@ -3,12 +3,13 @@
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use loadgen::generate::{self, Amount, Preset, Topology};
+use loadgen::replay::full::FullOptions;
 use loadgen::replay::{self, ReplayOptions};
 use loadgen::stream::StreamWriter;
 use mimalloc::MiMalloc;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The allocator of the `kube-gc` binary, so that speed and memory figures are the ones it shows.
 #[global_allocator]
@@ -72,6 +73,9 @@ struct ReplayArgs {
     /// Full mode: exit with an error when the outcome differs from the oracle's.
     #[arg(long)]
     require_outcome_ok: bool,
+    /// Full mode: give up when the collector has not synced, or not settled, after this long.
+    #[arg(long, default_value_t = 600)]
+    timeout_secs: u64,
     /// No progress bars.
     #[arg(long)]
     quiet: bool,
@@ -251,12 +255,25 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
             }
             replay::builder_mode(&args.file, &options)?
         }
-        Mode::Full => anyhow::bail!("--mode full is not available yet"),
+        Mode::Full => {
+            if !args.compare_partitions.is_empty() {
+                anyhow::bail!("--compare-partitions applies to --mode builder");
+            }
+            let full = FullOptions {
+                workers: usize::from(args.workers),
+                timeout: Duration::from_secs(args.timeout_secs),
+            };
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(replay::full::run(&args.file, &options, &full))?
+        }
     };
     if let Some(path) = &args.report {
         let json = serde_json::to_string_pretty(&report).context("encoding the report")?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
     println!("{report}");
+    if args.require_outcome_ok && report.outcome_ok != Some(true) {
+        anyhow::bail!("the cluster does not end as the oracle expects (--require-outcome-ok)");
+    }
     Ok(())
 }

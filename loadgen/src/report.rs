@@ -50,6 +50,8 @@ pub struct Report {
     pub actions: Option<u64>,
     /// Full mode: actions whose object was already gone.
     pub actions_missed: Option<u64>,
+    /// Full mode: actions the cluster refused for another reason (each is printed as a warning).
+    pub actions_failed: Option<u64>,
     /// Full mode: objects the collector removed after the first later event.
     pub objects_collected: Option<u64>,
     /// Full mode: `objects_collected / elapsed_s`.

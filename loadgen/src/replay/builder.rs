@@ -88,33 +88,7 @@ pub fn run(path: &Path, partitions: usize, skip_bad: bool, quiet: bool) -> anyho
         start: Barrier::new(partitions + 1),
         abort: AtomicBool::new(false),
     };
-    let applied = thread::scope(|s| {
-        let (senders, threads): (Vec<_>, Vec<_>) = (0..partitions)
-            .map(|_| {
-                let (tx, rx) = mpsc::sync_channel(CHANNEL_CAPACITY);
-                (tx, s.spawn(|| shared.partition(rx)))
-            })
-            .unzip();
-        let read = read_stream(path, skip_bad, quiet, &senders);
-        drop(senders);
-        shared.abort.store(read.is_err(), Ordering::SeqCst);
-        shared.start.wait();
-        let began = Instant::now();
-        let results: Vec<_> = threads.into_iter().map(thread::ScopedJoinHandle::join).collect();
-        let elapsed = began.elapsed();
-        let (added, skipped_bad) = read?;
-        let mut merged = Applied {
-            events: 0,
-            added,
-            skipped_bad,
-            elapsed,
-            latency: new_histogram(),
-        };
-        for result in results {
-            merged.add(result.map_err(|_| anyhow::anyhow!("a builder thread panicked"))??)?;
-        }
-        anyhow::Ok(merged)
-    })?;
+    let applied = shared.run(partitions, skip_bad, quiet)?;
     let graph_bytes = Option::zip(before, resident_bytes()).map(|(b, a)| a.saturating_sub(b));
     Ok(BuilderRun {
         partitions,
@@ -192,6 +166,38 @@ struct Applied {
 }
 
 impl Shared<'_> {
+    /// Starts one thread per partition, feeds them the stream, releases them together and
+    /// waits for them.
+    fn run(&self, partitions: usize, skip_bad: bool, quiet: bool) -> anyhow::Result<Applied> {
+        thread::scope(|s| {
+            let (senders, threads): (Vec<_>, Vec<_>) = (0..partitions)
+                .map(|_| {
+                    let (tx, rx) = mpsc::sync_channel(CHANNEL_CAPACITY);
+                    (tx, s.spawn(|| self.partition(rx)))
+                })
+                .unzip();
+            let read = read_stream(self.path, skip_bad, quiet, &senders);
+            drop(senders);
+            self.abort.store(read.is_err(), Ordering::SeqCst);
+            self.start.wait();
+            let began = Instant::now();
+            let results: Vec<_> = threads.into_iter().map(thread::ScopedJoinHandle::join).collect();
+            let elapsed = began.elapsed();
+            let (added, skipped_bad) = read?;
+            let mut merged = Applied {
+                events: 0,
+                added,
+                skipped_bad,
+                elapsed,
+                latency: new_histogram(),
+            };
+            for result in results {
+                merged.add(result.map_err(|_| anyhow::anyhow!("a builder thread panicked"))??)?;
+            }
+            Ok(merged)
+        })
+    }
+
     /// One partition's thread: converts the events it is sent into [`GraphEvent`]s, waits for the
     /// release, then applies them in order, dropping each event once applied and each chunk once
     /// done (module docs, "Memory").

@@ -1,9 +1,13 @@
 //! `loadgen replay`: a stream applied to kube-gc, measured.
 //!
 //! - [`builder`]: the graph builders alone, P threads, events decoded before the clock starts;
-//! - `full`: the whole collector against the in-memory cluster, its outcome checked by an oracle.
+//! - [`full`]: the whole collector against the in-memory cluster, driven by a [`script`] read from
+//!   the stream, its outcome checked by an [`oracle`].
 
 pub mod builder;
+pub mod full;
+pub mod oracle;
+pub mod script;
 
 use crate::report::{Percentiles, Report, Scaling};
 use std::path::Path;

@@ -166,8 +166,11 @@ impl StreamReader {
             line,
             reason,
         };
+        // Without the trailing newline, an error at the end of the value is reported on its last
+        // line rather than on the line after it.
+        let value = self.value.trim_ascii_end();
         let event: WatchEvent =
-            serde_json::from_slice(&self.value).map_err(|e| bad(start + e.line().saturating_sub(1), describe(&e)))?;
+            serde_json::from_slice(value).map_err(|e| bad(start + e.line().saturating_sub(1), describe(&e)))?;
         check(&event).map_err(|reason| bad(start, reason))?;
         Ok(event)
     }
