@@ -218,6 +218,7 @@ fn main() -> ExitCode {
 
 fn generate(args: GenerateArgs) -> anyhow::Result<()> {
     let topology = args.topology.apply(args.preset.topology());
+    // Checked before the output file is created, so bad flags never truncate an existing stream.
     topology.check().map_err(anyhow::Error::msg)?;
     let started = Instant::now();
     let mut writer = StreamWriter::create(&args.output)?;

@@ -168,42 +168,19 @@ struct Kind {
     kind: &'static str,
 }
 
-const DEPLOYMENT: Kind = Kind {
-    api_version: "apps/v1",
-    kind: "Deployment",
-};
-const REPLICA_SET: Kind = Kind {
-    api_version: "apps/v1",
-    kind: "ReplicaSet",
-};
-const POD: Kind = Kind {
-    api_version: "v1",
-    kind: "Pod",
-};
-const CONFIG_MAP: Kind = Kind {
-    api_version: "v1",
-    kind: "ConfigMap",
-};
-const JOB: Kind = Kind {
-    api_version: "batch/v1",
-    kind: "Job",
-};
-const WIDGET: Kind = Kind {
-    api_version: "example.com/v1",
-    kind: "Widget",
-};
-const FLEET: Kind = Kind {
-    api_version: "example.com/v1",
-    kind: "Fleet",
-};
-const CLUSTER_ROLE: Kind = Kind {
-    api_version: "rbac.authorization.k8s.io/v1",
-    kind: "ClusterRole",
-};
-const CLUSTER_ROLE_BINDING: Kind = Kind {
-    api_version: "rbac.authorization.k8s.io/v1",
-    kind: "ClusterRoleBinding",
-};
+const fn kind(api_version: &'static str, kind: &'static str) -> Kind {
+    Kind { api_version, kind }
+}
+
+const DEPLOYMENT: Kind = kind("apps/v1", "Deployment");
+const REPLICA_SET: Kind = kind("apps/v1", "ReplicaSet");
+const POD: Kind = kind("v1", "Pod");
+const CONFIG_MAP: Kind = kind("v1", "ConfigMap");
+const JOB: Kind = kind("batch/v1", "Job");
+const WIDGET: Kind = kind("example.com/v1", "Widget");
+const FLEET: Kind = kind("example.com/v1", "Fleet");
+const CLUSTER_ROLE: Kind = kind("rbac.authorization.k8s.io/v1", "ClusterRole");
+const CLUSTER_ROLE_BINDING: Kind = kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding");
 
 /// An object made, as its dependents refer to it.
 #[derive(Clone)]
@@ -553,7 +530,7 @@ fn share(total: usize, parts: usize, i: usize) -> usize {
 }
 
 /// A watch event type's name on the wire.
-pub fn type_name(t: WatchEventType) -> &'static str {
+fn type_name(t: WatchEventType) -> &'static str {
     match t {
         WatchEventType::Added => "ADDED",
         WatchEventType::Modified => "MODIFIED",
