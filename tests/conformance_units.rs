@@ -635,3 +635,24 @@ async fn s43_a_monitor_dropped_by_resync_stops() {
     );
     h.gc.shutdown().await;
 }
+
+/// Not a checklist item: spec §4.1 retries an item whose owner's kind is not served forever, so
+/// the collector is never quiet; `is_settled` tells that nothing else is left to do.
+#[tokio::test(start_paused = true)]
+async fn is_settled_should_hold_while_an_owner_of_an_unserved_kind_keeps_retrying() {
+    let h = Harness::start().await;
+    let widget = OwnerReference {
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        name: "w".into(),
+        uid: "6f1b3c2e-1d2a-4c3b-9e4f-5a6b7c8d9e0f".into(),
+        ..Default::default()
+    };
+    let pod = h.create(&pods(), meta(NS, "p", vec![widget]));
+    h.wait_in_graph(&[&pod]).await;
+    h.wait(Duration::from_secs(60)).await;
+    h.eventually("the collector settled", || h.gc.is_settled()).await;
+    assert!(!h.gc.is_quiet(), "the virtual Widget owner waits for its next retry");
+    assert!(h.exists(&pods(), &pod), "a dependent of an unresolvable owner is kept");
+    h.gc.shutdown().await;
+}

@@ -1,8 +1,280 @@
-//! `loadgen`: generates, records and replays watch streams for kube-gc.
-//!
-//! The commands arrive with the stream tooling; until then the binary only says so.
+//! The `loadgen` command: generates watch streams for kube-gc.
 
-fn main() {
-    eprintln!("loadgen: no commands yet; see the README for the kube-gc commands available today");
-    std::process::exit(2);
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use loadgen::generate::{self, Amount, Preset, Topology};
+use loadgen::replay::full::FullOptions;
+use loadgen::replay::{self, ReplayOptions};
+use loadgen::stream::StreamWriter;
+use mimalloc::MiMalloc;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// The allocator of the `kube-gc` binary, so that speed and memory figures are the ones it shows.
+#[global_allocator]
+static GLOBAL: MiMalloc = MiMalloc;
+
+/// Generate Kubernetes watch streams for kube-gc.
+///
+/// Streams are watch events ({"type": "ADDED", "object": {...}}) one JSON value after another:
+/// JSON Lines, or indented JSON as `kubectl get --watch --output-watch-events -o json` prints it;
+/// a file ending in `.zst` is zstd-compressed.
+#[derive(Parser)]
+#[command(version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write a synthetic stream: a cluster's objects as ADDED events, then churn and deletions.
+    Generate(Box<GenerateArgs>),
+    /// Replay a stream into kube-gc and report speed, memory, API calls and outcome.
+    Replay(ReplayArgs),
+}
+
+/// What a replay drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// The graph builders alone: the stream is decoded first, then applied by one thread per
+    /// partition; reports events/s, per-event latency and resident bytes per graph node.
+    Builder,
+    /// The whole collector against the in-memory simulated cluster: the stream's initial objects
+    /// are loaded, its later events replayed as user actions; reports convergence time, API calls
+    /// and whether the outcome matches an independent oracle.
+    Full,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// The stream (JSON Lines or kubectl's indented JSON; `.zst` for zstd).
+    file: PathBuf,
+    /// What to replay into.
+    #[arg(long, value_enum)]
+    mode: Mode,
+    /// Graph builder partitions [default: the available cores].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    partitions: Option<u16>,
+    /// Builder mode: replay once per partition count (e.g. 1,2), each on a fresh graph, and report
+    /// events/s of each and the ratio of the last to the first.
+    #[arg(long, value_delimiter = ',', conflicts_with = "partitions", value_parser = clap::value_parser!(u16).range(1..=256))]
+    compare_partitions: Vec<u16>,
+    /// Full mode: collector workers (`--concurrent-gc-syncs`).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..))]
+    workers: u16,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Skip malformed values (counted in the report) instead of stopping at the first one.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Full mode: exit with an error when the outcome differs from the oracle's.
+    #[arg(long)]
+    require_outcome_ok: bool,
+    /// Full mode: give up when the collector has not synced, or not settled, after this long.
+    #[arg(long, default_value_t = 600)]
+    timeout_secs: u64,
+    /// No progress bars.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct GenerateArgs {
+    /// Size to start from: small (~10k objects), 1m (~1M) or 5m (~5M); the topology flags below
+    /// override its numbers.
+    #[arg(long, value_enum)]
+    preset: Preset,
+    /// Seed of every random choice: the same seed and flags write the same stream.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// File to write (JSON Lines); a name ending in `.zst` is zstd-compressed.
+    #[arg(short, long)]
+    output: PathBuf,
+    #[command(flatten)]
+    topology: TopologyFlags,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Every number of a [`Topology`], each overriding the preset's when given.
+#[derive(Args)]
+#[command(next_help_heading = "Topology (each overrides the preset)")]
+struct TopologyFlags {
+    /// Namespaces.
+    #[arg(long)]
+    namespaces: Option<usize>,
+    /// Deployments per namespace.
+    #[arg(long)]
+    deployments: Option<usize>,
+    /// ReplicaSets per Deployment.
+    #[arg(long)]
+    replicasets: Option<usize>,
+    /// Pods per ReplicaSet.
+    #[arg(long)]
+    pods: Option<usize>,
+    /// Jobs per namespace.
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Pods per Job.
+    #[arg(long)]
+    job_pods: Option<usize>,
+    /// Custom-resource chains per namespace (example.com/v1 Widgets, each owning the next).
+    #[arg(long)]
+    chains: Option<usize>,
+    /// Widgets per chain.
+    #[arg(long)]
+    chain_depth: Option<usize>,
+    /// Cluster-scoped owners in all (ClusterRoles owning ClusterRoleBindings, and cluster-scoped
+    /// example.com/v1 Fleets owning ConfigMaps).
+    #[arg(long)]
+    cluster_owners: Option<usize>,
+    /// Dependents per cluster-scoped owner.
+    #[arg(long)]
+    cluster_dependents: Option<usize>,
+    /// ConfigMaps owned by two Deployments, in all.
+    #[arg(long)]
+    multi_owner: Option<usize>,
+    /// Pods owned by a ReplicaSet UID that never exists, in all.
+    #[arg(long)]
+    dangling: Option<usize>,
+    /// ConfigMaps naming a Deployment of another namespace as owner, in all.
+    #[arg(long)]
+    cross_namespace: Option<usize>,
+    /// Ownership cycles (two ConfigMaps owning each other), in all.
+    #[arg(long)]
+    cycles: Option<usize>,
+    /// Fraction (0 to 1) of Deployment pods listed before their ReplicaSet.
+    #[arg(long)]
+    pods_before_owner: Option<f64>,
+    /// MODIFIED events on Deployment pods: blockOwnerDeletion flips and owner changes.
+    #[arg(long)]
+    churn: Option<usize>,
+    /// Roots deleted in the background: a count (25), a fraction (0.1) or a percentage (10%).
+    #[arg(long)]
+    delete_background: Option<Amount>,
+    /// Roots deleted in the foreground: a count, a fraction or a percentage.
+    #[arg(long)]
+    delete_foreground: Option<Amount>,
+    /// Roots deleted with the orphan policy: a count, a fraction or a percentage.
+    #[arg(long)]
+    delete_orphan: Option<Amount>,
+}
+
+/// Copies every given flag into the topology.
+macro_rules! override_fields {
+    ($flags:expr, $topology:expr, $($field:ident),* $(,)?) => {
+        $( if let Some(value) = $flags.$field { $topology.$field = value; } )*
+    };
+}
+
+impl TopologyFlags {
+    fn apply(&self, mut t: Topology) -> Topology {
+        override_fields!(
+            self,
+            t,
+            namespaces,
+            deployments,
+            replicasets,
+            pods,
+            jobs,
+            job_pods,
+            chains,
+            chain_depth,
+            cluster_owners,
+            cluster_dependents,
+            multi_owner,
+            dangling,
+            cross_namespace,
+            cycles,
+            pods_before_owner,
+            churn,
+            delete_background,
+            delete_foreground,
+            delete_orphan,
+        );
+        t
+    }
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Generate(args) => generate(*args),
+        Command::Replay(args) => replay(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The whole chain on one line, and no backtrace: these are errors in the input or
+            // the environment, not in loadgen.
+            eprintln!("loadgen: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn generate(args: GenerateArgs) -> anyhow::Result<()> {
+    let topology = args.topology.apply(args.preset.topology());
+    // Checked before the output file is created, so bad flags never truncate an existing stream.
+    topology.check().map_err(anyhow::Error::msg)?;
+    let started = Instant::now();
+    let mut writer = StreamWriter::create(&args.output)?;
+    let progress = loadgen::progress::bar(topology.objects() as u64, args.quiet, "generating");
+    let summary = generate::generate(&topology, args.seed, &mut writer, &progress)?;
+    progress.finish_and_clear();
+    let events = writer.events();
+    writer
+        .finish()
+        .with_context(|| format!("finishing {}", args.output.display()))?;
+    println!(
+        "wrote {events} events to {} in {:.2} s (seed {})\n{summary}",
+        args.output.display(),
+        started.elapsed().as_secs_f64(),
+        args.seed
+    );
+    Ok(())
+}
+
+fn replay(args: ReplayArgs) -> anyhow::Result<()> {
+    let partitions = match (&args.partitions, args.compare_partitions.as_slice()) {
+        (Some(p), _) => vec![usize::from(*p)],
+        (None, []) => vec![kube_gc::controller::default_partitions()],
+        (None, list) => list.iter().copied().map(usize::from).collect(),
+    };
+    let options = ReplayOptions {
+        partitions,
+        skip_bad: args.skip_bad,
+        quiet: args.quiet,
+    };
+    let report = match args.mode {
+        Mode::Builder => {
+            if args.require_outcome_ok {
+                anyhow::bail!("--require-outcome-ok applies to --mode full");
+            }
+            replay::builder_mode(&args.file, &options)?
+        }
+        Mode::Full => {
+            if !args.compare_partitions.is_empty() {
+                anyhow::bail!("--compare-partitions applies to --mode builder");
+            }
+            let full = FullOptions {
+                workers: usize::from(args.workers),
+                timeout: Duration::from_secs(args.timeout_secs),
+            };
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(replay::full::run(&args.file, &options, &full))?
+        }
+    };
+    if let Some(path) = &args.report {
+        let json = serde_json::to_string_pretty(&report).context("encoding the report")?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!("{report}");
+    if args.require_outcome_ok && report.outcome_ok != Some(true) {
+        anyhow::bail!("the cluster does not end as the oracle expects (--require-outcome-ok)");
+    }
+    Ok(())
 }

@@ -193,6 +193,17 @@ impl<C: ClusterApi> GarbageCollector<C> {
         self.router.in_flight() == 0 && self.attempt_to_delete.is_idle() && self.attempt_to_orphan.is_idle()
     }
 
+    /// True when no event waits for a builder and no item is queued or in process. Unlike
+    /// [`is_quiet`](Self::is_quiet), items waiting out a retry backoff may remain: an item whose
+    /// owner's kind no resource serves fails with a restMappingError and is retried forever
+    /// (spec §4.1), so a cluster that references such a kind is never quiet, yet settles.
+    pub fn is_settled(&self) -> bool {
+        self.router.in_flight() == 0
+            && [&self.attempt_to_delete, &self.attempt_to_orphan]
+                .iter()
+                .all(|q| q.is_empty() && q.processing_len() == 0)
+    }
+
     /// Stops everything and waits for every task to end.
     pub async fn shutdown(&self) {
         self.stop.cancel();

@@ -1,0 +1,14 @@
+//! loadgen: watch streams for kube-gc, generated or recorded, and replays that measure the
+//! collector on them.
+//!
+//! - [`stream`]: the on-disk format, read and written;
+//! - [`generate`]: synthetic streams from a topology and a seed;
+//! - [`replay`]: a stream applied to the graph builders alone, or to the whole collector against
+//!   the in-memory cluster, measured in a [`report`];
+//! - [`progress`]: progress bars for the long steps.
+
+pub mod generate;
+pub mod progress;
+pub mod replay;
+pub mod report;
+pub mod stream;

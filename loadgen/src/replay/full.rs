@@ -1,0 +1,416 @@
+//! `replay --mode full`: the whole collector against the in-memory simulated cluster, its outcome
+//! checked against the oracle.
+//!
+//! Invariant: the cluster and the oracle are driven by the same [`Script`]; the outcome is
+//! compared once the collector has settled, and the timed part is only the replay of the later
+//! events and the collection it causes.
+//!
+//! # Steps
+//!
+//! 1. The stream is read into a [`Script`] (initial objects, prelude, actions).
+//! 2. Every kind the stream's objects have is served: a built-in type when the simulated cluster
+//!    has one, otherwise a custom type (plural: the lowercased kind plus `s`), namespaced when its
+//!    first object has a namespace. Kinds that only references name are not served, so those
+//!    references stay unresolvable, as they would be on a cluster without their CRD.
+//! 3. The initial objects are created (with their UIDs) and the prelude applied.
+//! 4. The collector starts (`--partitions`, `--workers`); once its monitors have synced it is left
+//!    to settle: garbage present from the start (dangling owners, invalid cross-namespace
+//!    references) is collected then.
+//! 5. The clock starts; the actions are applied as a user would, as fast as they come; the clock
+//!    stops at the first check that finds the collector settled for good (checks are 50 ms apart,
+//!    so the time is late by at most one period).
+//! 6. The cluster's objects are compared with the oracle's outcome.
+//!
+//! "Settled" means: no event in flight, no queued or running item, and no API call by the
+//! collector between two checks 50 ms apart, twice in a row. Items retrying with backoff may
+//! remain (an owner of a kind nobody serves is retried forever); they make no API call.
+
+use super::oracle::{differences, ObjectState, Oracle, Outcome};
+use super::script::{Action, Script, Target};
+use super::ReplayOptions;
+use crate::progress;
+use crate::report::{ApiCallCounts, BucketPercentiles, Report};
+use anyhow::Context;
+use kube_gc::api::sim::{ApiCalls, SimCluster, TypeDef};
+use kube_gc::api::{
+    split_api_version, ApiError, ClusterApi, DeleteOptions, Gvr, PatchType, Preconditions, RestMapper, StatusReason,
+};
+use kube_gc::controller::{Config, GarbageCollector};
+use kube_gc::simulate::wait_until_quiet;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How many differences the report lists.
+const SHOWN_DIFFERENCES: usize = 10;
+
+/// Actions applied between two yields to the runtime, so that the collector's tasks keep running
+/// while a long script is replayed.
+const ACTIONS_PER_YIELD: usize = 256;
+
+/// What full mode needs besides the common options.
+#[derive(Clone, Debug)]
+pub struct FullOptions {
+    /// Collector workers.
+    pub workers: usize,
+    /// How long each wait for the collector may take.
+    pub timeout: Duration,
+}
+
+/// Replays `path` into the whole collector; see the module docs.
+pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> anyhow::Result<Report> {
+    let script = Script::read(path, options.skip_bad, options.quiet)?;
+    let cluster = Arc::new(SimCluster::new());
+    let types = Types::serve(&cluster, &script).await?;
+    load(&cluster, &types, &script, options.quiet)?;
+    let loaded = cluster.object_count();
+    let mapper = RestMapper::new(&cluster.discover().await.context("reading discovery")?.resources);
+    let partitions = options.partitions.first().copied().unwrap_or(1);
+    let config = Config {
+        workers: full.workers,
+        partitions,
+        ..Config::default()
+    };
+    let gc = GarbageCollector::start(cluster.clone(), config).await;
+    let run = drive(&gc, &cluster, &types, &script, full.timeout, options.quiet).await;
+    gc.shutdown().await;
+    let run = run?;
+    let expected = oracle_outcome(mapper, &script, options.quiet);
+    let actual = types.outcome(&cluster);
+    let found = differences(&expected.outcome, &actual);
+    Ok(Report {
+        mode: "full",
+        stream: path.display().to_string(),
+        events: script.events,
+        skipped_bad: script.skipped_bad as u64,
+        objects: script.added,
+        partitions,
+        workers: Some(full.workers),
+        initial_collected: Some(loaded.saturating_sub(run.settled_objects) as u64),
+        outcome_ok: Some(found.is_empty()),
+        outcome_differences: found.into_iter().take(SHOWN_DIFFERENCES).collect(),
+        oracle_timing_independent: Some(expected.timing_independent),
+        ..run.report(&script)
+    })
+}
+
+/// Serves the stream's kinds (module docs, step 2) and maps them to resources.
+struct Types {
+    /// apiVersion and kind → resource.
+    gvrs: HashMap<(String, String), Gvr>,
+}
+
+impl Types {
+    async fn serve(cluster: &SimCluster, script: &Script) -> anyhow::Result<Types> {
+        let discovery = cluster.discover().await.context("reading discovery")?;
+        let mapper = RestMapper::new(&discovery.resources);
+        let mut gvrs = HashMap::new();
+        for object in script.created() {
+            let key = (object.api_version.clone(), object.kind.clone());
+            if gvrs.contains_key(&key) {
+                continue;
+            }
+            let gvr = match mapper.rest_mapping(&key.0, &key.1) {
+                Ok(mapping) => mapping.gvr,
+                Err(_) => {
+                    let (group, version) = split_api_version(&key.0);
+                    if let Some(other) = discovery
+                        .resources
+                        .iter()
+                        .find(|r| r.gvr.group == group && r.kind == key.1)
+                    {
+                        anyhow::bail!(
+                            "the stream has {} {} objects, but the simulated cluster serves {} at version {} only",
+                            key.0,
+                            key.1,
+                            key.1,
+                            other.gvr.version
+                        );
+                    }
+                    let resource = format!("{}s", key.1.to_lowercase());
+                    let namespaced = !object.metadata.namespace.is_empty();
+                    cluster.register(TypeDef::new(group, version, &key.1, &resource, namespaced).custom());
+                    Gvr::new(group, version, &resource)
+                }
+            };
+            gvrs.insert(key, gvr);
+        }
+        Ok(Types { gvrs })
+    }
+
+    fn gvr(&self, api_version: &str, kind: &str) -> Option<&Gvr> {
+        self.gvrs.get(&(api_version.to_string(), kind.to_string()))
+    }
+
+    /// Every object of the stream's kinds, by UID.
+    fn outcome(&self, cluster: &SimCluster) -> Outcome {
+        let mut resources: Vec<&Gvr> = self.gvrs.values().collect();
+        resources.sort();
+        resources.dedup();
+        resources
+            .into_iter()
+            .flat_map(|gvr| cluster.list_objects(gvr))
+            .map(|o| ObjectState::of(&o))
+            .collect()
+    }
+}
+
+/// Creates the initial objects and applies the prelude, before any collector runs.
+fn load(cluster: &SimCluster, types: &Types, script: &Script, quiet: bool) -> anyhow::Result<()> {
+    let bar = progress::bar(script.initial.len() as u64, quiet, "loading");
+    for object in &script.initial {
+        let gvr = types
+            .gvr(&object.api_version, &object.kind)
+            .context("an initial object of an unserved kind")?;
+        cluster.create(gvr, object.clone()).with_context(|| {
+            let m = &object.metadata;
+            format!("creating {} {}/{} ({})", object.kind, m.namespace, m.name, m.uid)
+        })?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    for action in &script.prelude {
+        apply(cluster, types, action).with_context(|| format!("applying {action:?} before the collector starts"))?;
+    }
+    Ok(())
+}
+
+/// What an action did to the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Effect {
+    /// It was carried out; the object is still there.
+    Applied,
+    /// A delete removed the object at once (no finalizer left): the user, not the collector,
+    /// removed it.
+    Removed,
+    /// Its object was already gone (or replaced under the same name).
+    Missed,
+}
+
+/// Applies one action as a user would; errors other than "the object is gone" are returned.
+fn apply(cluster: &SimCluster, types: &Types, action: &Action) -> Result<Effect, ApiError> {
+    match action {
+        Action::Create(object) => match types.gvr(&object.api_version, &object.kind) {
+            Some(gvr) => cluster.create(gvr, object.clone()).map(|_| Effect::Applied),
+            None => Ok(Effect::Missed),
+        },
+        Action::Delete { target, policy } => on_target(types, target, |gvr| {
+            let options = DeleteOptions {
+                preconditions: Some(Preconditions {
+                    uid: Some(target.uid.clone()),
+                    resource_version: None,
+                }),
+                propagation_policy: Some(*policy),
+                ..Default::default()
+            };
+            cluster.delete_object(gvr, &target.namespace, &target.name, &options)?;
+            let gone = cluster
+                .get_object(gvr, &target.namespace, &target.name)
+                .map_or(true, |o| o.metadata.uid != target.uid);
+            Ok(if gone { Effect::Removed } else { Effect::Applied })
+        }),
+        Action::SetOwners { target, owners } => on_target(types, target, |gvr| {
+            // The UID in the body makes the patch fail (422) rather than land on a namesake.
+            let body = serde_json::json!({"metadata": {"uid": target.uid, "ownerReferences": owners}});
+            cluster
+                .patch_object(gvr, &target.namespace, &target.name, PatchType::Merge, &body)
+                .map(|_| Effect::Applied)
+        }),
+    }
+}
+
+/// Runs `act` on the target's resource; an object that is gone is a miss, not an error.
+fn on_target(
+    types: &Types,
+    target: &Target,
+    act: impl FnOnce(&Gvr) -> Result<Effect, ApiError>,
+) -> Result<Effect, ApiError> {
+    let Some(gvr) = types.gvr(&target.api_version, &target.kind) else {
+        return Ok(Effect::Missed);
+    };
+    match act(gvr) {
+        // Gone (404), or another object holds its name now: the UID precondition fails with 409
+        // on a delete and 422 on a patch.
+        Err(e)
+            if matches!(
+                e.reason(),
+                Some(StatusReason::NotFound | StatusReason::Conflict | StatusReason::Invalid)
+            ) =>
+        {
+            Ok(Effect::Missed)
+        }
+        other => other,
+    }
+}
+
+/// What the collector did with the script.
+struct Run {
+    initial_settle: Duration,
+    settled_objects: usize,
+    converge: Duration,
+    collected: u64,
+    missed: u64,
+    failed: u64,
+    calls: (ApiCalls, ApiCalls),
+    queue_wait: BucketPercentiles,
+    attempt: BucketPercentiles,
+}
+
+impl Run {
+    fn report(&self, script: &Script) -> Report {
+        let (before, after) = self.calls;
+        let calls = ApiCallCounts {
+            get: after.get - before.get,
+            patch: after.patch - before.patch,
+            delete: after.delete - before.delete,
+            list: after.list - before.list,
+            watch: after.watch - before.watch,
+        };
+        let elapsed = self.converge.as_secs_f64();
+        Report {
+            elapsed_s: elapsed,
+            initial_settle_s: Some(self.initial_settle.as_secs_f64()),
+            actions: Some(script.actions.len() as u64),
+            actions_missed: Some(self.missed),
+            actions_failed: Some(self.failed),
+            objects_collected: Some(self.collected),
+            collected_per_sec: Some(self.collected as f64 / elapsed.max(f64::MIN_POSITIVE)),
+            api_calls_per_collected_object: (self.collected > 0)
+                .then(|| (calls.get + calls.patch + calls.delete) as f64 / self.collected as f64),
+            api_calls: Some(calls),
+            queue_wait_ns_le: Some(self.queue_wait),
+            attempt_to_delete_ns_le: Some(self.attempt),
+            ..Report::default()
+        }
+    }
+}
+
+/// Steps 4 and 5 of the module docs.
+async fn drive(
+    gc: &GarbageCollector<SimCluster>,
+    cluster: &SimCluster,
+    types: &Types,
+    script: &Script,
+    timeout: Duration,
+    quiet: bool,
+) -> anyhow::Result<Run> {
+    let started = Instant::now();
+    if !gc.wait_for_sync(timeout).await {
+        anyhow::bail!("the collector's monitors did not sync within {timeout:?}");
+    }
+    let initial_settle = settle(gc, cluster, timeout, quiet).await? - started;
+    let settled_objects = cluster.object_count();
+    let calls_before = cluster.api_calls();
+    let stats_before = gc.attempt_to_delete().stats();
+    let began = Instant::now();
+    let replayed = replay_actions(cluster, types, &script.actions).await;
+    let converge = settle(gc, cluster, timeout, quiet).await? - began;
+    let stats_after = gc.attempt_to_delete().stats();
+    let remaining = cluster.object_count() as u64;
+    Ok(Run {
+        initial_settle,
+        settled_objects,
+        converge,
+        collected: (settled_objects as u64 + replayed.created).saturating_sub(remaining + replayed.removed_by_user),
+        missed: replayed.missed,
+        failed: replayed.failed,
+        calls: (calls_before, cluster.api_calls()),
+        queue_wait: BucketPercentiles::between(&stats_before.queue_duration, &stats_after.queue_duration),
+        attempt: BucketPercentiles::between(&stats_before.work_duration, &stats_after.work_duration),
+    })
+}
+
+/// What replaying the actions did, as far as counting collected objects goes.
+#[derive(Default)]
+struct Replayed {
+    created: u64,
+    removed_by_user: u64,
+    missed: u64,
+    failed: u64,
+}
+
+/// Applies the actions in order, yielding now and then so the collector keeps up; failures are
+/// counted and the first few printed.
+async fn replay_actions(cluster: &SimCluster, types: &Types, actions: &[Action]) -> Replayed {
+    let mut r = Replayed::default();
+    for (i, action) in actions.iter().enumerate() {
+        match apply(cluster, types, action) {
+            Ok(Effect::Removed) => r.removed_by_user += 1,
+            Ok(Effect::Applied) => r.created += u64::from(matches!(action, Action::Create(_))),
+            Ok(Effect::Missed) => r.missed += 1,
+            Err(e) => {
+                r.failed += 1;
+                if r.failed <= SHOWN_DIFFERENCES as u64 {
+                    eprintln!("loadgen: warning: replaying {action:?}: {e}");
+                }
+            }
+        }
+        if i % ACTIONS_PER_YIELD == ACTIONS_PER_YIELD - 1 {
+            tokio::task::yield_now().await;
+        }
+    }
+    r
+}
+
+/// Waits until the collector has settled (module docs); returns when it was first seen settled
+/// in the final run of checks, which is within one check period of when it really settled.
+async fn settle(
+    gc: &GarbageCollector<SimCluster>,
+    cluster: &SimCluster,
+    timeout: Duration,
+    quiet: bool,
+) -> anyhow::Result<Instant> {
+    let mut last_calls = None;
+    let mut settled_since = None;
+    let settled = |gc: &GarbageCollector<SimCluster>| {
+        let calls = Some(cluster.api_calls().total());
+        let idle = std::mem::replace(&mut last_calls, calls) == calls && gc.is_settled();
+        settled_since = if idle {
+            settled_since.or(Some(Instant::now()))
+        } else {
+            None
+        };
+        idle
+    };
+    if !wait_until_quiet(gc, timeout, !quiet, settled).await {
+        anyhow::bail!("the collector did not settle within {timeout:?}");
+    }
+    settled_since.context("settled without a settled check")
+}
+
+/// The oracle's outcome for the script, and whether it is the same under both extremes of timing.
+struct Expected {
+    outcome: Outcome,
+    timing_independent: bool,
+}
+
+/// Settles the oracle on the initial objects, then applies the actions all at once and settles
+/// (what a replay faster than the collector sees), and compares with settling after each action.
+fn oracle_outcome(mapper: RestMapper, script: &Script, quiet: bool) -> Expected {
+    let spinner = progress::spinner(quiet);
+    spinner.set_message("computing the expected outcome");
+    let mut start = Oracle::new(mapper);
+    for object in &script.initial {
+        start.create(object);
+    }
+    for action in &script.prelude {
+        start.apply(action);
+    }
+    start.settle();
+    let mut stepwise = start.clone();
+    let mut burst = start;
+    for action in &script.actions {
+        burst.apply(action);
+        stepwise.apply(action);
+        stepwise.settle();
+    }
+    burst.settle();
+    let outcome = burst.outcome();
+    let timing_independent = outcome == stepwise.outcome();
+    spinner.finish_and_clear();
+    Expected {
+        outcome,
+        timing_independent,
+    }
+}
