@@ -1,5 +1,12 @@
-//! Once the builder is quiet, owner references and `dependents` sets mirror each other exactly,
-//! through the handles the map holds now.
+//! Once the builders and the collector are quiet, owner references and `dependents` sets mirror
+//! each other exactly, through the handles the map holds now.
+//!
+//! The collector is part of that: with several partitions, an owner's removal can overtake the add
+//! of a dependent that another partition applies later. The dependent then re-creates the owner as
+//! a virtual node, which lacks the dependents linked before the removal, and rule 2 fails until a
+//! worker verifies the virtual owner and its virtual delete queues every dependent, as behind a
+//! lagging watch. So a graph fed by builders alone (`loadgen replay --mode builder`) with P > 1 may
+//! break rule 2.
 //!
 //! [`check`] states that as four rules and lists every violation it finds:
 //!
