@@ -28,8 +28,8 @@ struct SimulateArgs {
     /// Roughly how many objects to create.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=5_000_000))]
     objects: u64,
-    /// Collector workers (`--concurrent-gc-syncs`).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    /// Collector workers (also `--concurrent-gc-syncs`, kube-controller-manager's name).
+    #[arg(long, visible_alias = "concurrent-gc-syncs", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     workers: u64,
     /// Graph builder partitions (events of one UID always go to the same one); default: the
     /// available cores.

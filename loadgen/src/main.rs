@@ -61,8 +61,8 @@ struct ReplayArgs {
     /// events/s of each and the ratio of the last to the first.
     #[arg(long, value_delimiter = ',', conflicts_with = "partitions", value_parser = clap::value_parser!(u16).range(1..=256))]
     compare_partitions: Vec<u16>,
-    /// Full mode: collector workers (`--concurrent-gc-syncs`).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..))]
+    /// Full mode: collector workers (also `--concurrent-gc-syncs`, kube-controller-manager's name).
+    #[arg(long, visible_alias = "concurrent-gc-syncs", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..))]
     workers: u16,
     /// Write the report as JSON to this file.
     #[arg(long)]
