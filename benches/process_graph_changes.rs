@@ -10,11 +10,9 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use kube_gc::api::{ObjectMeta, OwnerReference};
-use kube_gc::builder::{EventRecorder, GraphBuilder};
-use kube_gc::collector::AbsentOwnerCache;
+use kube_gc::builder::GraphBuilder;
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::Graph;
-use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::router::partition;
 use mimalloc::MiMalloc;
 use std::sync::Arc;
@@ -50,15 +48,7 @@ fn pod(i: usize, set: usize) -> ObjectMeta {
 /// A builder over an empty graph.
 fn empty() -> (GraphBuilder, Arc<Graph>) {
     let graph = Arc::new(Graph::new());
-    let (recorder, _sink) = EventRecorder::new();
-    let builder = GraphBuilder::new(
-        graph.clone(),
-        WorkQueue::new(ATTEMPT_TO_DELETE, RateLimiterConfig::default()),
-        WorkQueue::new(ATTEMPT_TO_ORPHAN, RateLimiterConfig::default()),
-        Arc::new(AbsentOwnerCache::default()),
-        recorder,
-    );
-    (builder, graph)
+    (GraphBuilder::detached(graph.clone()), graph)
 }
 
 /// A builder over a graph of `nodes` objects.

@@ -20,6 +20,19 @@ pub enum EventType {
     Delete,
 }
 
+impl EventType {
+    /// The graph event a watch event of type `t` makes; none for a BOOKMARK, which only carries a
+    /// resourceVersion.
+    pub fn of_watch(t: api::WatchEventType) -> Option<EventType> {
+        match t {
+            api::WatchEventType::Added => Some(EventType::Add),
+            api::WatchEventType::Modified => Some(EventType::Update),
+            api::WatchEventType::Deleted => Some(EventType::Delete),
+            api::WatchEventType::Bookmark => None,
+        }
+    }
+}
+
 /// The object an event carries, already in the graph's compact form.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventObject {

@@ -19,7 +19,7 @@ pub use recorder::{EventRecorder, EventSink, REASON_OWNER_REF_INVALID_NAMESPACE,
 use crate::collector::AbsentOwnerCache;
 use crate::event::{EventObject, EventType, GraphEvent};
 use crate::graph::{Graph, Handle, Linked, ObservedFinalizers, OwnerRef};
-use crate::queue::WorkQueue;
+use crate::queue::{RateLimiterConfig, WorkQueue};
 use crate::router::{PartitionReceiver, Router};
 use references::{alternate_owner_identity, partition_dependents, references_diffs, ChangedRef};
 use std::sync::Arc;
@@ -57,6 +57,19 @@ impl GraphBuilder {
             absent_owner_cache,
             recorder,
         }
+    }
+
+    /// A builder over `graph` with queues and an absent-owner cache of its own and no event sink
+    /// (recorded events are dropped): for replays and benches that measure the builder alone.
+    pub fn detached(graph: Arc<Graph>) -> Self {
+        let (recorder, _sink) = EventRecorder::new();
+        GraphBuilder::new(
+            graph,
+            WorkQueue::new(crate::queue::ATTEMPT_TO_DELETE, RateLimiterConfig::default()),
+            WorkQueue::new(crate::queue::ATTEMPT_TO_ORPHAN, RateLimiterConfig::default()),
+            Arc::new(AbsentOwnerCache::default()),
+            recorder,
+        )
     }
 
     /// Applies the events of one partition until its channel closes.

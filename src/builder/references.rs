@@ -110,10 +110,7 @@ pub fn alternate_owner_identity(dependents: &[Handle], absent: &Identity) -> Opt
                 continue; // this very reference was verified absent
             }
             let mut candidate = r.identity_in(dep_ns);
-            if absent_is_cluster_scoped
-                && candidate.api_version() == absent.api_version()
-                && candidate.kind() == absent.kind()
-            {
+            if absent_is_cluster_scoped && candidate.type_meta == absent.type_meta {
                 // absent proved this apiVersion/kind cluster-scoped
                 candidate.namespace = absent.namespace;
             }

@@ -72,10 +72,7 @@ impl Graph {
                 set.replace(
                     |d| {
                         let id = d.identity();
-                        id.uid == old.uid
-                            && id.name == old.name
-                            && id.kind() == old.kind()
-                            && id.api_version() == old.api_version()
+                        id.uid == old.uid && id.name == old.name && id.type_meta == old.type_meta
                     },
                     new.clone(),
                 )

@@ -11,57 +11,56 @@
 //! Invariant: every `Sym` comes from [`Sym::new`] and every `TypeMeta` from [`TypeMeta::new`],
 //! which hand out one address per distinct value, so address equality is value equality.
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::ops::Deref;
 use std::sync::LazyLock;
+
+/// A process-wide intern table: each key's one value.
+type Table<K, V> = LazyLock<papaya::HashMap<K, V, foldhash::fast::RandomState>>;
+
+/// The value interned for `key`, made by `make` (which leaks it) on first use. If another thread
+/// wins the race to insert `key`, its value is the one returned and `make`'s copy stays unused.
+fn intern<K, V, Q>(table: &Table<K, V>, key: &Q, make: impl FnOnce() -> (K, V)) -> V
+where
+    K: Hash + Eq,
+    V: Copy,
+    Q: Hash + papaya::Equivalent<K> + ?Sized,
+{
+    let table = table.pin();
+    if let Some(found) = table.get(key) {
+        return *found;
+    }
+    let (key, value) = make();
+    match table.try_insert(key, value) {
+        Ok(inserted) => *inserted,
+        Err(occupied) => *occupied.current,
+    }
+}
 
 /// An interned string.
 #[derive(Clone, Copy)]
 #[allow(clippy::borrowed_box, reason = "a thin pointer: 8 bytes where a `&str` takes 16")]
 pub struct Sym(&'static Box<str>);
 
-static TABLE: LazyLock<papaya::HashSet<Sym, foldhash::fast::RandomState>> = LazyLock::new(Default::default);
+static SYMS: Table<&'static str, Sym> = LazyLock::new(Default::default);
 
 impl Sym {
     /// The interned copy of `s`, added on first use. Any thread may intern.
     pub fn new(s: &str) -> Sym {
-        let table = TABLE.pin();
-        if let Some(found) = table.get(s) {
-            return *found;
-        }
-        // Leaked on purpose: the table lives as long as the process. If another thread wins the
-        // race to insert `s`, this copy stays unused; the table still holds exactly one.
-        let candidate = Sym(Box::leak(Box::new(Box::from(s))));
-        table.insert(candidate);
-        *table.get(s).expect("interned string present after insert")
+        intern(&SYMS, s, || {
+            // Leaked on purpose: the table lives as long as the process.
+            let sym = Sym(Box::leak(Box::new(Box::from(s))));
+            (sym.as_str(), sym)
+        })
     }
 
     /// The string.
     pub fn as_str(&self) -> &'static str {
         self.0
     }
-
-    /// Number of distinct strings interned by the process.
-    pub fn interned() -> usize {
-        TABLE.len()
-    }
 }
 
-impl Deref for Sym {
-    type Target = str;
-    fn deref(&self) -> &str {
-        self.0
-    }
-}
-
-impl Borrow<str> for Sym {
-    fn borrow(&self) -> &str {
-        self.0
-    }
-}
+super::string_view!(Sym);
 
 impl PartialEq for Sym {
     fn eq(&self, other: &Self) -> bool {
@@ -71,52 +70,10 @@ impl PartialEq for Sym {
 
 impl Eq for Sym {}
 
-impl PartialEq<str> for Sym {
-    fn eq(&self, other: &str) -> bool {
-        **self.0 == *other
-    }
-}
-
-impl PartialEq<&str> for Sym {
-    fn eq(&self, other: &&str) -> bool {
-        **self.0 == **other
-    }
-}
-
-/// Hashes the string, as `str` does, so that the table can be searched by `&str`.
+/// By address, as equality is.
 impl Hash for Sym {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl Ord for Sym {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.as_str().cmp(other.as_str())
-    }
-}
-
-impl PartialOrd for Sym {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl fmt::Display for Sym {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-impl fmt::Debug for Sym {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-impl From<&str> for Sym {
-    fn from(s: &str) -> Self {
-        Sym::new(s)
+        std::ptr::hash(self.0, state);
     }
 }
 
@@ -124,19 +81,14 @@ impl From<&str> for Sym {
 #[derive(Clone, Copy)]
 pub struct TypeMeta(&'static (Sym, Sym));
 
-static TYPES: LazyLock<papaya::HashSet<TypeMeta, foldhash::fast::RandomState>> = LazyLock::new(Default::default);
+static TYPES: Table<(Sym, Sym), TypeMeta> = LazyLock::new(Default::default);
 
 impl TypeMeta {
     /// The interned pair, added on first use. Any thread may intern.
     pub fn new(api_version: Sym, kind: Sym) -> TypeMeta {
         let key = (api_version, kind);
-        let table = TYPES.pin();
-        if let Some(found) = table.get(&key) {
-            return *found;
-        }
         // Leaked on purpose, as symbols are.
-        table.insert(TypeMeta(Box::leak(Box::new(key))));
-        *table.get(&key).expect("interned type present after insert")
+        intern(&TYPES, &key, || (key, TypeMeta(Box::leak(Box::new(key)))))
     }
 
     /// The apiVersion.
@@ -150,12 +102,6 @@ impl TypeMeta {
     }
 }
 
-impl Borrow<(Sym, Sym)> for TypeMeta {
-    fn borrow(&self) -> &(Sym, Sym) {
-        self.0
-    }
-}
-
 impl PartialEq for TypeMeta {
     fn eq(&self, other: &Self) -> bool {
         std::ptr::eq(self.0, other.0)
@@ -164,10 +110,10 @@ impl PartialEq for TypeMeta {
 
 impl Eq for TypeMeta {}
 
-/// Hashes the pair, as `(Sym, Sym)` does, so that the table can be searched by pair.
+/// By address, as equality is.
 impl Hash for TypeMeta {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.hash(state);
+        std::ptr::hash(self.0, state);
     }
 }
 

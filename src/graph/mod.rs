@@ -5,6 +5,63 @@
 //! the builder is quiet (see [`invariants`]). Readers (collector workers, dumps) take no graph-wide
 //! lock and may see a slightly stale view.
 
+/// What [`Sym`] and [`Name`] share as views of a string: they deref to `str`, order, print and
+/// compare with plain strings as their text does, and [`From<&str>`] calls the type's `new`. Each
+/// defines its own equality and hash: by address for an interned `Sym`, by text for a `Name`.
+macro_rules! string_view {
+    ($t:ty) => {
+        impl std::ops::Deref for $t {
+            type Target = str;
+            fn deref(&self) -> &str {
+                self.as_str()
+            }
+        }
+
+        impl PartialEq<str> for $t {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $t {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+
+        impl Ord for $t {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                self.as_str().cmp(other.as_str())
+            }
+        }
+
+        impl PartialOrd for $t {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(self.as_str(), f)
+            }
+        }
+
+        impl From<&str> for $t {
+            fn from(s: &str) -> Self {
+                <$t>::new(s)
+            }
+        }
+    };
+}
+use string_view;
+
 mod dependents;
 pub mod dump;
 mod edges;

@@ -4,10 +4,7 @@
 //! its dependents that name it (see [`crate::event`]), the monitor that watches it and any queued
 //! identity. Cloning is a reference-count increment; the bytes go with the last holder.
 
-use std::cmp::Ordering;
-use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::ops::Deref;
 use triomphe::ThinArc;
 
 /// A shared object name.
@@ -33,12 +30,7 @@ impl Name {
     }
 }
 
-impl Deref for Name {
-    type Target = str;
-    fn deref(&self) -> &str {
-        self.as_str()
-    }
-}
+super::string_view!(Name);
 
 impl PartialEq for Name {
     fn eq(&self, other: &Self) -> bool {
@@ -48,51 +40,10 @@ impl PartialEq for Name {
 
 impl Eq for Name {}
 
-impl PartialEq<str> for Name {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
-impl PartialEq<&str> for Name {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
-    }
-}
-
+/// By text, as equality is.
 impl Hash for Name {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.as_str().hash(state);
-    }
-}
-
-impl Ord for Name {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.as_str().cmp(other.as_str())
-    }
-}
-
-impl PartialOrd for Name {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl fmt::Display for Name {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self)
-    }
-}
-
-impl fmt::Debug for Name {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-impl From<&str> for Name {
-    fn from(s: &str) -> Self {
-        Name::new(s)
     }
 }
 

@@ -279,25 +279,23 @@ impl UidTable {
         let old = self.table.load(Ordering::Acquire);
         // SAFETY: as in `table_for_writer`.
         let old_table = unsafe { &*old };
-        let live: Vec<(u32, *mut Node)> = (0..old_table.slots())
-            .map(|i| {
-                (
-                    old_table.fragment_at(i).load(Ordering::Relaxed),
-                    old_table.node(i).load(Ordering::Relaxed),
-                )
-            })
-            .filter(|(_, p)| !p.is_null() && *p != tombstone())
-            .collect();
-        let grown = Table::new(((live.len() + 1) * 2).next_power_of_two().max(MIN_SLOTS));
-        for (fragment, p) in &live {
-            let i = grown
-                .probe(*fragment)
-                .find(|&i| grown.node(i).load(Ordering::Relaxed).is_null())
+        // Exact: only writers change it, and the caller holds the writer lock.
+        let live = self.live.load(Ordering::Relaxed);
+        let grown = Table::new(((live + 1) * 2).next_power_of_two().max(MIN_SLOTS));
+        for i in 0..old_table.slots() {
+            let p = old_table.node(i).load(Ordering::Relaxed);
+            if p.is_null() || p == tombstone() {
+                continue;
+            }
+            let fragment = old_table.fragment_at(i).load(Ordering::Relaxed);
+            let j = grown
+                .probe(fragment)
+                .find(|&j| grown.node(j).load(Ordering::Relaxed).is_null())
                 .expect("the new table has room");
-            grown.fragment_at(i).store(*fragment, Ordering::Relaxed);
-            grown.node(i).store(*p, Ordering::Relaxed);
+            grown.fragment_at(j).store(fragment, Ordering::Relaxed);
+            grown.node(j).store(p, Ordering::Relaxed);
         }
-        occupancy.used = live.len();
+        occupancy.used = live;
         // Release publishes the new table's slots with it.
         self.table.store(Box::into_raw(Box::new(grown)), Ordering::Release);
         // SAFETY: the old table left service above; its node references moved to the new table,

@@ -8,7 +8,7 @@
 //!
 //! Like an informer with resync period 0, a monitor forwards every update, unfiltered (spec §12.1).
 
-use crate::api::{ApiError, ClusterApi, Gvk, Gvr, ObjectMeta, WatchEventType};
+use crate::api::{ApiError, ClusterApi, Gvk, Gvr, ObjectMeta};
 use crate::event::{EventType, GraphEvent};
 use crate::graph::{Graph, Name, Sym, Uid};
 use crate::router::Router;
@@ -168,11 +168,8 @@ impl<C: ClusterApi> Watcher<C> {
                 if !meta.resource_version.is_empty() {
                     rv.clone_from(&meta.resource_version);
                 }
-                let event_type = match event.event_type {
-                    WatchEventType::Added => EventType::Add,
-                    WatchEventType::Modified => EventType::Update,
-                    WatchEventType::Deleted => EventType::Delete,
-                    WatchEventType::Bookmark => continue,
+                let Some(event_type) = EventType::of_watch(event.event_type) else {
+                    continue;
                 };
                 self.route(event_type, meta);
             }

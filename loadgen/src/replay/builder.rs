@@ -2,7 +2,7 @@
 //! partition, with no collector workers.
 //!
 //! Invariant: the events of one UID are applied by one thread, in stream order: they are split
-//! with the router's own partitioning (`uid.hash64() % P`, [`Router::partition_of`]). Nothing
+//! with the router's own partitioning ([`partition`]). Nothing
 //! orders the threads against each other, as nothing orders the monitors of different resources.
 //!
 //! This is loadgen's only user of the library's graph and builder APIs ([`GraphEvent::observed`],
@@ -32,13 +32,11 @@ use crate::progress;
 use crate::stream::StreamReader;
 use anyhow::Context;
 use hdrhistogram::Histogram;
-use kube_gc::api::{PartialObjectMeta, WatchEventType};
-use kube_gc::builder::{EventRecorder, GraphBuilder};
-use kube_gc::collector::AbsentOwnerCache;
+use kube_gc::api::PartialObjectMeta;
+use kube_gc::builder::GraphBuilder;
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{Graph, Uid};
-use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
-use kube_gc::router::Router;
+use kube_gc::router::partition;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
@@ -72,15 +70,7 @@ pub struct BuilderRun {
 pub fn run(path: &Path, partitions: usize, skip_bad: bool, quiet: bool) -> anyhow::Result<BuilderRun> {
     let before = resident_bytes();
     let graph = Arc::new(Graph::new());
-    // The sink stays open for the run, as the controller's event sink task would keep it.
-    let (recorder, _sink) = EventRecorder::new();
-    let builder = GraphBuilder::new(
-        graph.clone(),
-        WorkQueue::new(ATTEMPT_TO_DELETE, RateLimiterConfig::default()),
-        WorkQueue::new(ATTEMPT_TO_ORPHAN, RateLimiterConfig::default()),
-        Arc::new(AbsentOwnerCache::default()),
-        recorder,
-    );
+    let builder = GraphBuilder::detached(graph.clone());
     let shared = Shared {
         graph: &graph,
         builder: &builder,
@@ -132,19 +122,15 @@ fn read_stream(
     let bar = progress::bytes(size, quiet, "decoding");
     let reader_bar = bar.clone();
     let mut reader = StreamReader::open(path, skip_bad, move |f| Box::new(reader_bar.wrap_read(f)))?;
-    let (router, _receivers) = Router::new(senders.len());
     let mut added = 0;
     let mut batches: Vec<Vec<Raw>> = senders.iter().map(|_| Vec::with_capacity(BATCH)).collect();
     for record in reader.by_ref() {
         let record = record?;
-        let event_type = match record.event.event_type {
-            WatchEventType::Added => EventType::Add,
-            WatchEventType::Modified => EventType::Update,
-            WatchEventType::Deleted => EventType::Delete,
-            WatchEventType::Bookmark => continue,
+        let Some(event_type) = EventType::of_watch(record.event.event_type) else {
+            continue;
         };
         added += u64::from(event_type == EventType::Add);
-        let p = router.partition_of(&Uid::parse(&record.event.object.metadata.uid));
+        let p = partition(&Uid::parse(&record.event.object.metadata.uid), senders.len());
         batches[p].push((record.line, event_type, record.event.object));
         if batches[p].len() == BATCH {
             let full = std::mem::replace(&mut batches[p], Vec::with_capacity(BATCH));
