@@ -101,14 +101,27 @@ fn custom_types() -> [TypeDef; 2] {
     ]
 }
 
-/// Runs the whole demo on the current tokio runtime.
-pub async fn run(options: &SimulateOptions) -> anyhow::Result<SimulateSummary> {
-    let cluster = Arc::new(SimCluster::new());
+/// Fills `cluster` with the demo's trees, about `objects` objects in all, and serves its custom
+/// types; this is what `kube-gc sim-apiserver --preset` starts from. Returns how many objects were
+/// created.
+pub fn populate_cluster(cluster: &SimCluster, objects: usize, seed: u64) -> anyhow::Result<usize> {
+    let trees = prepare(cluster, objects, &mut SmallRng::seed_from_u64(seed))?;
+    Ok(trees.iter().map(|t| t.members.len() + 1).sum())
+}
+
+/// Serves the custom types, then creates the trees.
+fn prepare(cluster: &SimCluster, objects: usize, rng: &mut SmallRng) -> anyhow::Result<Vec<Tree>> {
     for t in custom_types() {
         cluster.register(t);
     }
+    populate(cluster, objects, rng)
+}
+
+/// Runs the whole demo on the current tokio runtime.
+pub async fn run(options: &SimulateOptions) -> anyhow::Result<SimulateSummary> {
+    let cluster = Arc::new(SimCluster::new());
     let mut rng = SmallRng::seed_from_u64(options.seed);
-    let trees = populate(&cluster, options.objects, &mut rng)?;
+    let trees = prepare(&cluster, options.objects, &mut rng)?;
     let config = Config {
         workers: options.workers,
         partitions: options.partitions,

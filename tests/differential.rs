@@ -774,6 +774,7 @@ fn act(cluster: &SimCluster, action: &Action, objects: &BTreeMap<String, Object>
         };
         return cluster
             .delete_object(&gvr, &o.namespace, &o.name, &options)
+            .map(drop)
             .map_err(|e| format!("delete {}: {e}", o.display()));
     }
     for _ in 0..5 {

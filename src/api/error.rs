@@ -17,6 +17,14 @@ pub enum StatusReason {
     UnsupportedMediaType,
     /// 410: the requested resourceVersion is too old to watch from.
     Gone,
+    /// 410: a list's continue token is too old to serve a consistent page.
+    Expired,
+    /// 406: no representation the client accepts can be served.
+    NotAcceptable,
+    /// 413: the request body is too large.
+    RequestEntityTooLarge,
+    /// 503: the server (or an aggregated API behind it) cannot answer now.
+    ServiceUnavailable,
     /// 429: throttled; retry later.
     TooManyRequests,
     /// 400.
@@ -37,7 +45,10 @@ impl StatusReason {
             StatusReason::AlreadyExists | StatusReason::Conflict => 409,
             StatusReason::Invalid => 422,
             StatusReason::UnsupportedMediaType => 415,
-            StatusReason::Gone => 410,
+            StatusReason::Gone | StatusReason::Expired => 410,
+            StatusReason::NotAcceptable => 406,
+            StatusReason::RequestEntityTooLarge => 413,
+            StatusReason::ServiceUnavailable => 503,
             StatusReason::TooManyRequests => 429,
             StatusReason::BadRequest => 400,
             StatusReason::MethodNotAllowed => 405,
@@ -55,6 +66,10 @@ impl StatusReason {
             StatusReason::Invalid => "Invalid",
             StatusReason::UnsupportedMediaType => "UnsupportedMediaType",
             StatusReason::Gone => "Gone",
+            StatusReason::Expired => "Expired",
+            StatusReason::NotAcceptable => "NotAcceptable",
+            StatusReason::RequestEntityTooLarge => "RequestEntityTooLarge",
+            StatusReason::ServiceUnavailable => "ServiceUnavailable",
             StatusReason::TooManyRequests => "TooManyRequests",
             StatusReason::BadRequest => "BadRequest",
             StatusReason::MethodNotAllowed => "MethodNotAllowed",

@@ -57,7 +57,7 @@ fn produce(q: &Arc<WorkQueue<u32>>, ledger: &Ledger, runtime: &tokio::runtime::H
         let r = next(&mut seed);
         let item = (r % ITEMS as u64) as u32;
         ledger.added[item as usize].fetch_add(1, Ordering::SeqCst);
-        if r % 64 == 0 {
+        if r.is_multiple_of(64) {
             q.add_after(item, Duration::from_micros(r % 500));
         } else {
             q.add(item);

@@ -118,7 +118,7 @@ impl ClusterApi for SimCluster {
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
         self.call(Verb::Delete, Some(gvr))?;
-        self.delete_object(gvr, namespace, name, options)
+        self.delete_object(gvr, namespace, name, options).map(drop)
     }
 
     async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {

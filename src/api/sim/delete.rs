@@ -7,7 +7,7 @@
 //! deleted takes the same path, so it can add `foregroundDeletion` or `orphan` again.
 
 use super::status::conflict;
-use super::store::State;
+use super::store::{present, State};
 use crate::api::{
     ApiError, DeleteOptions, Gvr, PartialObjectMeta, Preconditions, PropagationPolicy, StatusReason, WatchEventType,
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
@@ -15,14 +15,15 @@ use crate::api::{
 use std::collections::BTreeSet;
 
 impl State {
-    /// Deletes an object; see [`super::SimCluster::delete_object`].
+    /// Deletes an object; see [`super::SimCluster::delete_object`]. Returns the object when it
+    /// stays, marked as deleting, and `None` when it is gone.
     pub(super) fn delete(
         &mut self,
         gvr: &Gvr,
         namespace: &str,
         name: &str,
         opts: &DeleteOptions,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Option<PartialObjectMeta>, ApiError> {
         let mut w = self.writer(gvr)?;
         validate_options(opts)?;
         let old = w.existing(namespace, name)?;
@@ -31,23 +32,60 @@ impl State {
                 .map_err(|detail| conflict(&w.ty.def, name, &format!("Precondition failed: {detail}")))?;
         }
         let finalizers = deletion_finalizers(&old.metadata.finalizers, opts, w.ty.def.default_policy);
-        if finalizers.is_empty() {
+        let left = if finalizers.is_empty() {
             w.remove(namespace, name);
-            return Ok(());
+            None
+        } else {
+            let mut marked = PartialObjectMeta::clone(&old);
+            marked.metadata.finalizers = finalizers;
+            marked
+                .metadata
+                .deletion_timestamp
+                .get_or_insert_with(super::meta::now_rfc3339);
+            // Nothing to write when the object was already marked the same way: etcd skips no-op
+            // updates.
+            let marked = if marked == *old {
+                old
+            } else {
+                w.store(marked, WatchEventType::Modified)
+            };
+            Some(present(&marked, gvr, &w.ty.def))
+        };
+        if gvr.group.is_empty() && gvr.resource == NAMESPACES {
+            self.delete_namespace_contents(name);
         }
-        let mut marked = PartialObjectMeta::clone(&old);
-        marked.metadata.finalizers = finalizers;
-        marked
-            .metadata
-            .deletion_timestamp
-            .get_or_insert_with(super::meta::now_rfc3339);
-        // Nothing to write when the object was already marked the same way: etcd skips no-op updates.
-        if marked != *old {
-            w.store(marked, WatchEventType::Modified);
+        self.after_write(gvr);
+        Ok(left)
+    }
+
+    /// Deletes every object in `namespace`, in the background, as the namespace controller does
+    /// once a namespace is being deleted. Objects with finalizers stay until those are removed.
+    fn delete_namespace_contents(&mut self, namespace: &str) {
+        let background = DeleteOptions {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..DeleteOptions::default()
+        };
+        let contents: Vec<(Gvr, String)> = self
+            .defs()
+            .filter(|def| def.namespaced)
+            .map(|def| Gvr::new(&def.group, &def.preferred, &def.resource))
+            .flat_map(|gvr| {
+                let names: Vec<String> = self
+                    .snapshot(&gvr, Some(namespace))
+                    .map(|s| s.items.iter().map(|o| o.metadata.name.clone()).collect())
+                    .unwrap_or_default();
+                names.into_iter().map(move |name| (gvr.clone(), name))
+            })
+            .collect();
+        for (gvr, name) in contents {
+            // Each object exists and the options are valid, so nothing here can fail.
+            let _ = self.delete(&gvr, namespace, &name, &background);
         }
-        Ok(())
     }
 }
+
+/// The resource whose deletion takes its namespace's objects with it.
+const NAMESPACES: &str = "namespaces";
 
 /// `ValidateDeleteOptions`: the legacy flag and the policy are mutually exclusive.
 fn validate_options(opts: &DeleteOptions) -> Result<(), ApiError> {

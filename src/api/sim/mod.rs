@@ -38,8 +38,10 @@
 //! - Names and finalizer names are not checked against the DNS-label grammar.
 
 mod calls;
+mod crd;
 mod delete;
 mod faults;
+pub mod http;
 mod meta;
 mod patch;
 mod status;
@@ -52,10 +54,12 @@ mod tests;
 
 pub use calls::{ApiCalls, Verb};
 pub use faults::Fault;
+pub use store::{Snapshot, WatchStart};
 pub use types::TypeDef;
 
 use crate::api::{ApiError, DeleteOptions, EventRecord, Gvr, PartialObjectMeta, PatchType};
 use parking_lot::Mutex;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// How many watch events each type keeps for replay unless told otherwise.
@@ -173,8 +177,46 @@ impl SimCluster {
     /// Deletes an object, as a user would: preconditions (409 on mismatch), then the GC
     /// finalizers the options and the type's default call for. With finalizers left the object is
     /// marked with a `deletionTimestamp` and stays; without, it is removed now.
-    pub fn delete_object(&self, gvr: &Gvr, namespace: &str, name: &str, opts: &DeleteOptions) -> Result<(), ApiError> {
+    ///
+    /// Returns the object when it stays, marked as deleting, and `None` when it is gone. Deleting a
+    /// namespace also deletes, in the background, every object in it.
+    pub fn delete_object(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Option<PartialObjectMeta>, ApiError> {
         self.state.lock().delete(gvr, namespace, name, opts)
+    }
+
+    /// The objects of `gvr`'s type in `namespace` (all namespaces for `None`), with the
+    /// resourceVersion they were read at.
+    pub fn snapshot(&self, gvr: &Gvr, namespace: Option<&str>) -> Result<Snapshot, ApiError> {
+        self.state.lock().snapshot(gvr, namespace)
+    }
+
+    /// Opens a watch of `gvr`'s type in all namespaces. From a resourceVersion, the watch replays
+    /// what came after it; from `""` or `"0"` it first reports every existing object as ADDED, as a
+    /// real server does, and the snapshot and the start of the watch are taken in one step.
+    pub fn watch_objects(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStart, ApiError> {
+        self.state.lock().watch_with_initial(gvr, resource_version)
+    }
+
+    /// The definition of the type serving `gvr`; 404 when that version of it is not served.
+    pub fn type_def(&self, gvr: &Gvr) -> Result<TypeDef, ApiError> {
+        self.state.lock().type_of(gvr).map(|ty| ty.def.clone())
+    }
+
+    /// The last resourceVersion handed out, over all types.
+    pub fn resource_version(&self) -> u64 {
+        self.state.lock().resource_version()
+    }
+
+    /// The definitions of every served type, and the group-versions whose discovery fails.
+    pub fn served_types(&self) -> (Vec<TypeDef>, BTreeSet<String>) {
+        let state = self.state.lock();
+        (state.defs().cloned().collect(), state.failing_discovery.clone())
     }
 
     /// The core/v1 events recorded through

@@ -8,6 +8,7 @@
 //! change gets a resourceVersion and a watch event. Objects are kept in
 //! stored form, without `apiVersion` and `kind`, which [`present`] adds for the version asked for.
 
+use super::crd;
 use super::meta::{generated_name, new_uid, now_rfc3339};
 use super::status::{already_exists, conflict, invalid, not_found, resource_not_found, OPTIMISTIC_LOCK};
 use super::types::TypeDef;
@@ -60,6 +61,27 @@ impl Objects {
     fn iter(&self) -> impl Iterator<Item = &Arc<PartialObjectMeta>> {
         self.by_namespace.values().flat_map(|names| names.values())
     }
+
+    fn in_namespace(&self, namespace: &str) -> impl Iterator<Item = &Arc<PartialObjectMeta>> {
+        self.by_namespace
+            .get(namespace)
+            .into_iter()
+            .flat_map(|names| names.values())
+    }
+}
+
+/// A type's objects at one resourceVersion, in stored form (see [`present`]), ordered by namespace
+/// then name; what a paginated list serves its pages from.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// The objects.
+    pub items: Vec<Arc<PartialObjectMeta>>,
+    /// The resourceVersion the snapshot was taken at.
+    pub resource_version: u64,
+    /// The `apiVersion` of the version the snapshot was read through.
+    pub api_version: String,
+    /// The type's kind.
+    pub kind: String,
 }
 
 /// One served type: its definition, objects and watch hub.
@@ -82,6 +104,8 @@ pub(super) struct State {
     pub(super) events: Vec<EventRecord>,
     /// Group-versions whose discovery fails.
     pub(super) failing_discovery: BTreeSet<String>,
+    /// The types served because a CRD object describes them: CRD name → (group, resource).
+    pub(super) crd_served: BTreeMap<String, (String, String)>,
 }
 
 impl State {
@@ -93,6 +117,7 @@ impl State {
             history_limit,
             events: Vec::new(),
             failing_discovery: BTreeSet::new(),
+            crd_served: BTreeMap::new(),
         };
         for def in types {
             state.register(def);
@@ -144,7 +169,7 @@ impl State {
     }
 
     /// The type serving `gvr`, if that version is served.
-    fn type_of(&self, gvr: &Gvr) -> Result<&TypeState, ApiError> {
+    pub(super) fn type_of(&self, gvr: &Gvr) -> Result<&TypeState, ApiError> {
         self.types
             .get(gvr.group.as_str())
             .and_then(|resources| resources.get(gvr.resource.as_str()))
@@ -170,6 +195,9 @@ impl State {
     pub(super) fn create(&mut self, gvr: &Gvr, mut obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
         let mut w = self.writer(gvr)?;
         prepare_create(&w.ty.def, &mut obj.metadata)?;
+        if crd::is_crd_type(gvr) {
+            crd::prepare_create(&w.ty.def, &mut obj)?;
+        }
         if obj.metadata.name.is_empty() {
             obj.metadata.name = w.free_generated_name(&obj.metadata)?;
         }
@@ -183,7 +211,58 @@ impl State {
         obj.api_version.clear();
         obj.kind.clear();
         let stored = w.store(obj, WatchEventType::Added);
-        Ok(present(&stored, gvr, &w.ty.def))
+        let out = present(&stored, gvr, &w.ty.def);
+        self.after_write(gvr);
+        Ok(out)
+    }
+
+    /// What every successful write does last: a write to the CRD type changes the served types.
+    pub(super) fn after_write(&mut self, gvr: &Gvr) {
+        if crd::is_crd_type(gvr) {
+            self.sync_crds();
+        }
+    }
+
+    /// The stored objects of a type, by group and resource; none for an unknown type.
+    pub(super) fn stored(&self, group: &str, resource: &str) -> impl Iterator<Item = &Arc<PartialObjectMeta>> {
+        self.types
+            .get(group)
+            .and_then(|resources| resources.get(resource))
+            .into_iter()
+            .flat_map(|ty| ty.objects.iter())
+    }
+
+    /// The definition of a served type.
+    pub(super) fn served_def(&self, group: &str, resource: &str) -> Option<&TypeDef> {
+        Some(&self.types.get(group)?.get(resource)?.def)
+    }
+
+    /// Every served type's definition.
+    pub(super) fn defs(&self) -> impl Iterator<Item = &TypeDef> {
+        self.types
+            .values()
+            .flat_map(|resources| resources.values())
+            .map(|ty| &ty.def)
+    }
+
+    /// The last resourceVersion handed out.
+    pub(super) fn resource_version(&self) -> u64 {
+        self.last_rv
+    }
+
+    /// The objects of the type serving `gvr`, in one namespace or all of them (`None`).
+    pub(super) fn snapshot(&self, gvr: &Gvr, namespace: Option<&str>) -> Result<Snapshot, ApiError> {
+        let ty = self.type_of(gvr)?;
+        let items = match namespace {
+            Some(namespace) => ty.objects.in_namespace(namespace).cloned().collect(),
+            None => ty.objects.iter().cloned().collect(),
+        };
+        Ok(Snapshot {
+            items,
+            resource_version: self.last_rv,
+            api_version: gvr.api_version(),
+            kind: ty.def.kind.clone(),
+        })
     }
 
     /// Reads one object.
@@ -219,7 +298,9 @@ impl State {
             return Err(conflict(&w.ty.def, &old.metadata.name, &detail));
         }
         let out = w.replace(&old, obj)?;
-        Ok(present(&out, gvr, &w.ty.def))
+        let out = present(&out, gvr, &w.ty.def);
+        self.after_write(gvr);
+        Ok(out)
     }
 
     /// Opens a watch on the type serving `gvr`.
@@ -227,6 +308,24 @@ impl State {
         let w = self.writer(gvr)?;
         let subscription = w.ty.hub.subscribe(resource_version)?;
         Ok(subscription.into_stream(gvr.api_version(), w.ty.def.kind.clone()))
+    }
+
+    /// Opens a watch that, from `""` or `"0"`, first reports every existing object as ADDED; see
+    /// [`super::SimCluster::watch_objects`].
+    pub(super) fn watch_with_initial(&mut self, gvr: &Gvr, resource_version: &str) -> Result<WatchStart, ApiError> {
+        let now = self.last_rv;
+        let w = self.writer(gvr)?;
+        let (start, initial) = match resource_version {
+            "" | "0" => (now, w.ty.objects.iter().map(|o| Change::added(Arc::clone(o))).collect()),
+            rv => (rv.parse().unwrap_or(0), Vec::new()),
+        };
+        let initial_events = initial.len();
+        let subscription = w.ty.hub.subscribe_after(resource_version, initial)?;
+        Ok(WatchStart {
+            stream: subscription.into_stream(gvr.api_version(), w.ty.def.kind.clone()),
+            initial_events,
+            resource_version: start,
+        })
     }
 
     /// Delays a type's watch events; unknown types are ignored.
@@ -260,6 +359,17 @@ impl State {
             .map(|ty| ty.objects.len)
             .sum()
     }
+}
+
+/// An open watch and where it starts.
+pub struct WatchStart {
+    /// The events.
+    pub stream: WatchStream,
+    /// How many of the first events report objects that existed when the watch started.
+    pub initial_events: usize,
+    /// Once those are delivered, the watch has reported every change of its type up to this
+    /// resourceVersion.
+    pub resource_version: u64,
 }
 
 /// Write access to one type plus the resourceVersion counter.

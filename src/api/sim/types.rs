@@ -1,6 +1,7 @@
 //! The type catalogue: each served type is described once, by one [`TypeDef`], and every version it
 //! serves reads and writes the same stored objects.
 
+use super::crd;
 use crate::api::{ApiResource, Gvr, PropagationPolicy};
 
 /// The verbs every simulated type supports, as discovery lists them.
@@ -44,6 +45,8 @@ pub struct TypeDef {
     /// The propagation policy used when a DELETE's options name none (and the object's finalizers
     /// do not decide it either).
     pub default_policy: PropagationPolicy,
+    /// Abbreviations discovery advertises (`po`, `deploy`), which kubectl accepts for the resource.
+    pub short_names: Vec<String>,
 }
 
 impl TypeDef {
@@ -58,7 +61,20 @@ impl TypeDef {
             preferred: version.to_string(),
             custom: false,
             default_policy: PropagationPolicy::Background,
+            short_names: Vec::new(),
         }
+    }
+
+    /// Advertises `short_names` in discovery.
+    #[must_use]
+    pub fn with_short_names(mut self, short_names: &[&str]) -> Self {
+        self.short_names = short_names.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// The singular resource name discovery advertises: the kind in lower case.
+    pub fn singular(&self) -> String {
+        self.kind.to_ascii_lowercase()
     }
 
     /// Marks the type as a custom resource, which has no strategic-merge schema.
@@ -89,12 +105,12 @@ impl TypeDef {
     }
 
     /// True when `version` is served.
-    pub(super) fn serves(&self, version: &str) -> bool {
+    pub fn serves(&self, version: &str) -> bool {
         self.versions.iter().any(|v| v == version)
     }
 
     /// The resource as the API server names it in messages: `pods`, `replicasets.apps`.
-    pub(super) fn qualified_resource(&self) -> String {
+    pub fn qualified_resource(&self) -> String {
         if self.group.is_empty() {
             self.resource.clone()
         } else {
@@ -122,28 +138,31 @@ pub(super) fn builtin_catalogue() -> Vec<TypeDef> {
         TypeDef::new("rbac.authorization.k8s.io", "v1", kind, resource, namespaced)
     };
     vec![
-        core("Pod", "pods", true),
-        core("ConfigMap", "configmaps", true),
+        core("Pod", "pods", true).with_short_names(&["po"]),
+        core("ConfigMap", "configmaps", true).with_short_names(&["cm"]),
         core("Secret", "secrets", true),
-        core("Service", "services", true),
-        core("Namespace", "namespaces", false),
-        core("Node", "nodes", false),
-        core("PersistentVolume", "persistentvolumes", false),
+        core("Service", "services", true).with_short_names(&["svc"]),
+        core("Namespace", "namespaces", false).with_short_names(&["ns"]),
+        core("Node", "nodes", false).with_short_names(&["no"]),
+        core("PersistentVolume", "persistentvolumes", false).with_short_names(&["pv"]),
         // The RC registry keeps the pre-GC default: dependents are orphaned unless told otherwise.
-        core("ReplicationController", "replicationcontrollers", true).orphan_by_default(),
-        core("Event", "events", true),
-        apps("Deployment", "deployments"),
-        apps("ReplicaSet", "replicasets"),
-        apps("StatefulSet", "statefulsets"),
-        apps("DaemonSet", "daemonsets"),
+        core("ReplicationController", "replicationcontrollers", true)
+            .orphan_by_default()
+            .with_short_names(&["rc"]),
+        core("Event", "events", true).with_short_names(&["ev"]),
+        apps("Deployment", "deployments").with_short_names(&["deploy"]),
+        apps("ReplicaSet", "replicasets").with_short_names(&["rs"]),
+        apps("StatefulSet", "statefulsets").with_short_names(&["sts"]),
+        apps("DaemonSet", "daemonsets").with_short_names(&["ds"]),
         apps("ControllerRevision", "controllerrevisions"),
         TypeDef::new("batch", "v1", "Job", "jobs", true),
-        TypeDef::new("batch", "v1", "CronJob", "cronjobs", true),
+        TypeDef::new("batch", "v1", "CronJob", "cronjobs", true).with_short_names(&["cj"]),
         rbac("Role", "roles", true),
         rbac("RoleBinding", "rolebindings", true),
         rbac("ClusterRole", "clusterroles", false),
         rbac("ClusterRoleBinding", "clusterrolebindings", false),
         TypeDef::new("coordination.k8s.io", "v1", "Lease", "leases", true),
-        TypeDef::new("events.k8s.io", "v1", "Event", "events", true),
+        TypeDef::new("events.k8s.io", "v1", "Event", "events", true).with_short_names(&["ev"]),
+        crd::definition_type(),
     ]
 }

@@ -31,6 +31,16 @@ pub(super) struct Change {
 }
 
 impl Change {
+    /// An ADDED event for an object that already exists, as a watch from "now" reports it first.
+    pub(super) fn added(object: Arc<PartialObjectMeta>) -> Self {
+        let rv = object.metadata.resource_version.parse().unwrap_or(0);
+        Change {
+            rv,
+            event_type: WatchEventType::Added,
+            object,
+        }
+    }
+
     fn into_event(self, api_version: &str, kind: &str) -> WatchEvent {
         let mut object = Arc::unwrap_or_clone(self.object);
         object.api_version = api_version.to_string();
@@ -84,6 +94,15 @@ impl WatchHub {
 
     /// Subscribes from `resource_version` (exclusive). `""` and `"0"` start from now.
     pub(super) fn subscribe(&mut self, resource_version: &str) -> Result<Subscription, ApiError> {
+        self.subscribe_after(resource_version, Vec::new())
+    }
+
+    /// Like [`subscribe`](Self::subscribe), delivering `initial` before anything else.
+    pub(super) fn subscribe_after(
+        &mut self,
+        resource_version: &str,
+        mut initial: Vec<Change>,
+    ) -> Result<Subscription, ApiError> {
         let replay = match parse_start(resource_version)? {
             None => Vec::new(),
             Some(from) if from < self.evicted_through => {
@@ -99,8 +118,9 @@ impl WatchHub {
         };
         let (tx, live) = mpsc::unbounded_channel();
         self.subscribers.push(tx);
+        initial.extend(replay);
         Ok(Subscription {
-            replay,
+            replay: initial,
             live,
             delay_nanos: Arc::clone(&self.delay_nanos),
         })

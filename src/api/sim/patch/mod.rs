@@ -56,7 +56,9 @@ impl State {
         })?;
         let new = decode_patched(&w.ty.def, &current, patched)?;
         let out = w.replace(&old, new)?;
-        Ok(present(&out, gvr, &w.ty.def))
+        let out = present(&out, gvr, &w.ty.def);
+        self.after_write(gvr);
+        Ok(out)
     }
 }
 

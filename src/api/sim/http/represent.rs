@@ -1,0 +1,171 @@
+//! Response bodies: objects, lists, tables and `Status`es in the JSON shapes clients decode.
+//!
+//! Objects come from the store in stored form and are stamped with the `apiVersion` and `kind` of
+//! the version the request went through. A metadata request gets `PartialObjectMetadata`, whose
+//! own `apiVersion` and `kind` are `meta.k8s.io/v1` and `PartialObjectMetadata`, as a real server
+//! answers; a table request gets the default table every server can print: name and creation time.
+
+use super::request::{IncludeObject, Representation};
+use crate::api::{ApiError, PartialObjectMeta, StatusReason};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+/// `apiVersion` of the meta.k8s.io representations.
+const META_V1: &str = "meta.k8s.io/v1";
+
+/// How a collection's objects are presented: the representation plus what table rows carry.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Presentation {
+    pub(super) representation: Representation,
+    pub(super) include_object: IncludeObject,
+}
+
+/// The list metadata of a response.
+#[derive(Clone, Debug, Default)]
+pub(super) struct ListMeta {
+    pub(super) resource_version: u64,
+    pub(super) continue_token: Option<String>,
+    pub(super) remaining: Option<usize>,
+}
+
+impl ListMeta {
+    fn to_json(&self) -> Value {
+        let mut meta = json!({ "resourceVersion": self.resource_version.to_string() });
+        if let Some(token) = &self.continue_token {
+            meta["continue"] = json!(token);
+        }
+        if let Some(remaining) = self.remaining.filter(|&r| r > 0) {
+            meta["remainingItemCount"] = json!(remaining);
+        }
+        meta
+    }
+}
+
+impl Presentation {
+    /// One object, as a GET, create, update or patch answers it.
+    pub(super) fn object(&self, obj: &PartialObjectMeta) -> Value {
+        match self.representation {
+            Representation::Full => full(obj),
+            Representation::Metadata => metadata(obj),
+            Representation::Table => self.table(std::slice::from_ref(obj), &ListMeta::default()),
+        }
+    }
+
+    /// A page of a collection. `kind` is the type's kind; a full list is `{kind}List`.
+    pub(super) fn list(&self, items: &[PartialObjectMeta], api_version: &str, kind: &str, meta: &ListMeta) -> Value {
+        match self.representation {
+            Representation::Full => json!({
+                "kind": format!("{kind}List"),
+                "apiVersion": api_version,
+                "metadata": meta.to_json(),
+                "items": items.iter().map(full).collect::<Vec<_>>(),
+            }),
+            Representation::Metadata => json!({
+                "kind": "PartialObjectMetadataList",
+                "apiVersion": META_V1,
+                "metadata": meta.to_json(),
+                "items": items.iter().map(metadata).collect::<Vec<_>>(),
+            }),
+            Representation::Table => self.table(items, meta),
+        }
+    }
+
+    /// The object of a BOOKMARK event: only its resourceVersion means anything.
+    pub(super) fn bookmark(&self, api_version: &str, kind: &str, resource_version: u64) -> Value {
+        let (api_version, kind) = match self.representation {
+            Representation::Full => (api_version, kind),
+            Representation::Metadata => (META_V1, "PartialObjectMetadata"),
+            Representation::Table => (META_V1, "Table"),
+        };
+        json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": resource_version.to_string()}})
+    }
+
+    fn table(&self, items: &[PartialObjectMeta], meta: &ListMeta) -> Value {
+        let rows: Vec<Value> = items
+            .iter()
+            .map(|obj| {
+                let mut row = json!({"cells": [obj.metadata.name, obj.metadata.creation_timestamp]});
+                match self.include_object {
+                    IncludeObject::None => {}
+                    IncludeObject::Metadata => row["object"] = metadata(obj),
+                    IncludeObject::Object => row["object"] = full(obj),
+                }
+                row
+            })
+            .collect();
+        json!({
+            "kind": "Table",
+            "apiVersion": META_V1,
+            "metadata": meta.to_json(),
+            "columnDefinitions": [
+                {"name": "Name", "type": "string", "format": "name", "priority": 0,
+                 "description": "Name must be unique within a namespace."},
+                {"name": "Created At", "type": "date", "format": "", "priority": 0,
+                 "description": "CreationTimestamp is the time the object was created."},
+            ],
+            "rows": rows,
+        })
+    }
+}
+
+fn full(obj: &PartialObjectMeta) -> Value {
+    serde_json::to_value(obj).unwrap_or(Value::Null)
+}
+
+fn metadata(obj: &PartialObjectMeta) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": META_V1, "metadata": obj.metadata})
+}
+
+/// A `metav1.Status` failure for `err`.
+pub(super) fn failure(err: &ApiError) -> Value {
+    let (reason, message) = match err {
+        ApiError::Status { reason, message } => (*reason, message.clone()),
+        other => (StatusReason::InternalError, other.to_string()),
+    };
+    let mut status = json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason.as_str(),
+        "code": reason.code(),
+    });
+    if reason == StatusReason::TooManyRequests {
+        status["details"] = json!({"retryAfterSeconds": RETRY_AFTER_SECONDS});
+    }
+    status
+}
+
+/// What a throttled client is told to wait, in seconds.
+pub(super) const RETRY_AFTER_SECONDS: u64 = 1;
+
+/// A `metav1.Status` success, as a DELETE of an object that is gone answers.
+pub(super) fn success(details: Value) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}
+
+/// A JSON response.
+pub(super) fn json_response(code: StatusCode, body: &Value) -> Response {
+    let mut response = (code, body.to_string()).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// The error response for `err`, with `Retry-After` when the client is throttled.
+pub(super) fn error_response(err: &ApiError) -> Response {
+    let code = err.reason().map_or(500, StatusReason::code);
+    let mut response = json_response(
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &failure(err),
+    );
+    if err.reason() == Some(StatusReason::TooManyRequests) {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+    }
+    response
+}

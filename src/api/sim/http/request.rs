@@ -1,0 +1,336 @@
+//! What a request asks for. The path names a discovery document or a resource, the method and path
+//! together give the verb, the query refines a resource request, and the `Accept` header picks the
+//! representation. Nothing here reads the cluster.
+
+use super::selector::{FieldSelector, LabelSelector};
+use crate::api::{ApiError, Gvr, PropagationPolicy, StatusReason};
+use axum::http::Method;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// What a path names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Target {
+    /// `/version`.
+    Version,
+    /// `/healthz`, `/readyz`, `/livez` and their sub-checks.
+    Health,
+    /// `/api`: the core group's versions.
+    CoreVersions,
+    /// `/apis`: every group.
+    Groups,
+    /// `/apis/{group}`.
+    Group(String),
+    /// `/api/v1` or `/apis/{group}/{version}`: the resources of a group-version.
+    GroupVersion(String, String),
+    /// A collection or an object.
+    Resource(ResourcePath),
+    /// Anything else.
+    Unknown,
+}
+
+/// A resource path: `[/namespaces/{ns}]/{resource}[/{name}[/{subresource}]]` under a group-version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct ResourcePath {
+    pub(super) gvr: Gvr,
+    /// `None` for a cluster-wide path, which for a namespaced type means all namespaces.
+    pub(super) namespace: Option<String>,
+    /// `None` for the collection.
+    pub(super) name: Option<String>,
+    /// `status`, `scale`, …: never served.
+    pub(super) subresource: Option<String>,
+}
+
+/// The subresources of a namespace, which make `/namespaces/{name}/{x}` an object path rather
+/// than a namespaced collection.
+const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
+
+/// Parses a request path.
+pub(super) fn parse_path(path: &str) -> Target {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').filter(|p| !p.is_empty()).collect();
+    match parts.as_slice() {
+        ["version"] => Target::Version,
+        ["healthz" | "readyz" | "livez", ..] => Target::Health,
+        ["api"] => Target::CoreVersions,
+        ["apis"] => Target::Groups,
+        ["apis", group] => Target::Group(group.to_string()),
+        ["api", version] => Target::GroupVersion(String::new(), version.to_string()),
+        ["apis", group, version] => Target::GroupVersion(group.to_string(), version.to_string()),
+        ["api", version, rest @ ..] => resource_path("", version, rest),
+        ["apis", group, version, rest @ ..] => resource_path(group, version, rest),
+        _ => Target::Unknown,
+    }
+}
+
+fn resource_path(group: &str, version: &str, rest: &[&str]) -> Target {
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, resource, tail @ ..] if !NAMESPACE_SUBRESOURCES.contains(resource) => {
+            (Some(ns.to_string()), [&[*resource], tail].concat())
+        }
+        _ => (None, rest.to_vec()),
+    };
+    let (resource, name, subresource) = match rest.as_slice() {
+        [resource] => (resource, None, None),
+        [resource, name] => (resource, Some(name.to_string()), None),
+        [resource, name, sub] => (resource, Some(name.to_string()), Some(sub.to_string())),
+        _ => return Target::Unknown,
+    };
+    Target::Resource(ResourcePath {
+        gvr: Gvr::new(group, version, resource),
+        namespace,
+        name,
+        subresource,
+    })
+}
+
+/// The verb a method applies to a collection or an object, as the API server names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HttpVerb {
+    /// GET of an object.
+    Get,
+    /// GET of a collection.
+    List,
+    /// GET of a collection with `watch=true`.
+    Watch,
+    /// POST to a collection.
+    Create,
+    /// PUT of an object.
+    Update,
+    /// PATCH of an object.
+    Patch,
+    /// DELETE of an object.
+    Delete,
+    /// DELETE of a collection.
+    DeleteCollection,
+}
+
+impl HttpVerb {
+    /// The verb of `method` on an object (`named`) or a collection, or `None` when the pair makes
+    /// no request (405).
+    pub(super) fn of(method: &Method, named: bool, watch: bool) -> Option<HttpVerb> {
+        Some(match (method.as_str(), named) {
+            ("GET", true) => HttpVerb::Get,
+            ("GET", false) if watch => HttpVerb::Watch,
+            ("GET", false) => HttpVerb::List,
+            ("POST", false) => HttpVerb::Create,
+            ("PUT", true) => HttpVerb::Update,
+            ("PATCH", true) => HttpVerb::Patch,
+            ("DELETE", true) => HttpVerb::Delete,
+            ("DELETE", false) => HttpVerb::DeleteCollection,
+            _ => return None,
+        })
+    }
+
+    /// The verb's name in discovery and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpVerb::Get => "get",
+            HttpVerb::List => "list",
+            HttpVerb::Watch => "watch",
+            HttpVerb::Create => "create",
+            HttpVerb::Update => "update",
+            HttpVerb::Patch => "patch",
+            HttpVerb::Delete => "delete",
+            HttpVerb::DeleteCollection => "deletecollection",
+        }
+    }
+
+    /// Every verb, in discovery order.
+    pub const ALL: [HttpVerb; 8] = [
+        HttpVerb::Get,
+        HttpVerb::List,
+        HttpVerb::Watch,
+        HttpVerb::Create,
+        HttpVerb::Update,
+        HttpVerb::Patch,
+        HttpVerb::Delete,
+        HttpVerb::DeleteCollection,
+    ];
+}
+
+/// What the table rows carry, from `includeObject`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum IncludeObject {
+    /// No object.
+    None,
+    /// The object's metadata (the default).
+    #[default]
+    Metadata,
+    /// The whole object.
+    Object,
+}
+
+/// The query parameters of a resource request.
+#[derive(Debug, Default)]
+pub(super) struct Params {
+    pub(super) watch: bool,
+    pub(super) resource_version: String,
+    pub(super) limit: Option<usize>,
+    pub(super) continue_token: Option<String>,
+    pub(super) labels: LabelSelector,
+    pub(super) fields: FieldSelector,
+    pub(super) timeout: Option<Duration>,
+    pub(super) allow_bookmarks: bool,
+    pub(super) propagation_policy: Option<PropagationPolicy>,
+    pub(super) orphan_dependents: Option<bool>,
+    pub(super) include_object: IncludeObject,
+}
+
+impl Params {
+    /// Parses the query; an unparsable value is 400, an unknown parameter is ignored as the API
+    /// server ignores it.
+    pub(super) fn parse(query: &BTreeMap<String, String>) -> Result<Params, ApiError> {
+        let flag = |key: &str| query.get(key).is_some_and(|v| v == "true" || v == "1");
+        let number = |key: &str| -> Result<Option<u64>, ApiError> {
+            query
+                .get(key)
+                .map(|v| v.parse().map_err(|_| bad(format!("{key}: invalid value {v:?}"))))
+                .transpose()
+        };
+        Ok(Params {
+            watch: flag("watch"),
+            resource_version: query.get("resourceVersion").cloned().unwrap_or_default(),
+            limit: number("limit")?.filter(|&l| l > 0).map(|l| l as usize),
+            continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
+            labels: LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?,
+            fields: FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?,
+            timeout: number("timeoutSeconds")?.map(Duration::from_secs),
+            allow_bookmarks: flag("allowWatchBookmarks"),
+            propagation_policy: query.get("propagationPolicy").map(|p| parse_policy(p)).transpose()?,
+            orphan_dependents: query.get("orphanDependents").map(|v| v == "true"),
+            include_object: match query.get("includeObject").map(String::as_str) {
+                None | Some("Metadata") => IncludeObject::Metadata,
+                Some("None") => IncludeObject::None,
+                Some("Object") => IncludeObject::Object,
+                Some(other) => return Err(bad(format!("includeObject: unsupported value {other:?}"))),
+            },
+        })
+    }
+}
+
+fn parse_policy(policy: &str) -> Result<PropagationPolicy, ApiError> {
+    serde_json::from_value(serde_json::Value::String(policy.to_string()))
+        .map_err(|_| bad(format!("propagationPolicy: unsupported value {policy:?}")))
+}
+
+fn bad(message: String) -> ApiError {
+    ApiError::status(StatusReason::BadRequest, message)
+}
+
+/// How a response presents objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Representation {
+    /// The objects as stored.
+    Full,
+    /// `PartialObjectMetadata` / `PartialObjectMetadataList`.
+    Metadata,
+    /// A `meta.k8s.io` Table, as `kubectl get` asks for.
+    Table,
+}
+
+/// Picks the first representation of the `Accept` header the server can produce; 406 when none.
+pub(super) fn negotiate(accept: Option<&str>) -> Result<Representation, ApiError> {
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+        return Ok(Representation::Full);
+    };
+    accept.split(',').find_map(media_range).ok_or_else(|| {
+        ApiError::status(
+            StatusReason::NotAcceptable,
+            format!("only the following media types are accepted: application/json; none of {accept:?}"),
+        )
+    })
+}
+
+fn media_range(range: &str) -> Option<Representation> {
+    let mut parts = range.split(';').map(str::trim);
+    let media = parts.next()?;
+    if !matches!(media, "application/json" | "application/*" | "*/*") {
+        return None;
+    }
+    let params: BTreeMap<&str, &str> = parts.filter_map(|p| p.split_once('=')).collect();
+    let meta_group = || params.get("g") == Some(&"meta.k8s.io") && matches!(params.get("v"), Some(&("v1" | "v1beta1")));
+    match params.get("as") {
+        None => Some(Representation::Full),
+        Some(&"Table") if meta_group() => Some(Representation::Table),
+        Some(&("PartialObjectMetadata" | "PartialObjectMetadataList")) if meta_group() => {
+            Some(Representation::Metadata)
+        }
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(group: &str, version: &str, resource: &str, ns: Option<&str>, name: Option<&str>) -> Target {
+        Target::Resource(ResourcePath {
+            gvr: Gvr::new(group, version, resource),
+            namespace: ns.map(String::from),
+            name: name.map(String::from),
+            subresource: None,
+        })
+    }
+
+    #[test]
+    fn parse_path_should_tell_namespaces_from_namespaced_collections() {
+        assert_eq!(
+            parse_path("/api/v1/namespaces"),
+            resource("", "v1", "namespaces", None, None)
+        );
+        assert_eq!(
+            parse_path("/api/v1/namespaces/a"),
+            resource("", "v1", "namespaces", None, Some("a"))
+        );
+        assert_eq!(
+            parse_path("/api/v1/namespaces/a/pods"),
+            resource("", "v1", "pods", Some("a"), None)
+        );
+        assert_eq!(
+            parse_path("/apis/apps/v1/namespaces/a/deployments/d"),
+            resource("apps", "v1", "deployments", Some("a"), Some("d"))
+        );
+        assert_eq!(
+            parse_path("/apis/apps/v1/deployments"),
+            resource("apps", "v1", "deployments", None, None)
+        );
+        let Target::Resource(status) = parse_path("/api/v1/namespaces/a/status") else {
+            panic!("not a resource")
+        };
+        assert_eq!(
+            (status.name.as_deref(), status.subresource.as_deref()),
+            (Some("a"), Some("status"))
+        );
+        assert_eq!(
+            parse_path("/apis/apps/v1"),
+            Target::GroupVersion("apps".into(), "v1".into())
+        );
+        assert_eq!(parse_path("/healthz/ping"), Target::Health);
+        assert_eq!(
+            parse_path("/apis/apps/v1/namespaces/a/deployments/d/status/x"),
+            Target::Unknown
+        );
+    }
+
+    #[test]
+    fn negotiate_should_pick_the_first_servable_range() {
+        let table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+        assert_eq!(negotiate(Some(table)).unwrap(), Representation::Table);
+        let meta = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        assert_eq!(negotiate(Some(meta)).unwrap(), Representation::Metadata);
+        let discovery = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(negotiate(Some(discovery)).unwrap(), Representation::Full);
+        assert_eq!(negotiate(None).unwrap(), Representation::Full);
+        let err = negotiate(Some("application/vnd.kubernetes.protobuf")).unwrap_err();
+        assert_eq!(err.reason(), Some(StatusReason::NotAcceptable));
+    }
+
+    #[test]
+    fn params_should_reject_bad_numbers_and_policies() {
+        let query = |k: &str, v: &str| BTreeMap::from([(k.to_string(), v.to_string())]);
+        assert!(Params::parse(&query("limit", "ten")).is_err());
+        assert!(Params::parse(&query("propagationPolicy", "Sideways")).is_err());
+        let p = Params::parse(&query("propagationPolicy", "Foreground")).unwrap();
+        assert_eq!(p.propagation_policy, Some(PropagationPolicy::Foreground));
+    }
+}

@@ -1,0 +1,319 @@
+//! The verbs on collections and objects. Each handler decodes the request, makes one call on the
+//! shared in-memory cluster (the user face, so the semantics are exactly the in-memory ones), and
+//! presents the answer; an error from the cluster becomes its `Status` unchanged.
+//!
+//! Checks done here, before the cluster is touched: the path's scope matches the type's (a
+//! namespaced object needs a namespace, a cluster-scoped one has none), subresources are not
+//! served, bodies are JSON of at most the server's limit, and the body's apiVersion, kind,
+//! namespace and name agree with the URL. `dryRun` is refused rather than ignored, so that a dry
+//! run never writes.
+
+use super::pages::{Listing, Page};
+use super::represent::{json_response, success, ListMeta, Presentation};
+use super::request::{negotiate, HttpVerb, Params, ResourcePath};
+use super::watch::{self, WatchLimits};
+use super::Server;
+use crate::api::sim::TypeDef;
+use crate::api::{ApiError, DeleteOptions, PartialObjectMeta, PatchType, StatusReason};
+use axum::body::Body;
+use axum::extract::Query;
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+impl Server {
+    /// Serves a request on a resource path.
+    pub(super) async fn resource(&self, parts: Parts, body: Body, path: ResourcePath) -> Result<Response, ApiError> {
+        let query = Query::<BTreeMap<String, String>>::try_from_uri(&parts.uri)
+            .map_err(|e| bad_request(format!("invalid query: {e}")))?;
+        let params = Params::parse(&query)?;
+        let verb = HttpVerb::of(&parts.method, path.name.is_some(), params.watch).ok_or_else(|| {
+            ApiError::status(
+                StatusReason::MethodNotAllowed,
+                "the server does not allow this method on the requested resource",
+            )
+        })?;
+        self.admission.admit(Some(verb)).await?;
+        let def = self.cluster.type_def(&path.gvr)?;
+        check_scope(&def, &path, verb)?;
+        if query.contains_key("dryRun") {
+            return Err(bad_request(
+                "dryRun is not supported by the simulated API server".to_string(),
+            ));
+        }
+        let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        let presentation = Presentation {
+            representation: negotiate(accept)?,
+            include_object: params.include_object,
+        };
+        let namespace = path.namespace.clone().unwrap_or_default();
+        let name = path.name.clone().unwrap_or_default();
+        let gvr = &path.gvr;
+        let ok = |code: StatusCode, obj: &PartialObjectMeta| json_response(code, &presentation.object(obj));
+        Ok(match verb {
+            HttpVerb::Get => ok(StatusCode::OK, &self.cluster.get_object(gvr, &namespace, &name)?),
+            HttpVerb::List => self.list(&path, &params, &presentation)?,
+            HttpVerb::Watch => self.watch(path, params, presentation)?,
+            HttpVerb::Create => {
+                let obj = self.object_body(&parts, body, &def, &path).await?;
+                ok(StatusCode::CREATED, &self.cluster.create(gvr, obj)?)
+            }
+            HttpVerb::Update => {
+                let obj = self.object_body(&parts, body, &def, &path).await?;
+                ok(StatusCode::OK, &self.cluster.update(gvr, obj)?)
+            }
+            HttpVerb::Patch => {
+                let patch_type = patch_type(&parts)?;
+                let patch = self.json_body(&parts, body).await?;
+                ok(
+                    StatusCode::OK,
+                    &self.cluster.patch_object(gvr, &namespace, &name, patch_type, &patch)?,
+                )
+            }
+            HttpVerb::Delete => {
+                let options = self.delete_options(&parts, body, &params).await?;
+                match self.cluster.delete_object(gvr, &namespace, &name, &options)? {
+                    Some(left) => ok(StatusCode::ACCEPTED, &left),
+                    None => gone(&def, &name),
+                }
+            }
+            HttpVerb::DeleteCollection => {
+                let options = self.delete_options(&parts, body, &params).await?;
+                self.delete_collection(&path, &params, &options)?
+            }
+        })
+    }
+
+    fn list(&self, path: &ResourcePath, params: &Params, presentation: &Presentation) -> Result<Response, ApiError> {
+        let (listing, offset, id) = match &params.continue_token {
+            Some(token) => {
+                let (listing, offset, id) = self.pages.resume(token)?;
+                (listing, offset, Some(id))
+            }
+            None => (Arc::new(self.listing(path, params)?), 0, None),
+        };
+        let Page {
+            items,
+            continue_token,
+            remaining,
+        } = self.pages.page(&listing, offset, params.limit, id);
+        let api_version = path.gvr.api_version();
+        let kind = self.cluster.type_def(&path.gvr)?.kind;
+        let items: Vec<PartialObjectMeta> = items.iter().map(|o| stamped(o, &api_version, &kind)).collect();
+        let meta = ListMeta {
+            resource_version: listing.resource_version,
+            continue_token,
+            remaining: Some(remaining),
+        };
+        Ok(json_response(
+            StatusCode::OK,
+            &presentation.list(&items, &api_version, &kind, &meta),
+        ))
+    }
+
+    /// The objects of a collection request, filtered by its selectors.
+    fn listing(&self, path: &ResourcePath, params: &Params) -> Result<Listing, ApiError> {
+        let mut snapshot = self.cluster.snapshot(&path.gvr, path.namespace.as_deref())?;
+        snapshot
+            .items
+            .retain(|o| params.labels.matches(&o.metadata) && params.fields.matches(&o.metadata));
+        Ok(Listing {
+            items: snapshot.items,
+            resource_version: snapshot.resource_version,
+        })
+    }
+
+    fn watch(&self, path: ResourcePath, params: Params, presentation: Presentation) -> Result<Response, ApiError> {
+        let faults = self.admission.faults();
+        let deadline = [params.timeout, faults.watch_drop_after].into_iter().flatten().min();
+        let limits = WatchLimits {
+            deadline,
+            max_events: faults.watch_drop_events,
+            bookmark_every: Some(self.options.bookmark_interval),
+        };
+        let body = watch::open(&self.cluster, path, params, presentation, limits)?;
+        Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    }
+
+    fn delete_collection(
+        &self,
+        path: &ResourcePath,
+        params: &Params,
+        options: &DeleteOptions,
+    ) -> Result<Response, ApiError> {
+        for obj in self.listing(path, params)?.items {
+            match self
+                .cluster
+                .delete_object(&path.gvr, &obj.metadata.namespace, &obj.metadata.name, options)
+            {
+                Ok(_) => {}
+                // Gone meanwhile, for example with its namespace: nothing left to do.
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(json_response(StatusCode::OK, &success(json!({}))))
+    }
+
+    /// The body as JSON, refused when too large (413), not JSON (415) or malformed (400).
+    async fn json_body(&self, parts: &Parts, body: Body) -> Result<Value, ApiError> {
+        let limit = self.options.max_body_bytes;
+        let too_large = || {
+            ApiError::status(
+                StatusReason::RequestEntityTooLarge,
+                format!("the request body is larger than the limit of {limit} bytes"),
+            )
+        };
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        if declared.is_some_and(|n| n > limit) {
+            return Err(too_large());
+        }
+        let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| too_large())?;
+        if bytes.is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&bytes).map_err(|e| bad_request(format!("the request body is not valid JSON: {e}")))
+    }
+
+    /// A create or update body: a JSON object whose apiVersion, kind, namespace and name agree
+    /// with the URL.
+    async fn object_body(
+        &self,
+        parts: &Parts,
+        body: Body,
+        def: &TypeDef,
+        path: &ResourcePath,
+    ) -> Result<PartialObjectMeta, ApiError> {
+        let media = content_type(parts);
+        if media != "application/json" {
+            return Err(unsupported_media_type(&media, "application/json"));
+        }
+        let value = self.json_body(parts, body).await?;
+        if !value.is_object() {
+            return Err(bad_request("the request body must be a JSON object".to_string()));
+        }
+        let mut obj: PartialObjectMeta =
+            serde_json::from_value(value).map_err(|e| bad_request(format!("the object could not be decoded: {e}")))?;
+        let api_version = path.gvr.api_version();
+        if !obj.api_version.is_empty() && obj.api_version != api_version {
+            return Err(bad_request(format!(
+                "the API version in the data ({}) does not match the expected API version ({api_version})",
+                obj.api_version
+            )));
+        }
+        if !obj.kind.is_empty() && obj.kind != def.kind {
+            return Err(bad_request(format!(
+                "the kind in the data ({}) does not match the expected kind ({})",
+                obj.kind, def.kind
+            )));
+        }
+        let meta = &mut obj.metadata;
+        if let Some(namespace) = &path.namespace {
+            if meta.namespace.is_empty() {
+                meta.namespace.clone_from(namespace);
+            } else if meta.namespace != *namespace {
+                return Err(bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request".into(),
+                ));
+            }
+        }
+        if let Some(name) = &path.name {
+            if meta.name != *name {
+                return Err(bad_request(format!(
+                    "the name of the object ({}) does not match the name on the URL ({name})",
+                    meta.name
+                )));
+            }
+        }
+        Ok(obj)
+    }
+
+    /// DeleteOptions from the body, completed by the query's `propagationPolicy` and
+    /// `orphanDependents` when the body sets neither.
+    async fn delete_options(&self, parts: &Parts, body: Body, params: &Params) -> Result<DeleteOptions, ApiError> {
+        let mut options: DeleteOptions = match self.json_body(parts, body).await? {
+            Value::Null => DeleteOptions::default(),
+            value => serde_json::from_value(value)
+                .map_err(|e| bad_request(format!("the DeleteOptions could not be decoded: {e}")))?,
+        };
+        if options.propagation_policy.is_none() && options.orphan_dependents.is_none() {
+            options.propagation_policy = params.propagation_policy;
+            options.orphan_dependents = params.orphan_dependents;
+        }
+        Ok(options)
+    }
+}
+
+/// A namespaced object needs a namespace, a cluster-scoped type has none, and subresources are
+/// not served; each mismatch is the 404 of a path that does not exist.
+fn check_scope(def: &TypeDef, path: &ResourcePath, verb: HttpVerb) -> Result<(), ApiError> {
+    let collection_wide = matches!(verb, HttpVerb::List | HttpVerb::Watch | HttpVerb::DeleteCollection);
+    let fits = match (&path.namespace, def.namespaced) {
+        (Some(_), false) => false,
+        (None, true) => collection_wide,
+        _ => true,
+    };
+    if fits && path.subresource.is_none() {
+        Ok(())
+    } else {
+        Err(ApiError::status(
+            StatusReason::NotFound,
+            "the server could not find the requested resource",
+        ))
+    }
+}
+
+fn content_type(parts: &Parts) -> String {
+    parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+fn patch_type(parts: &Parts) -> Result<PatchType, ApiError> {
+    let media = content_type(parts);
+    [PatchType::Merge, PatchType::StrategicMerge, PatchType::Json]
+        .into_iter()
+        .find(|t| t.content_type() == media)
+        .ok_or_else(|| {
+            unsupported_media_type(
+                &media,
+                "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json",
+            )
+        })
+}
+
+fn unsupported_media_type(media: &str, accepted: &str) -> ApiError {
+    ApiError::status(
+        StatusReason::UnsupportedMediaType,
+        format!(
+            "the body of the request was in an unknown format ({media:?}) - accepted media types include: {accepted}"
+        ),
+    )
+}
+
+fn bad_request(message: String) -> ApiError {
+    ApiError::status(StatusReason::BadRequest, message)
+}
+
+/// `obj` as read through a version: its `apiVersion` and `kind` set.
+fn stamped(obj: &PartialObjectMeta, api_version: &str, kind: &str) -> PartialObjectMeta {
+    let mut out = obj.clone();
+    out.api_version = api_version.to_string();
+    out.kind = kind.to_string();
+    out
+}
+
+/// The answer to a DELETE whose object is gone.
+fn gone(def: &TypeDef, name: &str) -> Response {
+    let details = json!({"name": name, "group": def.group, "kind": def.resource});
+    json_response(StatusCode::OK, &success(details))
+}
