@@ -435,14 +435,14 @@ impl<E: Emit> Generator<'_, E> {
     /// Cluster-scoped owner `c`: a ClusterRole owning ClusterRoleBindings, or a Fleet owning
     /// ConfigMaps spread over the namespaces.
     fn cluster_owner(&mut self, c: usize) -> anyhow::Result<()> {
-        let (kind, name) = if c % 2 == 0 {
+        let (kind, name) = if c.is_multiple_of(2) {
             (CLUSTER_ROLE, format!("cluster-owner-{c:04}"))
         } else {
             (FLEET, format!("fleet-{c:04}"))
         };
         let owner = self.root(kind, "", name)?;
         for j in 0..self.t.cluster_dependents {
-            let dependent = if c % 2 == 0 {
+            let dependent = if c.is_multiple_of(2) {
                 self.made(CLUSTER_ROLE_BINDING, "", format!("{}-{j}", owner.name), None)
             } else {
                 let ns = format!("team-{:04}", j % self.t.namespaces.max(1));
