@@ -3,12 +3,14 @@
 //!
 //! - [`stream`]: the on-disk format, read and written;
 //! - [`generate`]: synthetic streams from a topology and a seed;
+//! - [`record`]: a real cluster's watch events, metadata only, recorded into a stream;
 //! - [`replay`]: a stream applied to the graph builders alone, or to the whole collector against
 //!   the in-memory cluster, measured in a [`report`];
 //! - [`progress`]: progress bars for the long steps.
 
 pub mod generate;
 pub mod progress;
+pub mod record;
 pub mod replay;
 pub mod report;
 pub mod stream;

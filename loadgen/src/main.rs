@@ -1,8 +1,9 @@
-//! The `loadgen` command: generates watch streams for kube-gc.
+//! The `loadgen` command: generates, records and replays watch streams for kube-gc.
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use loadgen::generate::{self, Amount, Preset, Topology};
+use loadgen::record;
 use loadgen::replay::full::FullOptions;
 use loadgen::replay::{self, ReplayOptions};
 use loadgen::stream::StreamWriter;
@@ -31,6 +32,8 @@ struct Cli {
 enum Command {
     /// Write a synthetic stream: a cluster's objects as ADDED events, then churn and deletions.
     Generate(Box<GenerateArgs>),
+    /// Record a real cluster's watch events (metadata only) into a stream that `replay` reads.
+    Record(RecordArgs),
     /// Replay a stream into kube-gc and report speed, memory, API calls and outcome.
     Replay(ReplayArgs),
 }
@@ -96,6 +99,26 @@ struct GenerateArgs {
     #[command(flatten)]
     topology: TopologyFlags,
     /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct RecordArgs {
+    /// The cluster's kubeconfig; its current context is used. Plain `http://` servers only: this
+    /// build has no TLS.
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// File to write (JSON Lines); a name ending in `.zst` is zstd-compressed.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Stop after this long (30s, 5m, 1h, 1h30m) [default: at Ctrl-C].
+    #[arg(long, value_parser = record::parse_duration)]
+    duration: Option<Duration>,
+    /// Also record Events (core and events.k8s.io), which the garbage collector ignores.
+    #[arg(long)]
+    include_events: bool,
+    /// No progress spinner.
     #[arg(long)]
     quiet: bool,
 }
@@ -203,6 +226,7 @@ impl TopologyFlags {
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Generate(args) => generate(*args),
+        Command::Record(args) => record(args),
         Command::Replay(args) => replay(args),
     };
     match result {
@@ -236,6 +260,49 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         args.seed
     );
     Ok(())
+}
+
+fn record(args: RecordArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(record_cluster(args))
+}
+
+async fn record_cluster(args: RecordArgs) -> anyhow::Result<()> {
+    // Connected and discovered before the output file is created, so an unreachable cluster never
+    // truncates an existing stream.
+    let client = record::connect(&args.kubeconfig).await?;
+    let resources = record::discover(&client, args.include_events).await?;
+    let mut writer = StreamWriter::create(&args.output)?;
+    let progress = loadgen::progress::spinner(args.quiet);
+    let summary = record::record(client, &resources, &mut writer, &progress, stop(args.duration)).await?;
+    progress.finish_and_clear();
+    writer
+        .finish()
+        .with_context(|| format!("finishing {}", args.output.display()))?;
+    println!(
+        "wrote {} events to {}\n{summary}",
+        summary.events(),
+        args.output.display()
+    );
+    Ok(())
+}
+
+/// Completes after `duration`, or at Ctrl-C.
+async fn stop(duration: Option<Duration>) {
+    let ctrl_c = async {
+        // Without a signal handler only `--duration` (or killing the process) ends the recording;
+        // stopping at once instead would record nothing.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    match duration {
+        Some(duration) => tokio::select! {
+            () = tokio::time::sleep(duration) => {}
+            () = ctrl_c => {}
+        },
+        None => ctrl_c.await,
+    }
 }
 
 fn replay(args: ReplayArgs) -> anyhow::Result<()> {

@@ -160,3 +160,95 @@ fn the_full_report_should_have_every_field_and_null_where_a_mode_does_not_apply(
         .expect("an object")
         .contains_key("api_calls_per_collected_object"));
 }
+
+#[test]
+fn record_should_fail_in_one_line_when_the_kubeconfig_is_missing_or_bad() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = dir.path().join("recorded.jsonl");
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "clusters: [unclosed\n").expect("write");
+    let cases = [
+        ("no/such/kubeconfig".to_string(), "No such file or directory"),
+        (bad.display().to_string(), "failed to parse kubeconfig YAML"),
+    ];
+    for (kubeconfig, reason) in cases {
+        let out = loadgen(&[
+            "record",
+            "--kubeconfig",
+            &kubeconfig,
+            "-o",
+            &output.display().to_string(),
+        ]);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        let expected = format!("loadgen: error: reading the kubeconfig {kubeconfig}: ");
+        assert!(err.starts_with(&expected) && err.contains(reason), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert!(!output.exists(), "no stream is created before the cluster answers");
+}
+
+#[test]
+fn record_should_fail_in_one_line_when_the_server_is_unreachable() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A port that was free a moment ago: nothing answers there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, kubeconfig_for(&format!("http://127.0.0.1:{port}"))).expect("write");
+    let output = dir.path().join("recorded.jsonl.zst");
+    let out = loadgen(&[
+        "record",
+        "--kubeconfig",
+        &kubeconfig.display().to_string(),
+        "-o",
+        &output.display().to_string(),
+        "--duration",
+        "5s",
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("loadgen: error: discovering the cluster's resources: "),
+        "{err}"
+    );
+    assert!(err.contains("Connection refused"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!output.exists());
+}
+
+#[test]
+fn record_should_reject_a_duration_without_unit_and_an_https_server() {
+    let out = loadgen(&["record", "--kubeconfig", "k", "-o", "o.jsonl", "--duration", "30"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("invalid value '30' for '--duration <DURATION>': `30` has no unit"));
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, kubeconfig_for("https://127.0.0.1:6443")).expect("write");
+    let out = loadgen(&[
+        "record",
+        "--kubeconfig",
+        &kubeconfig.display().to_string(),
+        "-o",
+        "o.jsonl",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("needs TLS, which this build lacks: use http://"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A kubeconfig whose current context points at `server`, without credentials.
+fn kubeconfig_for(server: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters: [{{name: c, cluster: {{server: \"{server}\"}}}}]\n\
+         contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n\
+         users: [{{name: u, user: {{}}}}]\n"
+    )
+}

@@ -530,7 +530,7 @@ fn share(total: usize, parts: usize, i: usize) -> usize {
 }
 
 /// A watch event type's name on the wire.
-fn type_name(t: WatchEventType) -> &'static str {
+pub(crate) fn type_name(t: WatchEventType) -> &'static str {
     match t {
         WatchEventType::Added => "ADDED",
         WatchEventType::Modified => "MODIFIED",
