@@ -105,8 +105,18 @@ fn custom_types() -> [TypeDef; 2] {
 /// types; this is what `kube-gc sim-apiserver --preset` starts from. Returns how many objects were
 /// created.
 pub fn populate_cluster(cluster: &SimCluster, objects: usize, seed: u64) -> anyhow::Result<usize> {
+    for ns in 0..NAMESPACES {
+        create(cluster, &gvr("", "v1", "namespaces"), "", &namespace(ns), Vec::new())?;
+    }
     let trees = prepare(cluster, objects, &mut SmallRng::seed_from_u64(seed))?;
     Ok(trees.iter().map(|t| t.members.len() + 1).sum())
+}
+
+/// How many namespaces the trees are spread over.
+const NAMESPACES: usize = 10;
+
+fn namespace(i: usize) -> String {
+    format!("ns-{i}")
 }
 
 /// Serves the custom types, then creates the trees.
@@ -177,7 +187,7 @@ fn populate(cluster: &SimCluster, objects: usize, rng: &mut SmallRng) -> anyhow:
         members: Vec::new(),
     };
     while made < objects {
-        let ns = format!("ns-{}", i % 10);
+        let ns = namespace(i % NAMESPACES);
         let tree = match i % 4 {
             0 | 1 => deployment_tree(cluster, &ns, i, rng.gen_range(1..=2), rng.gen_range(2..=6))?,
             2 => job_tree(cluster, &ns, i, rng.gen_range(1..=4))?,

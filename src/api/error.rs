@@ -57,6 +57,33 @@ impl StatusReason {
         }
     }
 
+    /// The reason of a `Status` a server answered: by its `reason` string, or by its code when
+    /// the string is empty or unknown.
+    pub fn from_status(reason: &str, code: u16) -> StatusReason {
+        const ALL: [StatusReason; 15] = [
+            // Where two reasons share a code, the first is what a bare code means.
+            StatusReason::NotFound,
+            StatusReason::Conflict,
+            StatusReason::AlreadyExists,
+            StatusReason::Invalid,
+            StatusReason::UnsupportedMediaType,
+            StatusReason::Gone,
+            StatusReason::Expired,
+            StatusReason::NotAcceptable,
+            StatusReason::RequestEntityTooLarge,
+            StatusReason::ServiceUnavailable,
+            StatusReason::TooManyRequests,
+            StatusReason::BadRequest,
+            StatusReason::MethodNotAllowed,
+            StatusReason::Timeout,
+            StatusReason::InternalError,
+        ];
+        ALL.into_iter()
+            .find(|r| r.as_str() == reason)
+            .or_else(|| ALL.into_iter().find(|r| r.code() == code))
+            .unwrap_or(StatusReason::InternalError)
+    }
+
     /// The `Status.reason` string.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -7,12 +7,14 @@
 //! real clusters. Nothing in this module decides anything about garbage.
 
 mod error;
+mod kube_client;
 mod mapper;
 pub mod sim;
 mod types;
 mod validation;
 
 pub use error::{ApiError, StatusReason};
+pub use kube_client::KubeApi;
 pub use mapper::{RestMapper, SharedRestMapper};
 pub use types::*;
 pub use validation::{validate_owner_references, InvalidOwnerReference};

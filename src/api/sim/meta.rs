@@ -25,7 +25,7 @@ pub(super) fn generated_name(prefix: &str) -> String {
 }
 
 /// The current time as `metav1.Time` writes it.
-pub(super) fn now_rfc3339() -> String {
+pub fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
 

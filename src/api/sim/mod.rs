@@ -54,6 +54,7 @@ mod tests;
 
 pub use calls::{ApiCalls, Verb};
 pub use faults::Fault;
+pub use meta::now_rfc3339;
 pub use store::{Snapshot, WatchStart};
 pub use types::TypeDef;
 

@@ -1,0 +1,301 @@
+//! [`ClusterApi`] over kube-rs: a real cluster, or the simulated API server over HTTP.
+//!
+//! Every call is one REST request (a list is one per page) made with the client's configured
+//! credentials and TLS. Objects travel as `PartialObjectMetadata`, which the request asks for in its
+//! `Accept` header, so the collector never downloads a spec; the objects that come back are stamped
+//! with the `apiVersion` of the request and the kind discovery reported for the resource, as the
+//! in-memory cluster stamps them. A server's `Status` failure keeps its reason; a failure to reach
+//! the server at all is [`StatusReason::ServiceUnavailable`], which callers retry.
+//!
+//! Discovery reads each group-version on its own, so one broken aggregated API only lands in
+//! [`Discovery::failed`] and never hides the rest.
+
+use super::{
+    ApiError, ApiResource, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
+    PatchType, StatusReason, WatchEvent, WatchEventType, WatchStream,
+};
+use futures::StreamExt;
+use http::{header, Method, Request};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+use parking_lot::RwLock;
+use serde::Deserialize;
+use std::collections::HashMap;
+
+/// What a metadata GET, PATCH or watch asks for; JSON objects as a fallback.
+const ACCEPT_METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+/// What a metadata LIST asks for.
+const ACCEPT_METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+/// Objects per LIST page.
+const PAGE_SIZE: usize = 500;
+/// How long the server keeps a watch open before the monitor resumes it (kube-rs' default).
+const WATCH_TIMEOUT_SECONDS: u32 = 290;
+
+/// [`ClusterApi`] over a kube-rs client; see the [module docs](self).
+pub struct KubeApi {
+    client: ::kube::Client,
+    /// Kind of each discovered resource, to stamp objects read through it.
+    kinds: RwLock<HashMap<Gvr, String>>,
+}
+
+impl KubeApi {
+    /// Wraps a client.
+    pub fn new(client: ::kube::Client) -> Self {
+        KubeApi {
+            client,
+            kinds: RwLock::new(HashMap::new()),
+        }
+    }
+
+    async fn send<T: serde::de::DeserializeOwned>(&self, request: Request<Vec<u8>>) -> Result<T, ApiError> {
+        self.client.request(request).await.map_err(api_error)
+    }
+
+    /// `obj` as read through `gvr`.
+    fn stamp(&self, gvr: &Gvr, mut obj: PartialObjectMeta) -> PartialObjectMeta {
+        obj.api_version = gvr.api_version();
+        if let Some(kind) = self.kinds.read().get(gvr) {
+            obj.kind.clone_from(kind);
+        }
+        obj
+    }
+
+    /// The resources of one group-version, as discovery entries.
+    async fn group_version(&self, group: &str, version: &str, preferred: bool) -> Result<Vec<ApiResource>, ApiError> {
+        let list: APIResourceList = if group.is_empty() {
+            self.client.list_core_api_resources(version).await
+        } else {
+            self.client
+                .list_api_group_resources(&format!("{group}/{version}"))
+                .await
+        }
+        .map_err(api_error)?;
+        Ok(list
+            .resources
+            .into_iter()
+            .filter(|r| !r.name.contains('/'))
+            .map(|r| ApiResource {
+                gvr: Gvr::new(group, version, &r.name),
+                kind: r.kind,
+                namespaced: r.namespaced,
+                verbs: r.verbs,
+                preferred,
+            })
+            .collect())
+    }
+}
+
+/// The REST path of a collection (`name` `None`) or an object.
+fn path(gvr: &Gvr, namespace: &str, name: Option<&str>) -> String {
+    let mut path = if gvr.group.is_empty() {
+        format!("/api/{}", gvr.version)
+    } else {
+        format!("/apis/{}/{}", gvr.group, gvr.version)
+    };
+    if !namespace.is_empty() {
+        path.push_str("/namespaces/");
+        path.push_str(namespace);
+    }
+    path.push('/');
+    path.push_str(&gvr.resource);
+    if let Some(name) = name {
+        path.push('/');
+        path.push_str(name);
+    }
+    path
+}
+
+fn request(
+    method: Method,
+    uri: &str,
+    accept: &str,
+    body: Option<(&str, Vec<u8>)>,
+) -> Result<Request<Vec<u8>>, ApiError> {
+    let builder = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::ACCEPT, accept);
+    let result = match body {
+        Some((content_type, body)) => builder.header(header::CONTENT_TYPE, content_type).body(body),
+        None => builder.body(Vec::new()),
+    };
+    result.map_err(|e| ApiError::status(StatusReason::BadRequest, format!("building a request for {uri}: {e}")))
+}
+
+/// A kube-rs failure as the API layer's error.
+fn api_error(err: ::kube::Error) -> ApiError {
+    match err {
+        ::kube::Error::Api(status) => {
+            ApiError::status(StatusReason::from_status(&status.reason, status.code), status.message)
+        }
+        other => ApiError::status(StatusReason::ServiceUnavailable, other.to_string()),
+    }
+}
+
+/// One page of a metadata list.
+#[derive(Deserialize)]
+struct MetadataList {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    items: Vec<PartialObjectMeta>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta {
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default, rename = "continue")]
+    continue_token: String,
+}
+
+impl ClusterApi for KubeApi {
+    async fn discover(&self) -> Result<Discovery, ApiError> {
+        let mut discovery = Discovery::default();
+        let mut group_versions: Vec<(String, String, bool)> = Vec::new();
+        for version in self.client.list_core_api_versions().await.map_err(api_error)?.versions {
+            let preferred = version == "v1";
+            group_versions.push((String::new(), version, preferred));
+        }
+        for group in self.client.list_api_groups().await.map_err(api_error)?.groups {
+            let preferred = group.preferred_version.map(|p| p.version).unwrap_or_default();
+            for v in group.versions {
+                let is_preferred = v.version == preferred;
+                group_versions.push((group.name.clone(), v.version, is_preferred));
+            }
+        }
+        for (group, version, preferred) in group_versions {
+            match self.group_version(&group, &version, preferred).await {
+                Ok(resources) => discovery.resources.extend(resources),
+                Err(e) => {
+                    discovery
+                        .failed
+                        .insert(super::join_api_version(&group, &version), e.to_string());
+                }
+            }
+        }
+        let mut kinds = self.kinds.write();
+        for r in &discovery.resources {
+            kinds.insert(r.gvr.clone(), r.kind.clone());
+        }
+        Ok(discovery)
+    }
+
+    async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
+        let req = request(Method::GET, &path(gvr, namespace, Some(name)), ACCEPT_METADATA, None)?;
+        Ok(self.stamp(gvr, self.send(req).await?))
+    }
+
+    async fn patch(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        body: &serde_json::Value,
+    ) -> Result<PartialObjectMeta, ApiError> {
+        let body = Some((patch_type.content_type(), body.to_string().into_bytes()));
+        let req = request(Method::PATCH, &path(gvr, namespace, Some(name)), ACCEPT_METADATA, body)?;
+        Ok(self.stamp(gvr, self.send(req).await?))
+    }
+
+    async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
+        let body = serde_json::to_vec(options).unwrap_or_default();
+        let req = request(
+            Method::DELETE,
+            &path(gvr, namespace, Some(name)),
+            ACCEPT_METADATA,
+            Some(("application/json", body)),
+        )?;
+        self.client.request_text(req).await.map_err(api_error)?;
+        Ok(())
+    }
+
+    async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+        let mut out = ObjectList::default();
+        let mut continue_token = String::new();
+        loop {
+            let mut uri = format!("{}?limit={PAGE_SIZE}", path(gvr, "", None));
+            if !continue_token.is_empty() {
+                uri.push_str("&continue=");
+                uri.push_str(&continue_token);
+            }
+            let page: MetadataList = self
+                .send(request(Method::GET, &uri, ACCEPT_METADATA_LIST, None)?)
+                .await?;
+            out.items.extend(page.items.into_iter().map(|o| self.stamp(gvr, o)));
+            if out.resource_version.is_empty() {
+                out.resource_version = page.metadata.resource_version;
+            }
+            if page.metadata.continue_token.is_empty() {
+                return Ok(out);
+            }
+            continue_token = page.metadata.continue_token;
+        }
+    }
+
+    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+        let uri = format!(
+            "{}?watch=true&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}&resourceVersion={resource_version}",
+            path(gvr, "", None)
+        );
+        let req = request(Method::GET, &uri, ACCEPT_METADATA, None)?;
+        let events = self
+            .client
+            .request_events::<PartialObjectMeta>(req)
+            .await
+            .map_err(api_error)?;
+        let api_version = gvr.api_version();
+        let kind = self.kinds.read().get(gvr).cloned().unwrap_or_default();
+        let stream = StreamExt::map(
+            events,
+            move |event: Result<::kube::core::WatchEvent<PartialObjectMeta>, ::kube::Error>| {
+                let (event_type, mut object) = match event.map_err(api_error)? {
+                    ::kube::core::WatchEvent::Added(o) => (WatchEventType::Added, o),
+                    ::kube::core::WatchEvent::Modified(o) => (WatchEventType::Modified, o),
+                    ::kube::core::WatchEvent::Deleted(o) => (WatchEventType::Deleted, o),
+                    ::kube::core::WatchEvent::Bookmark(b) => {
+                        let mut object = PartialObjectMeta::default();
+                        object.metadata.resource_version = b.metadata.resource_version;
+                        (WatchEventType::Bookmark, object)
+                    }
+                    ::kube::core::WatchEvent::Error(status) => return Err(api_error(::kube::Error::Api(status))),
+                };
+                object.api_version.clone_from(&api_version);
+                object.kind.clone_from(&kind);
+                Ok(WatchEvent { event_type, object })
+            },
+        );
+        Ok(stream.boxed())
+    }
+
+    async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
+        let now = crate::api::sim::now_rfc3339();
+        let body = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "generateName": format!("{}.", event.involved_object.name),
+                "namespace": event.namespace(),
+            },
+            "involvedObject": event.involved_object,
+            "type": event.event_type,
+            "reason": event.reason,
+            "message": event.message,
+            "source": {"component": event.source_component},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        });
+        let gvr = Gvr::new("", "v1", "events");
+        let body = Some(("application/json", body.to_string().into_bytes()));
+        let req = request(
+            Method::POST,
+            &path(&gvr, event.namespace(), None),
+            "application/json",
+            body,
+        )?;
+        self.client.request_text(req).await.map_err(api_error)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,46 @@
+//! The `kube-gc` command line: one module per subcommand.
+
+pub mod run;
+pub mod sim_apiserver;
+pub mod simulate;
+
+use clap::{Parser, Subcommand};
+
+/// kube-gc: the Kubernetes garbage collector, for clusters with millions of objects.
+#[derive(Parser)]
+#[command(version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Build a synthetic cluster in the embedded simulated API server, delete parts of it with
+    /// each propagation policy, and report what the garbage collector did.
+    Simulate(simulate::SimulateArgs),
+    /// Serve a simulated cluster over the Kubernetes HTTP API, for kubectl, kube-rs clients and
+    /// `kube-gc run`; it runs until interrupted.
+    SimApiserver(sim_apiserver::SimApiserverArgs),
+    /// Run the garbage collector against a cluster: a kubeconfig's, the in-cluster one, or a
+    /// simulated API server's.
+    Run(run::RunArgs),
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(_) => return interrupt.await.unwrap_or(()),
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await.unwrap_or(());
+}

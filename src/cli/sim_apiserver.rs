@@ -1,0 +1,122 @@
+//! `kube-gc sim-apiserver`: the simulated cluster over HTTP, until interrupted.
+
+use anyhow::Context;
+use kube_gc::api::sim::{http, SimCluster};
+use kube_gc::api::{Gvr, ObjectMeta, PartialObjectMeta};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A preset cluster for the simulated API server.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Preset {
+    /// About 10 000 objects.
+    Small,
+    /// About 1 000 000 objects.
+    #[value(name = "1m")]
+    OneMillion,
+}
+
+#[derive(clap::Args)]
+pub struct SimApiserverArgs {
+    /// Address to listen on; port 0 picks a free port. Only loopback addresses unless
+    /// --allow-remote.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: std::net::SocketAddr,
+    /// Accept a non-loopback --listen address (the server has no authentication).
+    #[arg(long)]
+    allow_remote: bool,
+    /// Start with the demo's trees of Deployments, Jobs and custom resources.
+    #[arg(long, value_enum)]
+    preset: Option<Preset>,
+    /// Seed of the preset's random shapes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write a kubeconfig pointing at the server to this path.
+    #[arg(long)]
+    write_kubeconfig: Option<std::path::PathBuf>,
+    /// Watch events each type keeps for resuming watches; older resourceVersions get 410 Gone.
+    #[arg(long, default_value_t = kube_gc::api::sim::DEFAULT_HISTORY)]
+    watch_history: usize,
+    /// Interval of watch bookmarks, for watches that allow them.
+    #[arg(long, default_value = "60s", value_parser = http::parse_duration)]
+    bookmark_interval: Duration,
+    /// Wait before serving each request: 2ms, 1ms..5ms (uniform) or exp:2ms (exponential mean).
+    #[arg(long, default_value = "0s")]
+    latency: http::Latency,
+    /// Serve at most this many requests per second; the rest get 429 with Retry-After.
+    #[arg(long)]
+    qps: Option<f64>,
+    /// Fail a share of one verb's requests: VERB=RATE[:500|429|timeout], VERB a verb or *;
+    /// repeatable.
+    #[arg(long = "error-rate")]
+    error_rates: Vec<http::ErrorRate>,
+    /// How long a request drawing a timeout hangs before its 504.
+    #[arg(long, default_value = "5s", value_parser = http::parse_duration)]
+    fault_timeout: Duration,
+    /// End every watch after this many events.
+    #[arg(long)]
+    drop_watch_after_events: Option<usize>,
+    /// End every watch after this long.
+    #[arg(long, value_parser = http::parse_duration)]
+    drop_watch_after: Option<Duration>,
+}
+
+pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
+    if !args.listen.ip().is_loopback() && !args.allow_remote {
+        anyhow::bail!(
+            "refusing to listen on {}: not a loopback address, and the server authenticates no one \
+             (pass --allow-remote to serve other hosts anyway)",
+            args.listen
+        );
+    }
+    let cluster = Arc::new(SimCluster::with_history(args.watch_history));
+    for namespace in ["default", "kube-system", "kube-public"] {
+        let meta = ObjectMeta {
+            name: namespace.into(),
+            ..Default::default()
+        };
+        cluster.create(
+            &Gvr::new("", "v1", "namespaces"),
+            PartialObjectMeta {
+                metadata: meta,
+                ..Default::default()
+            },
+        )?;
+    }
+    if let Some(preset) = args.preset {
+        let objects = match preset {
+            Preset::Small => 10_000,
+            Preset::OneMillion => 1_000_000,
+        };
+        eprintln!("kube-gc sim-apiserver: creating ~{objects} objects");
+        kube_gc::simulate::populate_cluster(&cluster, objects, args.seed)?;
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let addr = listener.local_addr().context("reading the bound address")?;
+    if let Some(path) = &args.write_kubeconfig {
+        std::fs::write(path, http::kubeconfig(addr))
+            .with_context(|| format!("writing the kubeconfig to {}", path.display()))?;
+        eprintln!("kube-gc sim-apiserver: kubeconfig written to {}", path.display());
+    }
+    eprintln!(
+        "kube-gc sim-apiserver: serving {} objects on http://{addr}",
+        cluster.object_count()
+    );
+    let options = http::ServerOptions {
+        faults: http::HttpFaults {
+            latency: args.latency,
+            qps: args.qps,
+            error_rates: args.error_rates,
+            timeout: args.fault_timeout,
+            watch_drop_events: args.drop_watch_after_events,
+            watch_drop_after: args.drop_watch_after,
+        },
+        bookmark_interval: args.bookmark_interval,
+        ..http::ServerOptions::default()
+    };
+    http::serve(listener, cluster, options, super::shutdown_signal()).await?;
+    eprintln!("kube-gc sim-apiserver: stopped");
+    Ok(())
+}
