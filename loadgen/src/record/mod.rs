@@ -78,12 +78,9 @@ pub async fn connect(kubeconfig: &Path) -> anyhow::Result<Client> {
         .map_err(|e| kube_error(&e))
         .with_context(|| format!("loading the kubeconfig {shown}"))?;
     let url = config.cluster_url.clone();
-    Client::try_from(config).map_err(|e| match e {
-        kube::Error::TlsRequired => {
-            anyhow::anyhow!("{url} (from {shown}) needs TLS, which this build lacks: use http://")
-        }
-        e => kube_error(&e).context(format!("making a client for {url} (from {shown})")),
-    })
+    Client::try_from(config)
+        .map_err(|e| kube_error(&e))
+        .with_context(|| format!("making a client for {url} (from {shown})"))
 }
 
 /// An error of kube-rs as one line without repeats: its messages often end with their source's
