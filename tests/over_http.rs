@@ -1,0 +1,185 @@
+//! The whole collector through kube-rs ([`KubeApi`]) against the simulated API server over HTTP on
+//! 127.0.0.1: discovery, metadata lists and watches, GETs, patches and deletes all travel as real
+//! requests, and the decisions must be the ones the in-memory tests check.
+//!
+//! Time is real here (sockets do not follow tokio's paused clock): every wait polls with a bound
+//! and names what it waited for.
+
+mod support;
+
+use kube_gc::api::sim::http::{self, ServerOptions};
+use kube_gc::api::sim::SimCluster;
+use kube_gc::api::{Gvr, KubeApi, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy};
+use kube_gc::controller::{Config, GarbageCollector};
+use kube_gc::graph::Uid;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use support::{blocking_ref_to, create_in, deployments, meta, pods, policy, replicasets};
+
+/// How long a condition may take to come true over HTTP.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+struct Served {
+    cluster: Arc<SimCluster>,
+    gc: Arc<GarbageCollector<KubeApi>>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Served {
+    /// A server with `cluster`, and the collector against it, synced.
+    async fn start(cluster: SimCluster) -> Served {
+        let cluster = Arc::new(cluster);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let options = ServerOptions::default();
+        let server = tokio::spawn(http::serve(listener, cluster.clone(), options, std::future::pending()));
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("client config");
+        let api = KubeApi::new(kube::Client::try_from(config).expect("client"));
+        let config = Config {
+            sync_period: Duration::from_millis(500),
+            ..Config::default()
+        };
+        let gc = GarbageCollector::start(Arc::new(api), config).await;
+        assert!(gc.wait_for_sync(PATIENCE).await, "monitors never synced");
+        Served { cluster, gc, server }
+    }
+
+    fn create(&self, gvr: &Gvr, meta: ObjectMeta) -> PartialObjectMeta {
+        create_in(&self.cluster, gvr, meta)
+    }
+
+    fn exists(&self, gvr: &Gvr, obj: &PartialObjectMeta) -> bool {
+        self.cluster
+            .get_object(gvr, &obj.metadata.namespace, &obj.metadata.name)
+            .is_ok_and(|o| o.metadata.uid == obj.metadata.uid)
+    }
+
+    fn owners(&self, gvr: &Gvr, obj: &PartialObjectMeta) -> Vec<OwnerReference> {
+        let current = self
+            .cluster
+            .get_object(gvr, &obj.metadata.namespace, &obj.metadata.name);
+        current.expect("object").metadata.owner_references
+    }
+
+    async fn wait_in_graph(&self, objs: &[&PartialObjectMeta]) {
+        let graph = self.gc.graph().clone();
+        let uids: Vec<Uid> = objs.iter().map(|o| Uid::parse(&o.metadata.uid)).collect();
+        eventually("objects in the graph", || uids.iter().all(|u| graph.contains(u))).await;
+    }
+
+    async fn stop(self) {
+        self.gc.shutdown().await;
+        self.server.abort();
+    }
+}
+
+async fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(std::time::Instant::now() < deadline, "never saw {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A Deployment → ReplicaSet → two Pods tree in `ns`.
+fn tree(s: &Served, ns: &str) -> [PartialObjectMeta; 4] {
+    let d = s.create(&deployments(), meta(ns, "d", vec![]));
+    let rs = s.create(&replicasets(), meta(ns, "rs", vec![blocking_ref_to(&d)]));
+    let p0 = s.create(&pods(), meta(ns, "p0", vec![blocking_ref_to(&rs)]));
+    let p1 = s.create(&pods(), meta(ns, "p1", vec![blocking_ref_to(&rs)]));
+    [d, rs, p0, p1]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_policy_should_be_carried_out_over_http() {
+    let s = Served::start(SimCluster::new()).await;
+    let [bd, brs, bp0, bp1] = tree(&s, "background");
+    let [fd, frs, fp0, fp1] = tree(&s, "foreground");
+    let [od, ors, op0, op1] = tree(&s, "orphan");
+    s.wait_in_graph(&[&bp0, &bp1, &fp0, &fp1, &op0, &op1]).await;
+
+    for (root, p) in [
+        (&bd, PropagationPolicy::Background),
+        (&fd, PropagationPolicy::Foreground),
+        (&od, PropagationPolicy::Orphan),
+    ] {
+        s.cluster
+            .delete_object(&deployments(), &root.metadata.namespace, "d", &policy(p))
+            .expect("delete");
+    }
+
+    let gone = |gvr: Gvr, o: &PartialObjectMeta| !s.exists(&gvr, o);
+    eventually("the background tree gone", || {
+        gone(deployments(), &bd) && gone(replicasets(), &brs) && gone(pods(), &bp0) && gone(pods(), &bp1)
+    })
+    .await;
+    eventually("the foreground tree gone", || {
+        gone(deployments(), &fd) && gone(replicasets(), &frs) && gone(pods(), &fp0) && gone(pods(), &fp1)
+    })
+    .await;
+    eventually("the orphaned Deployment gone", || gone(deployments(), &od)).await;
+    assert!(s.owners(&replicasets(), &ors).is_empty(), "the ReplicaSet keeps no ref");
+    for pod in [&op0, &op1] {
+        let owners = s.owners(&pods(), pod);
+        assert_eq!(owners.len(), 1);
+        assert_eq!(owners[0].uid, ors.metadata.uid, "the Pods stay owned by the ReplicaSet");
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_of_an_owner_that_never_existed_should_be_collected() {
+    let s = Served::start(SimCluster::new()).await;
+    let ghost = OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: "ghost".into(),
+        uid: "6f1a4a3e-0000-4000-8000-000000000001".into(),
+        ..Default::default()
+    };
+    let live = s.create(&replicasets(), meta("default", "live", vec![]));
+    let orphan = s.create(&pods(), meta("default", "stray", vec![ghost]));
+    let kept = s.create(&pods(), meta("default", "kept", vec![blocking_ref_to(&live)]));
+    eventually("the stray Pod collected", || !s.exists(&pods(), &orphan)).await;
+    s.wait_in_graph(&[&kept]).await;
+    assert!(s.exists(&pods(), &kept), "a Pod with a live owner stays");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_defined_after_the_start_should_be_monitored_and_collected() {
+    let s = Served::start(SimCluster::new()).await;
+    let crds = Gvr::new("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    let crd: PartialObjectMeta = serde_json::from_value(json!({
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true}],
+        },
+    }))
+    .expect("crd");
+    s.cluster.create(&crds, crd).expect("create the CRD");
+    let widgets = Gvr::new("example.com", "v1", "widgets");
+    eventually("a monitor of widgets", || {
+        s.gc.monitor_states().get(&widgets) == Some(&true)
+    })
+    .await;
+
+    let widget = s.create(&widgets, meta("default", "w", vec![]));
+    let pod = s.create(&pods(), meta("default", "p", vec![blocking_ref_to(&widget)]));
+    s.wait_in_graph(&[&widget, &pod]).await;
+    s.cluster
+        .delete_object(&widgets, "default", "w", &policy(PropagationPolicy::Foreground))
+        .expect("delete the widget");
+    eventually("the widget and its Pod gone", || {
+        !s.exists(&widgets, &widget) && !s.exists(&pods(), &pod)
+    })
+    .await;
+    s.stop().await;
+}
