@@ -16,6 +16,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use support::{blocking_ref_to, create_in, deployments, meta, pods, policy, replicasets};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long a condition may take to come true over HTTP.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -181,5 +182,107 @@ async fn a_custom_resource_defined_after_the_start_should_be_monitored_and_colle
         !s.exists(&widgets, &widget) && !s.exists(&pods(), &pod)
     })
     .await;
+    s.stop().await;
+}
+
+/// A GET over a fresh connection: the status code and the body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("receive");
+        response
+    };
+    let response = tokio::time::timeout(PATIENCE, exchange)
+        .await
+        .expect("an answer in time");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a full response");
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    (code, body.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_should_serve_the_graph_explanations_metrics_and_readiness() {
+    let s = Served::start(SimCluster::new()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(kube_gc::server::serve(listener, s.gc.clone(), std::future::pending()));
+
+    let d = s.create(&deployments(), meta("default", "d", vec![]));
+    let mut held = meta("default", "rs", vec![blocking_ref_to(&d)]);
+    held.finalizers = vec!["example.com/hold".into()];
+    let rs = s.create(&replicasets(), held);
+    s.wait_in_graph(&[&d, &rs]).await;
+    s.cluster
+        .delete_object(&deployments(), "default", "d", &policy(PropagationPolicy::Foreground))
+        .expect("delete");
+    let graph = s.gc.graph().clone();
+    let d_uid = Uid::parse(&d.metadata.uid);
+    eventually("the Deployment waiting for its dependents", || {
+        graph.get(&d_uid).is_some_and(|n| n.is_deleting_dependents())
+    })
+    .await;
+    eventually("the ReplicaSet being deleted", || {
+        s.cluster
+            .get_object(&replicasets(), "default", "rs")
+            .is_ok_and(|o| o.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+
+    let (code, explained) = http_get(addr, &format!("/explain?uid={}", d.metadata.uid)).await;
+    assert_eq!(code, 200);
+    let explained: serde_json::Value = serde_json::from_str(&explained).expect("JSON");
+    assert_eq!(explained["deletingDependents"], true);
+    assert_eq!(explained["blockingDependents"][0]["uid"], rs.metadata.uid.as_str());
+    assert!(
+        explained["reasons"][0]
+            .as_str()
+            .unwrap_or("")
+            .contains("1 blocking dependent"),
+        "{explained}"
+    );
+    let (_, explained) = http_get(addr, &format!("/explain?uid={}", rs.metadata.uid)).await;
+    let explained: serde_json::Value = serde_json::from_str(&explained).expect("JSON");
+    assert_eq!(explained["owners"][0]["state"], "deletingDependents", "{explained}");
+    assert_eq!(http_get(addr, "/explain").await.0, 400);
+
+    let (code, dot) = http_get(addr, &format!("{}?uid={}", kube_gc::server::GRAPH_PATH, d.metadata.uid)).await;
+    assert_eq!(code, 200);
+    assert!(dot.starts_with("strict digraph full {"), "{dot}");
+    assert!(
+        dot.contains(&format!("\"{}\" -> \"{}\"", rs.metadata.uid, d.metadata.uid)),
+        "{dot}"
+    );
+
+    let (code, metrics) = http_get(addr, "/metrics").await;
+    assert_eq!(code, 200);
+    for needle in [
+        "garbagecollector_controller_resources_sync_error_total 0",
+        "workqueue_adds_total{name=\"garbage_collector_attempt_to_delete\"}",
+        "workqueue_queue_duration_seconds_bucket{name=\"garbage_collector_attempt_to_orphan\",le=\"+Inf\"}",
+        "kube_gc_monitor_synced{resource=\"apps/v1/deployments\"} 1",
+    ] {
+        assert!(metrics.contains(needle), "no {needle} in\n{metrics}");
+    }
+    assert!(metrics.contains("kube_gc_graph_nodes 2"), "{metrics}");
+    assert_eq!(http_get(addr, "/readyz").await, (200, "ok".to_string()));
+    assert_eq!(http_get(addr, "/healthz").await, (200, "ok".to_string()));
+
+    s.cluster
+        .patch_object(
+            &replicasets(),
+            "default",
+            "rs",
+            kube_gc::api::PatchType::Merge,
+            &json!({"metadata": {"finalizers": null}}),
+        )
+        .expect("release the ReplicaSet");
+    eventually("the Deployment gone", || !s.exists(&deployments(), &d)).await;
     s.stop().await;
 }

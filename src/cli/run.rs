@@ -3,7 +3,7 @@
 //! The cluster is the one a kubeconfig names (`--kubeconfig`, else `$KUBECONFIG` or
 //! `~/.kube/config`), or the pod's own when running inside one; a simulated API server's written
 //! kubeconfig works the same way. The collector reports its progress in the log every
-//! `--report-every`.
+//! `--report-every`, and serves its [endpoints](kube_gc::server) on `--bind-address`.
 
 use anyhow::Context;
 use kube_gc::api::KubeApi;
@@ -23,6 +23,9 @@ pub struct RunArgs {
     /// Graph builder partitions; default: the available cores.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
     partitions: Option<u64>,
+    /// Address of the HTTP endpoints: the graph dump, /explain, /metrics, /healthz, /readyz.
+    #[arg(long, default_value = "127.0.0.1:10257")]
+    bind_address: std::net::SocketAddr,
     /// How often to log the graph's size and the queues' lengths.
     #[arg(long, default_value = "30s", value_parser = kube_gc::api::sim::http::parse_duration)]
     report_every: Duration,
@@ -57,7 +60,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         ..Config::default()
     };
+    let listener = tokio::net::TcpListener::bind(args.bind_address)
+        .await
+        .with_context(|| format!("listening on --bind-address {}", args.bind_address))?;
     let gc = GarbageCollector::start(Arc::new(KubeApi::new(client)), config).await;
+    eprintln!(
+        "kube-gc run: serving /metrics, /readyz and the graph on http://{}",
+        args.bind_address
+    );
+    tokio::spawn(kube_gc::server::serve(listener, gc.clone(), std::future::pending()));
     let report = async {
         let mut every = tokio::time::interval(args.report_every);
         loop {
