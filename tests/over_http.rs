@@ -39,7 +39,8 @@ impl Served {
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await
             .expect("client config");
-        let api = KubeApi::new(kube::Client::try_from(config).expect("client"));
+        let client = kube::Client::try_from(config).expect("client");
+        let api = KubeApi::new(client, kube_gc::api::DEFAULT_QPS * 100.0, kube_gc::api::DEFAULT_BURST);
         let config = Config {
             sync_period: Duration::from_millis(500),
             ..Config::default()

@@ -23,6 +23,13 @@ pub struct RunArgs {
     /// Graph builder partitions; default: the available cores.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
     partitions: Option<u64>,
+    /// Requests per second to the API server, shared by every worker and monitor (as
+    /// kube-controller-manager's collector client: its --kube-api-qps, doubled).
+    #[arg(long, default_value_t = kube_gc::api::DEFAULT_QPS)]
+    kube_api_qps: f64,
+    /// Requests the rate limiter lets through at once after a quiet spell.
+    #[arg(long, default_value_t = kube_gc::api::DEFAULT_BURST)]
+    kube_api_burst: u32,
     /// Address of the HTTP endpoints: the graph dump, /explain, /metrics, /healthz, /readyz.
     #[arg(long, default_value = "127.0.0.1:10257")]
     bind_address: std::net::SocketAddr,
@@ -63,7 +70,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.bind_address)
         .await
         .with_context(|| format!("listening on --bind-address {}", args.bind_address))?;
-    let gc = GarbageCollector::start(Arc::new(KubeApi::new(client)), config).await;
+    let gc = GarbageCollector::start(
+        Arc::new(KubeApi::new(client, args.kube_api_qps, args.kube_api_burst)),
+        config,
+    )
+    .await;
     eprintln!(
         "kube-gc run: serving /metrics, /readyz and the graph on http://{}",
         args.bind_address
