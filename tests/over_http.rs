@@ -213,7 +213,8 @@ async fn endpoints_should_serve_the_graph_explanations_metrics_and_readiness() {
     let s = Served::start(SimCluster::new()).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
-    tokio::spawn(kube_gc::server::serve(listener, s.gc.clone(), std::future::pending()));
+    let slot = kube_gc::server::Slot::with(s.gc.clone());
+    tokio::spawn(kube_gc::server::serve(listener, slot, std::future::pending()));
 
     let d = s.create(&deployments(), meta("default", "d", vec![]));
     let mut held = meta("default", "rs", vec![blocking_ref_to(&d)]);
@@ -286,4 +287,78 @@ async fn endpoints_should_serve_the_graph_explanations_metrics_and_readiness() {
         .expect("release the ReplicaSet");
     eventually("the Deployment gone", || !s.exists(&deployments(), &d)).await;
     s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_at_a_time_should_hold_the_leader_lease() {
+    use kube_gc::controller::leader::{LeaderElector, LeaseConfig};
+    let cluster = Arc::new(SimCluster::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let server = tokio::spawn(http::serve(
+        listener,
+        cluster.clone(),
+        ServerOptions::default(),
+        std::future::pending(),
+    ));
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let elector = |identity: &str| {
+        let lease = LeaseConfig {
+            namespace: "kube-system".into(),
+            name: "kube-gc".into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(2),
+            renew_deadline: Duration::from_millis(1200),
+            retry_period: Duration::from_millis(200),
+        };
+        lease.check().expect("valid timing");
+        LeaderElector::new(client.clone(), lease)
+    };
+    let holder = || {
+        let leases = Gvr::new("coordination.k8s.io", "v1", "leases");
+        let lease = cluster
+            .get_object(&leases, "kube-system", "kube-gc")
+            .expect("the lease");
+        lease.rest["spec"]["holderIdentity"].as_str().unwrap_or("").to_string()
+    };
+
+    let mut first = elector("first");
+    tokio::time::timeout(PATIENCE, first.acquire())
+        .await
+        .expect("the first replica leads");
+    assert_eq!(holder(), "first");
+    let renewing = tokio::spawn(async move { first.hold().await });
+
+    let mut second = elector("second");
+    let waited = tokio::time::timeout(Duration::from_secs(4), second.acquire()).await;
+    assert!(
+        waited.is_err(),
+        "the second replica must not lead while the first renews"
+    );
+    assert_eq!(holder(), "first");
+
+    // The first replica dies without releasing: the second leads once the lease has expired.
+    renewing.abort();
+    let started = std::time::Instant::now();
+    tokio::time::timeout(PATIENCE, second.acquire())
+        .await
+        .expect("the second replica leads");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "it waited out the lease"
+    );
+    assert_eq!(holder(), "second");
+
+    // A graceful stop releases the lease: a third replica leads without waiting.
+    second.release().await.expect("release");
+    let mut third = elector("third");
+    tokio::time::timeout(Duration::from_secs(1), third.acquire())
+        .await
+        .expect("the third replica leads at once");
+    assert_eq!(holder(), "third");
+    server.abort();
 }

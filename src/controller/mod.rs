@@ -6,6 +6,7 @@
 //! worker lock). Shutdown stops the monitors, then the queues, then waits for every task.
 
 mod config;
+pub mod leader;
 mod metrics;
 mod sync;
 
