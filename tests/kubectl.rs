@@ -596,3 +596,27 @@ metadata: {name: team}
     let left = sim.kubectl(&["get", "cm", "-n", "team"]);
     assert!(left.stdout.trim().is_empty(), "{}", left.stdout);
 }
+
+#[test]
+fn the_deployment_manifests_should_be_accepted_as_a_cluster_would() {
+    let Some(sim) = Sim::start() else { return };
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
+    let said = sim.ok(&["create", "-f", manifests, "--validate=false"]);
+    for created in [
+        "namespace/kube-gc",
+        "serviceaccount/kube-gc",
+        "clusterrole",
+        "deployment.apps/kube-gc",
+    ] {
+        assert!(said.contains(created), "{created} not created:\n{said}");
+    }
+    let deployment = sim
+        .stored(&deployments(), "kube-gc", "kube-gc")
+        .expect("the Deployment is stored");
+    assert_eq!(deployment.rest["spec"]["replicas"], 2);
+    let args = &deployment.rest["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_array().is_some_and(|a| a.iter().any(|x| x == "--leader-elect")),
+        "{args}"
+    );
+}
