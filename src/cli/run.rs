@@ -97,6 +97,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.bind_address)
         .await
         .with_context(|| format!("listening on --bind-address {}", args.bind_address))?;
+    let bound = listener.local_addr().context("reading the bound address")?;
     let slot = Slot::empty();
     tokio::spawn(kube_gc::server::serve(listener, slot.clone(), std::future::pending()));
     eprintln!(
