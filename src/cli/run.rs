@@ -100,10 +100,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let bound = listener.local_addr().context("reading the bound address")?;
     let slot = Slot::empty();
     tokio::spawn(kube_gc::server::serve(listener, slot.clone(), std::future::pending()));
-    eprintln!(
-        "kube-gc run: serving /healthz, /readyz, /metrics and the graph on http://{}",
-        args.bind_address
-    );
+    eprintln!("kube-gc run: serving /healthz, /readyz, /metrics and the graph on http://{bound}");
     let shutdown = super::shutdown_signal();
     tokio::pin!(shutdown);
     let mut elector = lease.map(|lease| LeaderElector::new(client.clone(), lease));
