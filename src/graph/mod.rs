@@ -71,11 +71,11 @@ pub mod invariants;
 mod name;
 mod node;
 mod shard;
-#[cfg(not(all(test, loom)))]
+#[cfg(not(all(test, kube_gc_loom)))]
 mod table;
 mod uid;
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, kube_gc_loom))]
 mod loom_models;
 
 pub use edges::Linked;
