@@ -132,6 +132,17 @@ where
         .unwrap_or_else(|e| panic!("the stream failed while waiting for {what}: {e}"))
 }
 
+/// A watch event of a ConfigMap as (type, name); `None` for a bookmark. An ERROR fails the test.
+fn change_of(event: WatchEvent<ConfigMap>) -> Option<(&'static str, String)> {
+    match event {
+        WatchEvent::Added(cm) => Some(("ADDED", cm.name_any())),
+        WatchEvent::Modified(cm) => Some(("MODIFIED", cm.name_any())),
+        WatchEvent::Deleted(cm) => Some(("DELETED", cm.name_any())),
+        WatchEvent::Bookmark(_) => None,
+        WatchEvent::Error(e) => panic!("watch error: {e:?}"),
+    }
+}
+
 /// The `Status` of a failed call, checked against the expected code and reason.
 #[track_caller]
 fn status_of<T: Debug>(result: Result<T, kube::Error>, code: u16, reason: &str) -> Status {
@@ -740,12 +751,8 @@ async fn watch_from_a_middle_version_should_replay_exactly_the_later_events() {
         .unwrap();
     let mut seen = Vec::new();
     while seen.last().is_none_or(|(_, name)| name != "sentinel") {
-        match next(&mut events, "the replay and the sentinel").await {
-            WatchEvent::Added(cm) => seen.push(("ADDED", cm.name_any())),
-            WatchEvent::Modified(cm) => seen.push(("MODIFIED", cm.name_any())),
-            WatchEvent::Deleted(cm) => seen.push(("DELETED", cm.name_any())),
-            WatchEvent::Bookmark(_) => {}
-            WatchEvent::Error(e) => panic!("watch error: {e:?}"),
+        if let Some(change) = change_of(next(&mut events, "the replay and the sentinel").await) {
+            seen.push(change);
         }
     }
     assert_eq!(
@@ -882,12 +889,8 @@ async fn watch_field_selector_should_report_only_the_named_object() {
 
     let mut seen = Vec::new();
     while seen.len() < 3 {
-        match next(&mut events, "the events of b").await {
-            WatchEvent::Added(cm) => seen.push(("ADDED", cm.name_any())),
-            WatchEvent::Modified(cm) => seen.push(("MODIFIED", cm.name_any())),
-            WatchEvent::Deleted(cm) => seen.push(("DELETED", cm.name_any())),
-            WatchEvent::Bookmark(_) => {}
-            WatchEvent::Error(e) => panic!("watch error: {e:?}"),
+        if let Some(change) = change_of(next(&mut events, "the events of b").await) {
+            seen.push(change);
         }
     }
     assert_eq!(
