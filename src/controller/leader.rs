@@ -110,12 +110,7 @@ impl LeaderElector {
     /// Gives the lease up at shutdown, so a standby takes over without waiting for it to expire:
     /// the holder is cleared and the duration cut to one second, as client-go's release does.
     pub async fn release(&mut self) -> anyhow::Result<()> {
-        let Some(mut lease) = self
-            .leases
-            .get_opt(&self.config.name)
-            .await
-            .context("reading the lease")?
-        else {
+        let Some(mut lease) = self.read().await? else {
             return Ok(());
         };
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
@@ -132,14 +127,16 @@ impl LeaderElector {
         Ok(())
     }
 
-    /// One round: true when this replica holds the lease after it.
-    async fn try_acquire_or_renew(&mut self) -> anyhow::Result<bool> {
-        let Some(mut lease) = self
-            .leases
+    async fn read(&self) -> anyhow::Result<Option<Lease>> {
+        self.leases
             .get_opt(&self.config.name)
             .await
-            .context("reading the lease")?
-        else {
+            .context("reading the lease")
+    }
+
+    /// One round: true when this replica holds the lease after it.
+    async fn try_acquire_or_renew(&mut self) -> anyhow::Result<bool> {
+        let Some(mut lease) = self.read().await? else {
             return self.create().await;
         };
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
