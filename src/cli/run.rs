@@ -13,7 +13,7 @@ use anyhow::Context;
 use kube_gc::api::sim::http::parse_duration;
 use kube_gc::api::KubeApi;
 use kube_gc::controller::leader::{LeaderElector, LeaseConfig};
-use kube_gc::controller::{Config, GarbageCollector};
+use kube_gc::controller::{Config, GarbageCollector, GroupResource};
 use kube_gc::server::Slot;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +30,10 @@ pub struct RunArgs {
     /// Graph builder partitions; default: the available cores.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
     partitions: Option<u64>,
+    /// A resource never monitored nor collected, as RESOURCE or RESOURCE.GROUP; repeatable.
+    /// Default: events and events.events.k8s.io, as kube-controller-manager ignores them.
+    #[arg(long = "ignored-resource")]
+    ignored_resources: Vec<GroupResource>,
     /// Requests per second to the API server, shared by every worker and monitor (as
     /// kube-controller-manager's collector client: its --kube-api-qps, doubled).
     #[arg(long, default_value_t = kube_gc::api::DEFAULT_QPS)]
@@ -86,7 +90,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = client(args.kubeconfig.as_deref()).await?;
     let version = client.apiserver_version().await.context("reaching the API server")?;
     eprintln!("kube-gc run: API server {}", version.git_version);
-    let config = Config {
+    let mut config = Config {
         workers: usize::try_from(args.workers).context("--workers")?,
         partitions: match args.partitions {
             Some(p) => usize::try_from(p).context("--partitions")?,
@@ -94,6 +98,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         ..Config::default()
     };
+    if !args.ignored_resources.is_empty() {
+        config.ignored_resources = args.ignored_resources.clone();
+    }
     let listener = tokio::net::TcpListener::bind(args.bind_address)
         .await
         .with_context(|| format!("listening on --bind-address {}", args.bind_address))?;

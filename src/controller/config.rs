@@ -23,6 +23,36 @@ impl GroupResource {
     }
 }
 
+impl std::str::FromStr for GroupResource {
+    type Err = String;
+
+    /// `resource` for the core group or `resource.group`, as kubectl names them (`events`,
+    /// `events.events.k8s.io`, `widgets.example.com`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (resource, group) = s.split_once('.').unwrap_or((s, ""));
+        let valid = |part: &str| {
+            part.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c))
+        };
+        if resource.is_empty() || !valid(resource) || !valid(group) {
+            return Err(format!(
+                "{s:?}: expected RESOURCE or RESOURCE.GROUP, e.g. events.events.k8s.io"
+            ));
+        }
+        Ok(GroupResource::new(group, resource))
+    }
+}
+
+impl std::fmt::Display for GroupResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}
+
 /// Everything the controller can be told.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -66,4 +96,24 @@ impl Default for Config {
 /// One builder partition per available core.
 pub fn default_partitions() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_resource_should_parse_as_kubectl_names_it_and_print_back() {
+        for text in ["events", "events.events.k8s.io", "widgets.example.com"] {
+            let parsed: GroupResource = text.parse().unwrap();
+            assert_eq!(parsed.to_string(), text);
+        }
+        assert_eq!(
+            "events.events.k8s.io".parse(),
+            Ok(GroupResource::new("events.k8s.io", "events"))
+        );
+        for bad in ["", "Pods", ".apps", "pods/status"] {
+            assert!(bad.parse::<GroupResource>().is_err(), "{bad:?} should be refused");
+        }
+    }
 }
