@@ -269,6 +269,8 @@ async fn endpoints_should_serve_the_graph_explanations_metrics_and_readiness() {
         "workqueue_adds_total{name=\"garbage_collector_attempt_to_delete\"}",
         "workqueue_queue_duration_seconds_bucket{name=\"garbage_collector_attempt_to_orphan\",le=\"+Inf\"}",
         "kube_gc_monitor_synced{resource=\"apps/v1/deployments\"} 1",
+        "kube_gc_api_requests_total{verb=\"list\",code=\"200\"}",
+        "kube_gc_api_requests_total{verb=\"discovery\",code=\"200\"}",
     ] {
         assert!(metrics.contains(needle), "no {needle} in\n{metrics}");
     }

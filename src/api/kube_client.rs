@@ -24,12 +24,14 @@ use http::{header, Method, Request};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use parking_lot::RwLock;
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// What a metadata GET, PATCH or watch asks for; JSON objects as a fallback.
 const ACCEPT_METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 /// What a metadata LIST asks for.
 const ACCEPT_METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+/// The verb discovery requests are counted under.
+const DISCOVERY: &str = "discovery";
 /// Objects per LIST page.
 const PAGE_SIZE: usize = 500;
 /// How long the server keeps a watch open before the monitor resumes it (kube-rs' default).
@@ -90,6 +92,8 @@ pub struct KubeApi {
     throttle: Throttle,
     /// Kind of each discovered resource, to stamp objects read through it.
     kinds: RwLock<HashMap<Gvr, String>>,
+    /// Requests made, by verb and the HTTP code they ended with.
+    calls: parking_lot::Mutex<BTreeMap<(&'static str, u16), u64>>,
 }
 
 impl KubeApi {
@@ -99,17 +103,34 @@ impl KubeApi {
             client,
             throttle: Throttle::new(qps, burst),
             kinds: RwLock::new(HashMap::new()),
+            calls: parking_lot::Mutex::new(BTreeMap::new()),
         }
     }
 
-    async fn send<T: serde::de::DeserializeOwned>(&self, request: Request<Vec<u8>>) -> Result<T, ApiError> {
+    /// Every request goes through here: a token from the throttle, the request, the error mapped,
+    /// and one count for its verb and outcome. `request` is lazy, so nothing is sent before the
+    /// token.
+    async fn call<T>(
+        &self,
+        verb: &'static str,
+        request: impl std::future::Future<Output = Result<T, ::kube::Error>>,
+    ) -> Result<T, ApiError> {
         self.throttle.acquire().await;
-        self.client.request(request).await.map_err(api_error)
+        let result = request.await.map_err(api_error);
+        let code = match &result {
+            Ok(_) => 200,
+            Err(e) => e.reason().map_or(500, StatusReason::code),
+        };
+        *self.calls.lock().entry((verb, code)).or_default() += 1;
+        result
     }
 
-    async fn send_text(&self, request: Request<Vec<u8>>) -> Result<String, ApiError> {
-        self.throttle.acquire().await;
-        self.client.request_text(request).await.map_err(api_error)
+    async fn send<T: serde::de::DeserializeOwned>(
+        &self,
+        verb: &'static str,
+        request: Request<Vec<u8>>,
+    ) -> Result<T, ApiError> {
+        self.call(verb, self.client.request(request)).await
     }
 
     /// `obj` as read through `gvr`.
@@ -123,15 +144,13 @@ impl KubeApi {
 
     /// The resources of one group-version, as discovery entries.
     async fn group_version(&self, group: &str, version: &str, preferred: bool) -> Result<Vec<ApiResource>, ApiError> {
-        self.throttle.acquire().await;
         let list: APIResourceList = if group.is_empty() {
-            self.client.list_core_api_resources(version).await
+            self.call(DISCOVERY, self.client.list_core_api_resources(version)).await
         } else {
-            self.client
-                .list_api_group_resources(&format!("{group}/{version}"))
+            let group_version = format!("{group}/{version}");
+            self.call(DISCOVERY, self.client.list_api_group_resources(&group_version))
                 .await
-        }
-        .map_err(api_error)?;
+        }?;
         Ok(list
             .resources
             .into_iter()
@@ -213,16 +232,24 @@ struct ListMeta {
 }
 
 impl ClusterApi for KubeApi {
+    fn call_counts(&self) -> Vec<super::CallCount> {
+        let calls = self.calls.lock();
+        calls
+            .iter()
+            .map(|(&(verb, code), &count)| super::CallCount { verb, code, count })
+            .collect()
+    }
+
     async fn discover(&self) -> Result<Discovery, ApiError> {
         let mut discovery = Discovery::default();
         let mut group_versions: Vec<(String, String, bool)> = Vec::new();
-        self.throttle.acquire().await;
-        for version in self.client.list_core_api_versions().await.map_err(api_error)?.versions {
+        let core = self.call(DISCOVERY, self.client.list_core_api_versions()).await?;
+        for version in core.versions {
             let preferred = version == "v1";
             group_versions.push((String::new(), version, preferred));
         }
-        self.throttle.acquire().await;
-        for group in self.client.list_api_groups().await.map_err(api_error)?.groups {
+        let groups = self.call(DISCOVERY, self.client.list_api_groups()).await?;
+        for group in groups.groups {
             let preferred = group.preferred_version.map(|p| p.version).unwrap_or_default();
             for v in group.versions {
                 let is_preferred = v.version == preferred;
@@ -248,7 +275,7 @@ impl ClusterApi for KubeApi {
 
     async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
         let req = request(Method::GET, &path(gvr, namespace, Some(name)), ACCEPT_METADATA, None)?;
-        Ok(self.stamp(gvr, self.send(req).await?))
+        Ok(self.stamp(gvr, self.send("get", req).await?))
     }
 
     async fn patch(
@@ -261,7 +288,7 @@ impl ClusterApi for KubeApi {
     ) -> Result<PartialObjectMeta, ApiError> {
         let body = Some((patch_type.content_type(), body.to_string().into_bytes()));
         let req = request(Method::PATCH, &path(gvr, namespace, Some(name)), ACCEPT_METADATA, body)?;
-        Ok(self.stamp(gvr, self.send(req).await?))
+        Ok(self.stamp(gvr, self.send("patch", req).await?))
     }
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
@@ -272,7 +299,7 @@ impl ClusterApi for KubeApi {
             ACCEPT_METADATA,
             Some(("application/json", body)),
         )?;
-        self.send_text(req).await?;
+        self.call("delete", self.client.request_text(req)).await?;
         Ok(())
     }
 
@@ -286,7 +313,7 @@ impl ClusterApi for KubeApi {
                 uri.push_str(&continue_token);
             }
             let page: MetadataList = self
-                .send(request(Method::GET, &uri, ACCEPT_METADATA_LIST, None)?)
+                .send("list", request(Method::GET, &uri, ACCEPT_METADATA_LIST, None)?)
                 .await?;
             out.items.extend(page.items.into_iter().map(|o| self.stamp(gvr, o)));
             if out.resource_version.is_empty() {
@@ -305,12 +332,9 @@ impl ClusterApi for KubeApi {
             path(gvr, "", None)
         );
         let req = request(Method::GET, &uri, ACCEPT_METADATA, None)?;
-        self.throttle.acquire().await;
         let events = self
-            .client
-            .request_events::<PartialObjectMeta>(req)
-            .await
-            .map_err(api_error)?;
+            .call("watch", self.client.request_events::<PartialObjectMeta>(req))
+            .await?;
         let api_version = gvr.api_version();
         let kind = self.kinds.read().get(gvr).cloned().unwrap_or_default();
         let stream = StreamExt::map(
@@ -361,7 +385,7 @@ impl ClusterApi for KubeApi {
             "application/json",
             body,
         )?;
-        self.send_text(req).await?;
+        self.call("create", self.client.request_text(req)).await?;
         Ok(())
     }
 }

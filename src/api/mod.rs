@@ -35,6 +35,17 @@ pub struct Discovery {
 /// A stream of watch events; it ends when the server closes the watch.
 pub type WatchStream = BoxStream<'static, Result<WatchEvent, ApiError>>;
 
+/// How many requests of one verb ended with one HTTP code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallCount {
+    /// `get`, `list`, `watch`, `patch`, `delete`, `create` or `discovery`.
+    pub verb: &'static str,
+    /// The HTTP code; 200 for every success.
+    pub code: u16,
+    /// Requests so far.
+    pub count: u64,
+}
+
 /// Metadata-only access to a cluster. Namespace is `""` for cluster-scoped resources and, on
 /// `list`/`watch`, means "all namespaces".
 pub trait ClusterApi: Send + Sync + 'static {
@@ -73,6 +84,12 @@ pub trait ClusterApi: Send + Sync + 'static {
 
     /// WATCH a resource in all namespaces from `resource_version` (exclusive).
     fn watch(&self, gvr: &Gvr, resource_version: &str) -> impl Future<Output = Result<WatchStream, ApiError>> + Send;
+
+    /// The requests made so far, by verb and code, for `/metrics`; empty for an implementation
+    /// that does not count them.
+    fn call_counts(&self) -> Vec<CallCount> {
+        Vec::new()
+    }
 
     /// Records a core/v1 Event.
     fn create_event(&self, event: &EventRecord) -> impl Future<Output = Result<(), ApiError>> + Send;

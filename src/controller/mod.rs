@@ -170,6 +170,11 @@ impl<C: ClusterApi> GarbageCollector<C> {
         self.monitors.lock().is_synced()
     }
 
+    /// The API the collector talks through.
+    pub fn api(&self) -> &Arc<C> {
+        &self.api
+    }
+
     /// The graph, for inspection.
     pub fn graph(&self) -> &Arc<Graph> {
         &self.graph

@@ -2,9 +2,9 @@
 //! upstream's names (spec §9), plus kube-gc's own gauges.
 //!
 //! Upstream's: `garbagecollector_controller_resources_sync_error_total` and, per queue (label
-//! `name`), the client-go `workqueue_*` family. kube-gc's: `kube_gc_graph_nodes` and
-//! `kube_gc_monitor_synced{resource}`. Every value comes from one snapshot per source, taken at
-//! render time.
+//! `name`), the client-go `workqueue_*` family. kube-gc's: `kube_gc_graph_nodes`,
+//! `kube_gc_api_requests_total{verb,code}` and `kube_gc_monitor_synced{resource}`. Every value
+//! comes from one snapshot per source, taken at render time.
 
 use crate::api::ClusterApi;
 use crate::controller::GarbageCollector;
@@ -35,6 +35,16 @@ pub(super) fn render<C: ClusterApi>(gc: &GarbageCollector<C>) -> String {
         "Nodes in the dependency graph, virtual ones included",
     );
     sample(&mut out, "kube_gc_graph_nodes", "", gc.graph().len() as f64);
+    family(
+        &mut out,
+        "kube_gc_api_requests_total",
+        "counter",
+        "Requests to the API server, by verb and HTTP code",
+    );
+    for c in gc.api().call_counts() {
+        let labels = format!("verb=\"{}\",code=\"{}\"", c.verb, c.code);
+        sample(&mut out, "kube_gc_api_requests_total", &labels, c.count as f64);
+    }
     family(
         &mut out,
         "kube_gc_monitor_synced",
