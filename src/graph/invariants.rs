@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn check_should_report_a_dependent_without_a_reference_to_its_owner() {
         let (graph, _, dependent) = consistent_graph();
-        dependent.set_owners(&[]);
+        dependent.observe(Some(&[]), crate::graph::Observation::default());
         let violations = check(&graph);
         assert_eq!(violations.len(), 1, "{violations:?}");
         assert!(violations[0].contains("has no owner reference to it"));

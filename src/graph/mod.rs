@@ -3,7 +3,8 @@
 //! Invariant: only builders write the graph; for any UID, the handle in the map is the one the
 //! builder last wrote, and an owner's `dependents` hold the current handle of each dependent once
 //! the builder is quiet (see [`invariants`]). Readers (collector workers, dumps) take no graph-wide
-//! lock and may see a slightly stale view.
+//! lock and may see a slightly stale view. Besides the nodes, the graph keeps [`Tombstones`]: the
+//! UIDs of owners whose deletion a watch reported, which stay true forever.
 
 /// What [`Sym`] and [`Name`] share as views of a string: they deref to `str`, order, print and
 /// compare with plain strings as their text does, and [`From<&str>`] calls the type's `new`. Each
@@ -70,9 +71,11 @@ mod intern;
 pub mod invariants;
 mod name;
 mod node;
+mod resource_version;
 mod shard;
 #[cfg(not(all(test, loom)))]
 mod table;
+mod tombstones;
 mod uid;
 
 #[cfg(all(test, loom))]
@@ -82,8 +85,10 @@ pub use edges::Linked;
 pub use identity::{Identity, OwnerRef};
 pub use intern::{Sym, TypeMeta};
 pub use name::Name;
-pub use node::{Handle, Node, ObservedFinalizers};
+pub use node::{Handle, Node, Observation, Observed, ObservedFinalizers};
+pub use resource_version::ResourceVersion;
 use shard::Shard;
+pub use tombstones::{Tombstones, DEFAULT_CAPACITY as DEFAULT_TOMBSTONE_CAPACITY};
 pub use uid::Uid;
 
 /// Number of shards of the `uid → handle` map. A power of two, so that any partition count that
@@ -91,16 +96,16 @@ pub use uid::Uid;
 /// different partitions never share a shard's lock.
 pub const SHARDS: usize = 64;
 
-/// The graph: a sharded concurrent `uid → handle` map whose lookups take no lock ([`shard`]).
+/// The graph: a sharded concurrent `uid → handle` map whose lookups take no lock ([`shard`]),
+/// and the tombstones of deleted owners.
 pub struct Graph {
     shards: Box<[Shard]>,
+    tombstones: Tombstones,
 }
 
 impl Default for Graph {
     fn default() -> Self {
-        Graph {
-            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
-        }
+        Graph::with_tombstones(DEFAULT_TOMBSTONE_CAPACITY)
     }
 }
 
@@ -108,6 +113,20 @@ impl Graph {
     /// An empty graph.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty graph keeping about `capacity` tombstones (0: none, for a collector that
+    /// verifies every owner with a GET and would never read them).
+    pub fn with_tombstones(capacity: usize) -> Self {
+        Graph {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            tombstones: Tombstones::new(capacity),
+        }
+    }
+
+    /// The UIDs of deleted owners: builders record, workers read.
+    pub fn tombstones(&self) -> &Tombstones {
+        &self.tombstones
     }
 
     fn shard(&self, uid: &Uid) -> &Shard {
