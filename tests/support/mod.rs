@@ -265,9 +265,20 @@ impl Rig {
     }
 
     pub async fn with_cache(cluster: SimCluster, cache_capacity: usize) -> Rig {
+        Rig::with_config(cluster, cache_capacity, CollectorConfig::default()).await
+    }
+
+    /// A rig whose workers run with `config`, over a graph that keeps tombstones only when they
+    /// would read them (as the controller builds it).
+    pub async fn with_config(cluster: SimCluster, cache_capacity: usize, config: CollectorConfig) -> Rig {
         let cluster = Arc::new(cluster);
         let discovery = cluster.discover().await.expect("discovery");
-        let graph = Arc::new(Graph::new());
+        let tombstones = if config.verify_with_get {
+            0
+        } else {
+            kube_gc::graph::DEFAULT_TOMBSTONE_CAPACITY
+        };
+        let graph = Arc::new(Graph::with_tombstones(tombstones));
         let (router, mut receivers) = Router::new(1);
         let attempt_to_delete = WorkQueue::new(ATTEMPT_TO_DELETE, RateLimiterConfig::default());
         let attempt_to_orphan = WorkQueue::new(ATTEMPT_TO_ORPHAN, RateLimiterConfig::default());
@@ -288,7 +299,7 @@ impl Rig {
             attempt_to_delete: attempt_to_delete.clone(),
             attempt_to_orphan: attempt_to_orphan.clone(),
             absent_owner_cache: absent_owner_cache.clone(),
-            config: CollectorConfig::default(),
+            config,
         });
         Rig {
             cluster,
@@ -404,7 +415,7 @@ impl Rig {
             attempt_to_delete: self.attempt_to_delete.clone(),
             attempt_to_orphan: self.attempt_to_orphan.clone(),
             absent_owner_cache: self.absent_owner_cache.clone(),
-            config: CollectorConfig::default(),
+            config: self.collector.config.clone(),
         })
     }
 }
