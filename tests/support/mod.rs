@@ -130,10 +130,11 @@ pub async fn eventually(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
-/// The whole controller against a simulated cluster.
-pub struct Harness {
+/// The whole controller against a simulated cluster, which it reaches through `C`: the cluster
+/// itself, or a wrapper that misbehaves on cue.
+pub struct Harness<C = SimCluster> {
     pub cluster: Arc<SimCluster>,
-    pub gc: Arc<GarbageCollector<SimCluster>>,
+    pub gc: Arc<GarbageCollector<C>>,
 }
 
 impl Harness {
@@ -144,7 +145,17 @@ impl Harness {
 
     /// A collector over `cluster` with `config`; returns once the monitors have synced.
     pub async fn start_with(cluster: SimCluster, config: Config) -> Harness {
-        let harness = Harness::start_unsynced(cluster, config).await;
+        let cluster = Arc::new(cluster);
+        Harness::start_over(cluster.clone(), cluster, config).await
+    }
+}
+
+impl<C: ClusterApi> Harness<C> {
+    /// A collector reaching `cluster` through `api`, with `config`; returns once the monitors
+    /// have synced.
+    pub async fn start_over(cluster: Arc<SimCluster>, api: Arc<C>, config: Config) -> Harness<C> {
+        let gc = GarbageCollector::start(api, config).await;
+        let harness = Harness { cluster, gc };
         assert!(
             harness.gc.wait_for_sync(Duration::from_secs(60)).await,
             "monitors never synced"
@@ -438,7 +449,9 @@ impl Harness {
         let gc = GarbageCollector::start(cluster.clone(), config).await;
         Harness { cluster, gc }
     }
+}
 
+impl<C: ClusterApi> Harness<C> {
     /// The monitored resources, by plural name, sorted.
     pub fn monitored(&self) -> Vec<String> {
         let mut names: Vec<String> = self
