@@ -26,6 +26,8 @@ pub struct RunArgs {
     /// How often to log the graph's size and the queues' lengths.
     #[arg(long, default_value = "30s", value_parser = kube_gc::api::sim::http::parse_duration)]
     report_every: Duration,
+    #[command(flatten)]
+    collector: super::CollectorArgs,
 }
 
 /// Builds the client a kubeconfig (or the environment) describes.
@@ -55,6 +57,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             Some(p) => usize::try_from(p).context("--partitions")?,
             None => kube_gc::controller::default_partitions(),
         },
+        collector: args.collector.config(),
         ..Config::default()
     };
     let gc = GarbageCollector::start(Arc::new(KubeApi::new(client)), config).await;
