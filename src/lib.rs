@@ -27,5 +27,6 @@ pub mod graph;
 pub mod monitor;
 pub mod queue;
 pub mod router;
+pub mod server;
 pub mod simulate;
 mod sync;

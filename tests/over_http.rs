@@ -16,6 +16,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use support::{blocking_ref_to, create_in, deployments, meta, pods, policy, replicasets};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long a condition may take to come true over HTTP.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -38,7 +39,8 @@ impl Served {
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await
             .expect("client config");
-        let api = KubeApi::new(kube::Client::try_from(config).expect("client"));
+        let client = kube::Client::try_from(config).expect("client");
+        let api = KubeApi::new(client, kube_gc::api::DEFAULT_QPS * 100.0, kube_gc::api::DEFAULT_BURST);
         let config = Config {
             sync_period: Duration::from_millis(500),
             ..Config::default()
@@ -182,4 +184,181 @@ async fn a_custom_resource_defined_after_the_start_should_be_monitored_and_colle
     })
     .await;
     s.stop().await;
+}
+
+/// A GET over a fresh connection: the status code and the body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("receive");
+        response
+    };
+    let response = tokio::time::timeout(PATIENCE, exchange)
+        .await
+        .expect("an answer in time");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a full response");
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    (code, body.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_should_serve_the_graph_explanations_metrics_and_readiness() {
+    let s = Served::start(SimCluster::new()).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let slot = kube_gc::server::Slot::with(s.gc.clone());
+    tokio::spawn(kube_gc::server::serve(listener, slot, std::future::pending()));
+
+    let d = s.create(&deployments(), meta("default", "d", vec![]));
+    let mut held = meta("default", "rs", vec![blocking_ref_to(&d)]);
+    held.finalizers = vec!["example.com/hold".into()];
+    let rs = s.create(&replicasets(), held);
+    s.wait_in_graph(&[&d, &rs]).await;
+    s.cluster
+        .delete_object(&deployments(), "default", "d", &policy(PropagationPolicy::Foreground))
+        .expect("delete");
+    let graph = s.gc.graph().clone();
+    let d_uid = Uid::parse(&d.metadata.uid);
+    eventually("the Deployment waiting for its dependents", || {
+        graph.get(&d_uid).is_some_and(|n| n.is_deleting_dependents())
+    })
+    .await;
+    eventually("the ReplicaSet being deleted", || {
+        s.cluster
+            .get_object(&replicasets(), "default", "rs")
+            .is_ok_and(|o| o.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+
+    let (code, explained) = http_get(addr, &format!("/explain?uid={}", d.metadata.uid)).await;
+    assert_eq!(code, 200);
+    let explained: serde_json::Value = serde_json::from_str(&explained).expect("JSON");
+    assert_eq!(explained["deletingDependents"], true);
+    assert_eq!(explained["blockingDependents"][0]["uid"], rs.metadata.uid.as_str());
+    assert!(
+        explained["reasons"][0]
+            .as_str()
+            .unwrap_or("")
+            .contains("1 blocking dependent"),
+        "{explained}"
+    );
+    let (_, explained) = http_get(addr, &format!("/explain?uid={}", rs.metadata.uid)).await;
+    let explained: serde_json::Value = serde_json::from_str(&explained).expect("JSON");
+    assert_eq!(explained["owners"][0]["state"], "deletingDependents", "{explained}");
+    assert_eq!(http_get(addr, "/explain").await.0, 400);
+
+    let (code, dot) = http_get(addr, &format!("{}?uid={}", kube_gc::server::GRAPH_PATH, d.metadata.uid)).await;
+    assert_eq!(code, 200);
+    assert!(dot.starts_with("strict digraph full {"), "{dot}");
+    assert!(
+        dot.contains(&format!("\"{}\" -> \"{}\"", rs.metadata.uid, d.metadata.uid)),
+        "{dot}"
+    );
+
+    let (code, metrics) = http_get(addr, "/metrics").await;
+    assert_eq!(code, 200);
+    for needle in [
+        "garbagecollector_controller_resources_sync_error_total 0",
+        "workqueue_adds_total{name=\"garbage_collector_attempt_to_delete\"}",
+        "workqueue_queue_duration_seconds_bucket{name=\"garbage_collector_attempt_to_orphan\",le=\"+Inf\"}",
+        "kube_gc_monitor_synced{resource=\"apps/v1/deployments\"} 1",
+    ] {
+        assert!(metrics.contains(needle), "no {needle} in\n{metrics}");
+    }
+    assert!(metrics.contains("kube_gc_graph_nodes 2"), "{metrics}");
+    assert_eq!(http_get(addr, "/readyz").await, (200, "ok".to_string()));
+    assert_eq!(http_get(addr, "/healthz").await, (200, "ok".to_string()));
+
+    s.cluster
+        .patch_object(
+            &replicasets(),
+            "default",
+            "rs",
+            kube_gc::api::PatchType::Merge,
+            &json!({"metadata": {"finalizers": null}}),
+        )
+        .expect("release the ReplicaSet");
+    eventually("the Deployment gone", || !s.exists(&deployments(), &d)).await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_at_a_time_should_hold_the_leader_lease() {
+    use kube_gc::controller::leader::{LeaderElector, LeaseConfig};
+    let cluster = Arc::new(SimCluster::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let server = tokio::spawn(http::serve(
+        listener,
+        cluster.clone(),
+        ServerOptions::default(),
+        std::future::pending(),
+    ));
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let elector = |identity: &str| {
+        let lease = LeaseConfig {
+            namespace: "kube-system".into(),
+            name: "kube-gc".into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(2),
+            renew_deadline: Duration::from_millis(1200),
+            retry_period: Duration::from_millis(200),
+        };
+        lease.check().expect("valid timing");
+        LeaderElector::new(client.clone(), lease)
+    };
+    let holder = || {
+        let leases = Gvr::new("coordination.k8s.io", "v1", "leases");
+        let lease = cluster
+            .get_object(&leases, "kube-system", "kube-gc")
+            .expect("the lease");
+        lease.rest["spec"]["holderIdentity"].as_str().unwrap_or("").to_string()
+    };
+
+    let mut first = elector("first");
+    tokio::time::timeout(PATIENCE, first.acquire())
+        .await
+        .expect("the first replica leads");
+    assert_eq!(holder(), "first");
+    let renewing = tokio::spawn(async move { first.hold().await });
+
+    let mut second = elector("second");
+    let waited = tokio::time::timeout(Duration::from_secs(4), second.acquire()).await;
+    assert!(
+        waited.is_err(),
+        "the second replica must not lead while the first renews"
+    );
+    assert_eq!(holder(), "first");
+
+    // The first replica dies without releasing: the second leads once the lease has expired.
+    renewing.abort();
+    let started = std::time::Instant::now();
+    tokio::time::timeout(PATIENCE, second.acquire())
+        .await
+        .expect("the second replica leads");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "it waited out the lease"
+    );
+    assert_eq!(holder(), "second");
+
+    // A graceful stop releases the lease: a third replica leads without waiting.
+    second.release().await.expect("release");
+    let mut third = elector("third");
+    tokio::time::timeout(Duration::from_secs(1), third.acquire())
+        .await
+        .expect("the third replica leads at once");
+    assert_eq!(holder(), "third");
+    server.abort();
 }

@@ -239,6 +239,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped early (`loadgen … | head`) is not a failure of loadgen.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // The whole chain on one line, and no backtrace: these are errors in the input or
             // the environment, not in loadgen.
@@ -246,6 +248,19 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes `text` and a newline to stdout; unlike `println!`, a closed stdout is an error, not a
+/// panic.
+fn say(text: impl std::fmt::Display) -> anyhow::Result<()> {
+    use std::io::Write;
+    writeln!(std::io::stdout().lock(), "{text}").context("writing to stdout")
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|cause| cause.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 fn generate(args: GenerateArgs) -> anyhow::Result<()> {
@@ -261,13 +276,12 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
     writer
         .finish()
         .with_context(|| format!("finishing {}", args.output.display()))?;
-    println!(
+    say(format!(
         "wrote {events} events to {} in {:.2} s (seed {})\n{summary}",
         args.output.display(),
         started.elapsed().as_secs_f64(),
         args.seed
-    );
-    Ok(())
+    ))
 }
 
 fn record(args: RecordArgs) -> anyhow::Result<()> {
@@ -287,12 +301,11 @@ async fn record_cluster(args: RecordArgs) -> anyhow::Result<()> {
     writer
         .finish()
         .with_context(|| format!("finishing {}", args.output.display()))?;
-    println!(
+    say(format!(
         "wrote {} events to {}\n{summary}",
         summary.events(),
         args.output.display()
-    );
-    Ok(())
+    ))
 }
 
 /// Completes after `duration`, or at Ctrl-C.
@@ -354,7 +367,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
         let json = serde_json::to_string_pretty(&report).context("encoding the report")?;
         std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
     }
-    println!("{report}");
+    say(&report)?;
     if args.require_outcome_ok && report.outcome_ok != Some(true) {
         anyhow::bail!("the cluster does not end as the oracle expects (--require-outcome-ok)");
     }

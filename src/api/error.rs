@@ -155,8 +155,35 @@ impl ApiError {
         self.reason() == Some(StatusReason::Conflict)
     }
 
+    /// 410, whether the server words it Gone or Expired: the version asked for is no longer
+    /// kept, and the caller must list again.
+    pub fn is_gone(&self) -> bool {
+        self.reason().is_some_and(|r| r.code() == 410)
+    }
+
     /// 415.
     pub fn is_unsupported_media_type(&self) -> bool {
         self.reason() == Some(StatusReason::UnsupportedMediaType)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_status_should_read_the_reason_then_fall_back_to_the_code() {
+        assert_eq!(StatusReason::from_status("Expired", 410), StatusReason::Expired);
+        assert_eq!(StatusReason::from_status("", 409), StatusReason::Conflict);
+        assert_eq!(StatusReason::from_status("Whatever", 404), StatusReason::NotFound);
+        assert_eq!(StatusReason::from_status("", 599), StatusReason::InternalError);
+    }
+
+    #[test]
+    fn both_410_reasons_should_mean_gone() {
+        for reason in [StatusReason::Gone, StatusReason::Expired] {
+            assert!(ApiError::status(reason, "too old resource version").is_gone());
+        }
+        assert!(!ApiError::status(StatusReason::Conflict, "x").is_gone());
     }
 }

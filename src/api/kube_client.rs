@@ -9,6 +9,11 @@
 //!
 //! Discovery reads each group-version on its own, so one broken aggregated API only lands in
 //! [`Discovery::failed`] and never hides the rest.
+//!
+//! Every request first takes a token from one [`Throttle`] shared by all callers, as client-go's
+//! token-bucket rate limiter does: a steady `qps` with bursts of up to `burst`. A token is
+//! reserved before the wait, so callers are served in the order they asked and the long-run rate
+//! never exceeds `qps`, however many workers call at once.
 
 use super::{
     ApiError, ApiResource, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
@@ -30,24 +35,81 @@ const PAGE_SIZE: usize = 500;
 /// How long the server keeps a watch open before the monitor resumes it (kube-rs' default).
 const WATCH_TIMEOUT_SECONDS: u32 = 290;
 
+/// The request rate of kube-controller-manager's collector client: its `--kube-api-qps` default
+/// of 20, doubled for the collector because upstream spends two calls per deleted object.
+pub const DEFAULT_QPS: f64 = 40.0;
+/// kube-controller-manager's `--kube-api-burst` default.
+pub const DEFAULT_BURST: u32 = 30;
+
+/// A token bucket: `qps` tokens a second, at most `burst` saved up.
+pub struct Throttle {
+    qps: f64,
+    burst: f64,
+    /// Tokens available (negative: reserved ahead) as of the instant.
+    bucket: parking_lot::Mutex<(f64, tokio::time::Instant)>,
+}
+
+impl Throttle {
+    /// A bucket that starts full. A `qps` of 0 or less means no limit.
+    pub fn new(qps: f64, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        Throttle {
+            qps,
+            burst,
+            bucket: parking_lot::Mutex::new((burst, tokio::time::Instant::now())),
+        }
+    }
+
+    /// Waits for a token.
+    pub async fn acquire(&self) {
+        if self.qps <= 0.0 {
+            return;
+        }
+        let wait = {
+            let mut bucket = self.bucket.lock();
+            let now = tokio::time::Instant::now();
+            let (tokens, last) = &mut *bucket;
+            *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.qps).min(self.burst);
+            *last = now;
+            *tokens -= 1.0;
+            if *tokens >= 0.0 {
+                std::time::Duration::ZERO
+            } else {
+                std::time::Duration::from_secs_f64(-*tokens / self.qps)
+            }
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
 /// [`ClusterApi`] over a kube-rs client; see the [module docs](self).
 pub struct KubeApi {
     client: ::kube::Client,
+    throttle: Throttle,
     /// Kind of each discovered resource, to stamp objects read through it.
     kinds: RwLock<HashMap<Gvr, String>>,
 }
 
 impl KubeApi {
-    /// Wraps a client.
-    pub fn new(client: ::kube::Client) -> Self {
+    /// Wraps a client, limited to `qps` requests a second with bursts of `burst`.
+    pub fn new(client: ::kube::Client, qps: f64, burst: u32) -> Self {
         KubeApi {
             client,
+            throttle: Throttle::new(qps, burst),
             kinds: RwLock::new(HashMap::new()),
         }
     }
 
     async fn send<T: serde::de::DeserializeOwned>(&self, request: Request<Vec<u8>>) -> Result<T, ApiError> {
+        self.throttle.acquire().await;
         self.client.request(request).await.map_err(api_error)
+    }
+
+    async fn send_text(&self, request: Request<Vec<u8>>) -> Result<String, ApiError> {
+        self.throttle.acquire().await;
+        self.client.request_text(request).await.map_err(api_error)
     }
 
     /// `obj` as read through `gvr`.
@@ -61,6 +123,7 @@ impl KubeApi {
 
     /// The resources of one group-version, as discovery entries.
     async fn group_version(&self, group: &str, version: &str, preferred: bool) -> Result<Vec<ApiResource>, ApiError> {
+        self.throttle.acquire().await;
         let list: APIResourceList = if group.is_empty() {
             self.client.list_core_api_resources(version).await
         } else {
@@ -153,10 +216,12 @@ impl ClusterApi for KubeApi {
     async fn discover(&self) -> Result<Discovery, ApiError> {
         let mut discovery = Discovery::default();
         let mut group_versions: Vec<(String, String, bool)> = Vec::new();
+        self.throttle.acquire().await;
         for version in self.client.list_core_api_versions().await.map_err(api_error)?.versions {
             let preferred = version == "v1";
             group_versions.push((String::new(), version, preferred));
         }
+        self.throttle.acquire().await;
         for group in self.client.list_api_groups().await.map_err(api_error)?.groups {
             let preferred = group.preferred_version.map(|p| p.version).unwrap_or_default();
             for v in group.versions {
@@ -207,7 +272,7 @@ impl ClusterApi for KubeApi {
             ACCEPT_METADATA,
             Some(("application/json", body)),
         )?;
-        self.client.request_text(req).await.map_err(api_error)?;
+        self.send_text(req).await?;
         Ok(())
     }
 
@@ -240,6 +305,7 @@ impl ClusterApi for KubeApi {
             path(gvr, "", None)
         );
         let req = request(Method::GET, &uri, ACCEPT_METADATA, None)?;
+        self.throttle.acquire().await;
         let events = self
             .client
             .request_events::<PartialObjectMeta>(req)
@@ -295,7 +361,41 @@ impl ClusterApi for KubeApi {
             "application/json",
             body,
         )?;
-        self.client.request_text(req).await.map_err(api_error)?;
+        self.send_text(req).await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn throttle_should_pass_a_burst_then_hold_the_rate() {
+        let throttle = Throttle::new(10.0, 5);
+        let start = tokio::time::Instant::now();
+        for _ in 0..5 {
+            throttle.acquire().await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "the burst passes at once");
+        for _ in 0..10 {
+            throttle.acquire().await;
+        }
+        let elapsed = start.elapsed().as_secs_f64();
+        assert!(
+            (0.99..1.01).contains(&elapsed),
+            "10 more at 10/s take a second, took {elapsed}"
+        );
+    }
+
+    #[test]
+    fn paths_should_follow_the_rest_layout() {
+        let deployments = Gvr::new("apps", "v1", "deployments");
+        assert_eq!(
+            path(&deployments, "ns", Some("d")),
+            "/apis/apps/v1/namespaces/ns/deployments/d"
+        );
+        assert_eq!(path(&Gvr::new("", "v1", "nodes"), "", None), "/api/v1/nodes");
     }
 }

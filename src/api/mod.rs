@@ -14,7 +14,7 @@ mod types;
 mod validation;
 
 pub use error::{ApiError, StatusReason};
-pub use kube_client::KubeApi;
+pub use kube_client::{KubeApi, Throttle, DEFAULT_BURST, DEFAULT_QPS};
 pub use mapper::{RestMapper, SharedRestMapper};
 pub use types::*;
 pub use validation::{validate_owner_references, InvalidOwnerReference};

@@ -3,11 +3,18 @@
 //! The cluster is the one a kubeconfig names (`--kubeconfig`, else `$KUBECONFIG` or
 //! `~/.kube/config`), or the pod's own when running inside one; a simulated API server's written
 //! kubeconfig works the same way. The collector reports its progress in the log every
-//! `--report-every`.
+//! `--report-every`, and serves its [endpoints](kube_gc::server) on `--bind-address`.
+//!
+//! With `--leader-elect` the replica first stands by until it holds the Lease
+//! ([`LeaderElector`]), collects while it keeps it, and exits with an error if it loses it, as
+//! kube-controller-manager does; a graceful stop releases the lease for the next replica.
 
 use anyhow::Context;
+use kube_gc::api::sim::http::parse_duration;
 use kube_gc::api::KubeApi;
+use kube_gc::controller::leader::{LeaderElector, LeaseConfig};
 use kube_gc::controller::{Config, GarbageCollector};
+use kube_gc::server::Slot;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,8 +30,37 @@ pub struct RunArgs {
     /// Graph builder partitions; default: the available cores.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
     partitions: Option<u64>,
+    /// Requests per second to the API server, shared by every worker and monitor (as
+    /// kube-controller-manager's collector client: its --kube-api-qps, doubled).
+    #[arg(long, default_value_t = kube_gc::api::DEFAULT_QPS)]
+    kube_api_qps: f64,
+    /// Requests the rate limiter lets through at once after a quiet spell.
+    #[arg(long, default_value_t = kube_gc::api::DEFAULT_BURST)]
+    kube_api_burst: u32,
+    /// Address of the HTTP endpoints: the graph dump, /explain, /metrics, /healthz, /readyz.
+    #[arg(long, default_value = "127.0.0.1:10257")]
+    bind_address: std::net::SocketAddr,
+    /// Collect only while holding a coordination.k8s.io Lease, so that one of several replicas
+    /// collects at a time.
+    #[arg(long)]
+    leader_elect: bool,
+    /// How long a lease lasts without renewal.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it stops collecting.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    leader_elect_renew_deadline: Duration,
+    /// How often to try to acquire or renew the lease.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    leader_elect_retry_period: Duration,
+    /// Name of the Lease.
+    #[arg(long, default_value = "kube-gc")]
+    leader_elect_resource_name: String,
+    /// Namespace of the Lease.
+    #[arg(long, default_value = "kube-system")]
+    leader_elect_resource_namespace: String,
     /// How often to log the graph's size and the queues' lengths.
-    #[arg(long, default_value = "30s", value_parser = kube_gc::api::sim::http::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
     report_every: Duration,
     #[command(flatten)]
     collector: super::CollectorArgs,
@@ -48,6 +84,7 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let lease = args.lease()?;
     let client = client(args.kubeconfig.as_deref()).await?;
     let version = client.apiserver_version().await.context("reaching the API server")?;
     eprintln!("kube-gc run: API server {}", version.git_version);
@@ -60,27 +97,77 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         collector: args.collector.config(),
         ..Config::default()
     };
-    let gc = GarbageCollector::start(Arc::new(KubeApi::new(client)), config).await;
-    let report = async {
-        let mut every = tokio::time::interval(args.report_every);
-        loop {
-            every.tick().await;
-            let monitors = gc.monitor_states();
-            let synced = monitors.values().filter(|s| **s).count();
-            eprintln!(
-                "kube-gc run: {} objects in the graph, {synced}/{} resources synced, {} to delete, {} to orphan",
-                gc.graph().len(),
-                monitors.len(),
-                gc.attempt_to_delete().len(),
-                gc.attempt_to_orphan().len(),
-            );
+    let listener = tokio::net::TcpListener::bind(args.bind_address)
+        .await
+        .with_context(|| format!("listening on --bind-address {}", args.bind_address))?;
+    let bound = listener.local_addr().context("reading the bound address")?;
+    let slot = Slot::empty();
+    tokio::spawn(kube_gc::server::serve(listener, slot.clone(), std::future::pending()));
+    eprintln!("kube-gc run: serving /healthz, /readyz, /metrics and the graph on http://{bound}");
+    let shutdown = super::shutdown_signal();
+    tokio::pin!(shutdown);
+    let mut elector = lease.map(|lease| LeaderElector::new(client.clone(), lease));
+    if let Some(elector) = &mut elector {
+        eprintln!("kube-gc run: standing by for the leader lease");
+        tokio::select! {
+            () = elector.acquire() => eprintln!("kube-gc run: leading"),
+            () = &mut shutdown => return Ok(()),
+        }
+    }
+    let api = KubeApi::new(client, args.kube_api_qps, args.kube_api_burst);
+    let gc = GarbageCollector::start(Arc::new(api), config).await;
+    slot.fill(gc.clone());
+    let lost = async {
+        match &mut elector {
+            Some(elector) => elector.hold().await,
+            None => std::future::pending().await,
         }
     };
-    tokio::select! {
-        () = super::shutdown_signal() => {}
-        () = report => {}
-    }
+    let outcome = tokio::select! {
+        () = &mut shutdown => Ok(()),
+        () = report(&gc, args.report_every) => Ok(()),
+        () = lost => Err(anyhow::anyhow!("lost the leader lease; stopping so that only the new leader collects")),
+    };
     eprintln!("kube-gc run: shutting down");
     gc.shutdown().await;
-    Ok(())
+    if let (Ok(()), Some(elector)) = (&outcome, &mut elector) {
+        elector.release().await?;
+    }
+    outcome
+}
+
+/// Logs the collector's progress every `every`; never returns.
+async fn report(gc: &GarbageCollector<KubeApi>, every: Duration) {
+    let mut every = tokio::time::interval(every);
+    loop {
+        every.tick().await;
+        let monitors = gc.monitor_states();
+        let synced = monitors.values().filter(|s| **s).count();
+        eprintln!(
+            "kube-gc run: {} objects in the graph, {synced}/{} resources synced, {} to delete, {} to orphan",
+            gc.graph().len(),
+            monitors.len(),
+            gc.attempt_to_delete().len(),
+            gc.attempt_to_orphan().len(),
+        );
+    }
+}
+
+impl RunArgs {
+    /// The lease to elect a leader with, when `--leader-elect`.
+    fn lease(&self) -> anyhow::Result<Option<LeaseConfig>> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let lease = LeaseConfig {
+            namespace: self.leader_elect_resource_namespace.clone(),
+            name: self.leader_elect_resource_name.clone(),
+            identity: kube_gc::controller::leader::default_identity(),
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+        };
+        lease.check()?;
+        Ok(Some(lease))
+    }
 }

@@ -1,6 +1,7 @@
 //! `kube-gc simulate`: the demo against the embedded simulated cluster.
 
 use anyhow::Context;
+use std::io::Write;
 use std::time::Duration;
 
 #[derive(clap::Args)]
@@ -46,7 +47,11 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<()> {
         options.objects, options.workers, options.seed
     );
     let summary = kube_gc::simulate::run(&options).await?;
-    println!("{summary}");
+    match writeln!(std::io::stdout().lock(), "{summary}") {
+        // A reader that stopped early (`kube-gc simulate | head`) is not a failure of the run.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e).context("writing the summary"),
+        _ => {}
+    }
     if !summary.converged {
         anyhow::bail!("the collector did not converge within {}s", args.timeout_secs);
     }

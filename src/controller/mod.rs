@@ -6,6 +6,7 @@
 //! worker lock). Shutdown stops the monitors, then the queues, then waits for every task.
 
 mod config;
+pub mod leader;
 mod metrics;
 mod sync;
 
@@ -21,6 +22,7 @@ use crate::queue::{self, WorkQueue};
 use crate::router::Router;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use sync::Monitors;
@@ -40,6 +42,8 @@ pub struct GarbageCollector<C> {
     metrics: ControllerMetrics,
     stop: CancellationToken,
     tasks: Mutex<JoinSet<()>>,
+    /// Set once the workers run: after the first sync, or after the initial wait without one.
+    workers_started: AtomicBool,
 }
 
 impl<C: ClusterApi> GarbageCollector<C> {
@@ -69,6 +73,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
             metrics: ControllerMetrics::default(),
             stop: CancellationToken::new(),
             tasks: Mutex::new(JoinSet::new()),
+            workers_started: AtomicBool::new(false),
             config,
         });
         let builder = GraphBuilder::new(
@@ -117,6 +122,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
             self.spawn(collector.clone().run_attempt_to_delete_worker());
             self.spawn(collector.clone().run_attempt_to_orphan_worker());
         }
+        self.workers_started.store(true, Ordering::Release);
         loop {
             tokio::time::sleep(self.config.sync_period).await;
             if self.sync_once().await && !self.wait_for_sync(self.config.sync_period).await {
@@ -157,6 +163,12 @@ impl<C: ClusterApi> GarbageCollector<C> {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         self.is_synced()
+    }
+
+    /// True once the workers run: the monitors have synced, or the initial wait for them is over.
+    /// This is what `/readyz` reports.
+    pub fn is_ready(&self) -> bool {
+        self.workers_started.load(Ordering::Acquire)
     }
 
     /// True when at least one monitor exists and all have synced.

@@ -21,7 +21,7 @@
 //! and flags come from [`crate::sync`], each map shard is a linearizable stand-in for papaya, see
 //! `shard.rs`): every edge writer racing a replacement or a removal of the owner, and links from
 //! two partitions racing to create the same virtual owner
-//! (`RUSTFLAGS="--cfg loom" cargo test --release --lib graph::`).
+//! (`RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib graph::`).
 
 use super::{Graph, Handle, Identity, Uid};
 
@@ -107,7 +107,7 @@ impl Graph {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(kube_gc_loom)))]
 mod tests {
     use super::*;
     use crate::graph::{Name, Sym, TypeMeta};

@@ -7,7 +7,7 @@
 //! Run them with
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" cargo test --release --lib graph::
+//! RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib graph::
 //! ```
 //!
 //! Each model ends by checking where every edge went: on the node the map holds for the owner's

@@ -73,12 +73,12 @@ mod name;
 mod node;
 mod resource_version;
 mod shard;
-#[cfg(not(all(test, loom)))]
+#[cfg(not(all(test, kube_gc_loom)))]
 mod table;
 mod tombstones;
 mod uid;
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, kube_gc_loom))]
 mod loom_models;
 
 pub use edges::Linked;

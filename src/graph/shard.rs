@@ -2,7 +2,7 @@
 //! and a sequence of them is not.
 //!
 //! Normally a shard is a [`UidTable`](super::table::UidTable), an open-addressing table with
-//! lock-free lookups. In the crate's unit tests built with `--cfg loom` (see [`crate::sync`]) it
+//! lock-free lookups. In the crate's unit tests built with `--cfg kube_gc_loom` (see [`crate::sync`]) it
 //! is a mutex around a `HashMap`, which loom can see into, so that the models in `loom_models.rs`
 //! explore every interleaving of the edge protocol's map operations with its node locks. Each
 //! method below has both bodies side by side, and each takes the stand-in's lock once, so the
@@ -20,25 +20,25 @@
 //! are weak snapshots in the table (they may miss concurrent writes), so the models call them only
 //! once writers are done.
 
-#[cfg(not(all(test, loom)))]
+#[cfg(not(all(test, kube_gc_loom)))]
 use super::table::UidTable;
 use super::{Handle, Node, Uid};
-#[cfg(all(test, loom))]
+#[cfg(all(test, kube_gc_loom))]
 use crate::sync::Mutex;
-#[cfg(all(test, loom))]
+#[cfg(all(test, kube_gc_loom))]
 use std::collections::HashMap;
 
 /// A set of handles keyed by their node's UID.
 pub(super) struct Shard(
-    #[cfg(not(all(test, loom)))] UidTable,
-    #[cfg(all(test, loom))] Mutex<HashMap<Uid, Handle>>,
+    #[cfg(not(all(test, kube_gc_loom)))] UidTable,
+    #[cfg(all(test, kube_gc_loom))] Mutex<HashMap<Uid, Handle>>,
 );
 
 impl Default for Shard {
     fn default() -> Self {
-        #[cfg(not(all(test, loom)))]
+        #[cfg(not(all(test, kube_gc_loom)))]
         return Shard(UidTable::default());
-        #[cfg(all(test, loom))]
+        #[cfg(all(test, kube_gc_loom))]
         return Shard(Mutex::new(HashMap::new()));
     }
 }
@@ -47,37 +47,37 @@ impl Shard {
     /// Runs `f` on the node for `uid`, if there is one, without taking a reference to it.
     #[inline]
     pub(super) fn read<R>(&self, uid: &Uid, f: impl FnOnce(&Node) -> R) -> Option<R> {
-        #[cfg(not(all(test, loom)))]
+        #[cfg(not(all(test, kube_gc_loom)))]
         return self.0.read(uid, f);
         // `f` runs after the lock is released, as the table's readers run outside any writer's way.
-        #[cfg(all(test, loom))]
+        #[cfg(all(test, kube_gc_loom))]
         return self.0.lock().get(uid).cloned().map(|h| f(&h));
     }
 
     /// A handle on the node for `uid`.
     #[inline]
     pub(super) fn get(&self, uid: &Uid) -> Option<Handle> {
-        #[cfg(not(all(test, loom)))]
+        #[cfg(not(all(test, kube_gc_loom)))]
         return self.0.get(uid);
-        #[cfg(all(test, loom))]
+        #[cfg(all(test, kube_gc_loom))]
         return self.0.lock().get(uid).cloned();
     }
 
     /// Writes `handle` as the one for its UID, replacing any other.
     #[inline]
     pub(super) fn insert(&self, handle: Handle) {
-        #[cfg(not(all(test, loom)))]
+        #[cfg(not(all(test, kube_gc_loom)))]
         self.0.insert(&handle, false);
-        #[cfg(all(test, loom))]
+        #[cfg(all(test, kube_gc_loom))]
         self.0.lock().insert(handle.identity().uid, handle);
     }
 
     /// Writes `handle` unless there is a handle for its UID already; true if written.
     #[inline]
     pub(super) fn try_insert(&self, handle: &Handle) -> bool {
-        #[cfg(not(all(test, loom)))]
+        #[cfg(not(all(test, kube_gc_loom)))]
         return self.0.insert(handle, true);
-        #[cfg(all(test, loom))]
+        #[cfg(all(test, kube_gc_loom))]
         return match self.0.lock().entry(handle.identity().uid) {
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(handle.clone());
@@ -90,25 +90,25 @@ impl Shard {
     /// Removes and returns the handle for `uid`.
     #[inline]
     pub(super) fn remove(&self, uid: &Uid) -> Option<Handle> {
-        #[cfg(not(all(test, loom)))]
+        #[cfg(not(all(test, kube_gc_loom)))]
         return self.0.remove(uid);
-        #[cfg(all(test, loom))]
+        #[cfg(all(test, kube_gc_loom))]
         return self.0.lock().remove(uid);
     }
 
     /// Number of handles.
     pub(super) fn len(&self) -> usize {
-        #[cfg(not(all(test, loom)))]
+        #[cfg(not(all(test, kube_gc_loom)))]
         return self.0.len();
-        #[cfg(all(test, loom))]
+        #[cfg(all(test, kube_gc_loom))]
         return self.0.lock().len();
     }
 
     /// A snapshot of the handles, in no order.
     pub(super) fn handles(&self) -> Vec<Handle> {
-        #[cfg(not(all(test, loom)))]
+        #[cfg(not(all(test, kube_gc_loom)))]
         return self.0.handles();
-        #[cfg(all(test, loom))]
+        #[cfg(all(test, kube_gc_loom))]
         return self.0.lock().values().cloned().collect();
     }
 }

@@ -321,7 +321,7 @@ impl Drop for UidTable {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(kube_gc_loom)))]
 mod tests {
     use super::*;
     use crate::graph::{Identity, Name, Sym, TypeMeta};

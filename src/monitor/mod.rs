@@ -116,7 +116,7 @@ impl<C: ClusterApi> Watcher<C> {
                 }
                 Err(e) => e,
             };
-            if err.reason() == Some(crate::api::StatusReason::Gone) {
+            if err.is_gone() {
                 tracing::debug!(resource = %self.gvr, "watch expired; relisting");
                 continue;
             }

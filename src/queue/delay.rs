@@ -173,7 +173,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> Delays<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(kube_gc_loom)))]
 mod tests {
     use super::*;
     use std::time::Duration;

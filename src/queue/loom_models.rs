@@ -6,7 +6,7 @@
 //! Run them with
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" cargo test --release --lib queue::
+//! RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib queue::
 //! ```
 //!
 //! Every model ends with [`assert_quiescent`]: once no consumer holds anything, each slot left is

@@ -133,7 +133,7 @@ impl TokenBucket {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(kube_gc_loom)))]
 mod tests {
     use super::*;
 

@@ -221,7 +221,7 @@ impl Slot {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(kube_gc_loom)))]
 mod tests {
     use super::*;
 

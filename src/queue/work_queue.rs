@@ -487,7 +487,7 @@ impl<T> std::fmt::Debug for WorkQueue<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(kube_gc_loom)))]
 mod tests {
     use super::*;
     use parking_lot::Mutex;

@@ -141,6 +141,7 @@ pub(super) fn builtin_catalogue() -> Vec<TypeDef> {
         core("Pod", "pods", true).with_short_names(&["po"]),
         core("ConfigMap", "configmaps", true).with_short_names(&["cm"]),
         core("Secret", "secrets", true),
+        core("ServiceAccount", "serviceaccounts", true).with_short_names(&["sa"]),
         core("Service", "services", true).with_short_names(&["svc"]),
         core("Namespace", "namespaces", false).with_short_names(&["ns"]),
         core("Node", "nodes", false).with_short_names(&["no"]),

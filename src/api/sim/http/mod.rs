@@ -123,10 +123,7 @@ impl Server {
             return self.resource(parts, body, path).await;
         }
         if parts.method != Method::GET {
-            return Err(ApiError::status(
-                StatusReason::MethodNotAllowed,
-                "the server does not allow this method on the requested resource",
-            ));
+            return Err(resources::method_not_allowed());
         }
         if target == Target::Health {
             return Ok((StatusCode::OK, "ok").into_response());

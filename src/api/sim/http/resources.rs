@@ -3,10 +3,10 @@
 //! presents the answer; an error from the cluster becomes its `Status` unchanged.
 //!
 //! Checks done here, before the cluster is touched: the path's scope matches the type's (a
-//! namespaced object needs a namespace, a cluster-scoped one has none), subresources are not
-//! served, bodies are JSON of at most the server's limit, and the body's apiVersion, kind,
-//! namespace and name agree with the URL. `dryRun` is refused rather than ignored, so that a dry
-//! run never writes.
+//! namespaced object needs a namespace, a cluster-scoped one has none, and a namespaced type's
+//! all-namespaces path takes no create), subresources are not served, bodies are JSON of at most
+//! the server's limit, and the body's apiVersion, kind, namespace and name agree with the URL.
+//! `dryRun` is refused rather than ignored, so that a dry run never writes.
 
 use super::pages::{Listing, Page};
 use super::represent::{json_response, success, ListMeta, Presentation};
@@ -20,6 +20,7 @@ use axum::extract::Query;
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,12 +31,7 @@ impl Server {
         let query = Query::<BTreeMap<String, String>>::try_from_uri(&parts.uri)
             .map_err(|e| bad_request(format!("invalid query: {e}")))?;
         let params = Params::parse(&query)?;
-        let verb = HttpVerb::of(&parts.method, path.name.is_some(), params.watch).ok_or_else(|| {
-            ApiError::status(
-                StatusReason::MethodNotAllowed,
-                "the server does not allow this method on the requested resource",
-            )
-        })?;
+        let verb = HttpVerb::of(&parts.method, path.name.is_some(), params.watch).ok_or_else(method_not_allowed)?;
         self.admission.admit(Some(verb)).await?;
         let def = self.cluster.type_def(&path.gvr)?;
         check_scope(&def, &path, verb)?;
@@ -82,7 +78,7 @@ impl Server {
             }
             HttpVerb::DeleteCollection => {
                 let options = self.delete_options(&parts, body, &params).await?;
-                self.delete_collection(&path, &params, &options)?
+                self.delete_collection(&path, &params, &options, &presentation)?
             }
         })
     }
@@ -138,13 +134,17 @@ impl Server {
         Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
     }
 
+    /// Deletes the objects a collection request selects and answers with them as they were
+    /// listed, as the registry's `Store.DeleteCollection` answers (clients decode a list there).
     fn delete_collection(
         &self,
         path: &ResourcePath,
         params: &Params,
         options: &DeleteOptions,
+        presentation: &Presentation,
     ) -> Result<Response, ApiError> {
-        for obj in self.listing(path, params)?.items {
+        let listing = self.listing(path, params)?;
+        for obj in &listing.items {
             match self
                 .cluster
                 .delete_object(&path.gvr, &obj.metadata.namespace, &obj.metadata.name, options)
@@ -155,26 +155,31 @@ impl Server {
                 Err(e) => return Err(e),
             }
         }
-        Ok(json_response(StatusCode::OK, &success(json!({}))))
+        let api_version = path.gvr.api_version();
+        let kind = self.cluster.type_def(&path.gvr)?.kind;
+        let items: Vec<PartialObjectMeta> = listing.items.iter().map(|o| stamped(o, &api_version, &kind)).collect();
+        let meta = ListMeta {
+            resource_version: listing.resource_version,
+            ..ListMeta::default()
+        };
+        Ok(json_response(
+            StatusCode::OK,
+            &presentation.list(&items, &api_version, &kind, &meta),
+        ))
     }
 
-    /// The body as JSON, refused when too large (413), not JSON (415) or malformed (400).
+    /// The body as JSON, refused when too large (413), not JSON (415) or malformed or cut short
+    /// (400).
     async fn json_body(&self, parts: &Parts, body: Body) -> Result<Value, ApiError> {
         let limit = self.options.max_body_bytes;
-        let too_large = || {
-            ApiError::status(
-                StatusReason::RequestEntityTooLarge,
-                format!("the request body is larger than the limit of {limit} bytes"),
-            )
-        };
         let declared = parts
             .headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
         if declared.is_some_and(|n| n > limit) {
-            return Err(too_large());
+            return Err(too_large(limit));
         }
-        let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| too_large())?;
+        let bytes = read_body(body, limit).await?;
         if bytes.is_empty() {
             return Ok(Value::Null);
         }
@@ -250,23 +255,57 @@ impl Server {
     }
 }
 
+/// The bytes of `body`: 413 once they pass `limit`, 400 when the body cannot be read to its end
+/// (the client went away mid-body), which is the client's failure and says nothing about size.
+async fn read_body(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut frames = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(frame) = frames.next().await {
+        let frame = frame.map_err(|e| bad_request(format!("the request body could not be read: {e}")))?;
+        if bytes.len() + frame.len() > limit {
+            return Err(too_large(limit));
+        }
+        bytes.extend_from_slice(&frame);
+    }
+    Ok(bytes)
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::status(
+        StatusReason::RequestEntityTooLarge,
+        format!("the request body is larger than the limit of {limit} bytes"),
+    )
+}
+
 /// A namespaced object needs a namespace, a cluster-scoped type has none, and subresources are
-/// not served; each mismatch is the 404 of a path that does not exist.
+/// not served; each mismatch is the 404 of a path that does not exist. A namespaced type's
+/// all-namespaces path exists but only reads (and, here, deletes collections): a create there is
+/// 405, as the API server answers a POST to it.
 fn check_scope(def: &TypeDef, path: &ResourcePath, verb: HttpVerb) -> Result<(), ApiError> {
-    let collection_wide = matches!(verb, HttpVerb::List | HttpVerb::Watch | HttpVerb::DeleteCollection);
-    let fits = match (&path.namespace, def.namespaced) {
-        (Some(_), false) => false,
-        (None, true) => collection_wide,
-        _ => true,
-    };
-    if fits && path.subresource.is_none() {
-        Ok(())
-    } else {
-        Err(ApiError::status(
+    let not_found = || {
+        ApiError::status(
             StatusReason::NotFound,
             "the server could not find the requested resource",
-        ))
+        )
+    };
+    if path.subresource.is_some() {
+        return Err(not_found());
     }
+    match (&path.namespace, def.namespaced, verb) {
+        (Some(_), false, _) => Err(not_found()),
+        (None, true, HttpVerb::List | HttpVerb::Watch | HttpVerb::DeleteCollection) => Ok(()),
+        (None, true, HttpVerb::Create) => Err(method_not_allowed()),
+        (None, true, _) => Err(not_found()),
+        _ => Ok(()),
+    }
+}
+
+/// 405: the path exists, but not for this method.
+pub(super) fn method_not_allowed() -> ApiError {
+    ApiError::status(
+        StatusReason::MethodNotAllowed,
+        "the server does not allow this method on the requested resource",
+    )
 }
 
 fn content_type(parts: &Parts) -> String {
@@ -316,4 +355,53 @@ fn stamped(obj: &PartialObjectMeta, api_version: &str, kind: &str) -> PartialObj
 fn gone(def: &TypeDef, name: &str) -> Response {
     let details = json!({"name": name, "group": def.group, "kind": def.resource});
     json_response(StatusCode::OK, &success(details))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Gvr;
+
+    fn path(namespace: Option<&str>, name: Option<&str>) -> ResourcePath {
+        ResourcePath {
+            gvr: Gvr::new("", "v1", "configmaps"),
+            namespace: namespace.map(String::from),
+            name: name.map(String::from),
+            subresource: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn read_body_should_tell_a_body_cut_short_from_one_too_large() {
+        let chunks = |n: usize| futures::stream::iter((0..n).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 10])));
+        assert_eq!(read_body(Body::from_stream(chunks(3)), 30).await.unwrap().len(), 30);
+        let err = read_body(Body::from_stream(chunks(4)), 30).await.unwrap_err();
+        assert_eq!(err.reason(), Some(StatusReason::RequestEntityTooLarge));
+        let cut = chunks(1).chain(futures::stream::iter([Err(std::io::Error::from(
+            std::io::ErrorKind::UnexpectedEof,
+        ))]));
+        let err = read_body(Body::from_stream(cut), 30).await.unwrap_err();
+        assert_eq!(err.reason(), Some(StatusReason::BadRequest));
+    }
+
+    #[test]
+    fn check_scope_should_refuse_a_create_on_the_all_namespaces_path_with_405() {
+        let namespaced = TypeDef::new("", "v1", "ConfigMap", "configmaps", true);
+        let reason = |p: &ResourcePath, verb| check_scope(&namespaced, p, verb).err().and_then(|e| e.reason());
+        for verb in [HttpVerb::List, HttpVerb::Watch, HttpVerb::DeleteCollection] {
+            assert_eq!(reason(&path(None, None), verb), None, "{verb:?} across namespaces");
+        }
+        assert_eq!(
+            reason(&path(None, None), HttpVerb::Create),
+            Some(StatusReason::MethodNotAllowed)
+        );
+        assert_eq!(reason(&path(Some("ns"), None), HttpVerb::Create), None);
+        assert_eq!(
+            reason(&path(None, Some("x")), HttpVerb::Get),
+            Some(StatusReason::NotFound)
+        );
+        let cluster_scoped = TypeDef::new("", "v1", "Namespace", "namespaces", false);
+        let err = check_scope(&cluster_scoped, &path(Some("ns"), None), HttpVerb::Create).unwrap_err();
+        assert_eq!(err.reason(), Some(StatusReason::NotFound));
+    }
 }

@@ -1,0 +1,221 @@
+//! Leader election over a `coordination.k8s.io/v1` Lease, the way client-go's leaderelection runs
+//! it for kube-controller-manager, so that of several `kube-gc run` replicas only one collects.
+//!
+//! # Invariants
+//!
+//! - A replica holds the lease only between a successful write that names it holder and the
+//!   moment its renewals have failed for `renew_deadline`; it stops collecting before
+//!   `lease_duration` has passed since its last successful renewal, because
+//!   `renew_deadline < lease_duration`.
+//! - Another holder's lease counts as expired only when this replica has seen the same record
+//!   (holder and renew time) unchanged for `lease_duration` of its *own* clock, so clock skew
+//!   between replicas cannot shorten a lease.
+//! - Every write is a PUT carrying the resourceVersion that was read (or a create), so of two
+//!   replicas racing for an expired lease exactly one wins; the other gets 409 and stays a follower.
+
+use anyhow::Context;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, ObjectMeta, PostParams};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Where the lease lives and how it is timed (kube-controller-manager's `--leader-elect-*` flags).
+#[derive(Clone, Debug)]
+pub struct LeaseConfig {
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The Lease's name.
+    pub name: String,
+    /// This replica's identity, written as `holderIdentity`.
+    pub identity: String,
+    /// How long a lease lasts without renewal (15 s).
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up (10 s).
+    pub renew_deadline: Duration,
+    /// How often to try to acquire or renew (2 s).
+    pub retry_period: Duration,
+}
+
+impl LeaseConfig {
+    /// Checks the timing rules client-go enforces: the lease outlasts the renew deadline, which
+    /// outlasts a retry.
+    pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.lease_duration > self.renew_deadline,
+            "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline"
+        );
+        anyhow::ensure!(
+            self.renew_deadline > self.retry_period.mul_f64(1.2),
+            "--leader-elect-renew-deadline must be greater than 1.2 × --leader-elect-retry-period"
+        );
+        anyhow::ensure!(
+            !self.retry_period.is_zero(),
+            "--leader-elect-retry-period must be positive"
+        );
+        Ok(())
+    }
+}
+
+/// One replica's side of the election.
+pub struct LeaderElector {
+    leases: Api<Lease>,
+    config: LeaseConfig,
+    /// The last lease record seen (holder, renew time) and when this replica first saw it.
+    observed: Option<((String, Option<MicroTime>), Instant)>,
+}
+
+impl LeaderElector {
+    /// An elector for the lease `config` names, through `client`.
+    pub fn new(client: kube::Client, config: LeaseConfig) -> Self {
+        LeaderElector {
+            leases: Api::namespaced(client, &config.namespace),
+            config,
+            observed: None,
+        }
+    }
+
+    /// Returns once this replica holds the lease.
+    pub async fn acquire(&mut self) {
+        loop {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %format!("{e:#}"), "could not read or write the lease"),
+            }
+            tokio::time::sleep(self.config.retry_period).await;
+        }
+    }
+
+    /// Renews the lease every retry period; returns when a renewal has failed for the renew
+    /// deadline, that is, when leadership is lost.
+    pub async fn hold(&mut self) {
+        loop {
+            tokio::time::sleep(self.config.retry_period).await;
+            let deadline = Instant::now() + self.config.renew_deadline;
+            loop {
+                match self.try_acquire_or_renew().await {
+                    Ok(true) => break,
+                    Ok(false) => return,
+                    Err(e) => tracing::warn!(error = %format!("{e:#}"), "could not renew the lease"),
+                }
+                if Instant::now() + self.config.retry_period >= deadline {
+                    return;
+                }
+                tokio::time::sleep(self.config.retry_period).await;
+            }
+        }
+    }
+
+    /// Gives the lease up at shutdown, so a standby takes over without waiting for it to expire:
+    /// the holder is cleared and the duration cut to one second, as client-go's release does.
+    pub async fn release(&mut self) -> anyhow::Result<()> {
+        let Some(mut lease) = self
+            .leases
+            .get_opt(&self.config.name)
+            .await
+            .context("reading the lease")?
+        else {
+            return Ok(());
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(now());
+        self.leases
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+            .context("releasing the lease")?;
+        Ok(())
+    }
+
+    /// One round: true when this replica holds the lease after it.
+    async fn try_acquire_or_renew(&mut self) -> anyhow::Result<bool> {
+        let Some(mut lease) = self
+            .leases
+            .get_opt(&self.config.name)
+            .await
+            .context("reading the lease")?
+        else {
+            return self.create().await;
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        let holder = spec.holder_identity.clone().unwrap_or_default();
+        let record = (holder.clone(), spec.renew_time.clone());
+        let seen_at = match &self.observed {
+            Some((seen, at)) if *seen == record => *at,
+            _ => {
+                let now = Instant::now();
+                self.observed = Some((record, now));
+                now
+            }
+        };
+        let mine = holder == self.config.identity;
+        let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).max(0) as u64);
+        if !holder.is_empty() && !mine && seen_at + duration > Instant::now() {
+            return Ok(false);
+        }
+        if !mine {
+            spec.acquire_time = Some(now());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.holder_identity = Some(self.config.identity.clone());
+        spec.lease_duration_seconds = Some(self.lease_seconds());
+        spec.renew_time = Some(now());
+        match self
+            .leases
+            .replace(&self.config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(e) => Err(e).context("writing the lease"),
+        }
+    }
+
+    async fn create(&mut self) -> anyhow::Result<bool> {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.config.name.clone()),
+                namespace: Some(self.config.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.config.identity.clone()),
+                lease_duration_seconds: Some(self.lease_seconds()),
+                acquire_time: Some(now()),
+                renew_time: Some(now()),
+                lease_transitions: Some(0),
+                ..LeaseSpec::default()
+            }),
+        };
+        match self.leases.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(e) => Err(e).context("creating the lease"),
+        }
+    }
+
+    fn lease_seconds(&self) -> i32 {
+        i32::try_from(self.config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX)
+    }
+}
+
+fn now() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// This replica's identity: the host name and a random suffix, as client-go composes it, so two
+/// replicas on one host still differ.
+pub fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "kube-gc".to_string());
+    format!("{host}_{}", crate::graph::Uid::new_v4(rand::random()))
+}

@@ -1,0 +1,121 @@
+//! `/explain?uid=U`: why an object is not collected yet, from what the collector knows now.
+//!
+//! The answer lists the object's state in the graph, each owner with its state (not in the graph,
+//! virtual, being deleted, deleting its dependents, or present), the blocking dependents that hold
+//! a foreground deletion, and where the object is in the two work queues with its retry count.
+//! `reasons` sums these up in words; an object the graph does not hold gets a single reason.
+
+use crate::api::ClusterApi;
+use crate::controller::GarbageCollector;
+use crate::graph::{Handle, Identity, OwnerRef, Uid};
+use crate::queue::{QueueState, WorkQueue};
+use serde_json::{json, Value};
+
+/// The explanation for `uid`.
+pub(super) fn explain<C: ClusterApi>(gc: &GarbageCollector<C>, uid: Uid) -> Value {
+    let Some(node) = gc.graph().get(&uid) else {
+        return json!({
+            "uid": uid.to_string(),
+            "inGraph": false,
+            "reasons": ["the collector has not observed this object: it does not exist, its resource is not \
+                         monitored (yet), or its events have not been processed"],
+        });
+    };
+    let owners: Vec<Value> = node.owners().iter().map(|r| owner(gc, r)).collect();
+    let blocking: Vec<Value> = if node.is_deleting_dependents() {
+        node.blocking_dependents()
+            .iter()
+            .map(|d| identity(d.identity()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let queues = json!({
+        "attemptToDelete": queue_entry(gc.attempt_to_delete(), &node),
+        "attemptToOrphan": queue_entry(gc.attempt_to_orphan(), &node),
+    });
+    let reasons = reasons(&node, &owners, blocking.len());
+    json!({
+        "uid": uid.to_string(),
+        "inGraph": true,
+        "object": identity(node.identity()),
+        "virtual": node.is_virtual(),
+        "beingDeleted": node.is_being_deleted(),
+        "deletingDependents": node.is_deleting_dependents(),
+        "dependents": node.dependents_len(),
+        "owners": owners,
+        "blockingDependents": blocking,
+        "queues": queues,
+        "reasons": reasons,
+    })
+}
+
+fn identity(id: &Identity) -> Value {
+    json!({
+        "apiVersion": id.api_version().to_string(),
+        "kind": id.kind().to_string(),
+        "namespace": id.namespace.to_string(),
+        "name": id.name.to_string(),
+        "uid": id.uid.to_string(),
+    })
+}
+
+fn owner<C: ClusterApi>(gc: &GarbageCollector<C>, r: &OwnerRef) -> Value {
+    let state = match gc.graph().get(&r.uid) {
+        None => "absent",
+        Some(o) if o.is_virtual() => "virtual",
+        Some(o) if o.is_deleting_dependents() => "deletingDependents",
+        Some(o) if o.is_being_deleted() => "beingDeleted",
+        Some(_) => "present",
+    };
+    json!({
+        "apiVersion": r.api_version().to_string(),
+        "kind": r.kind().to_string(),
+        "name": r.name.to_string(),
+        "uid": r.uid.to_string(),
+        "blockOwnerDeletion": r.blocks_owner_deletion(),
+        "state": state,
+    })
+}
+
+fn queue_entry(queue: &WorkQueue<Handle>, node: &Handle) -> Value {
+    let state = match queue.contains(node) {
+        QueueState::Absent => "absent",
+        QueueState::Queued => "queued",
+        QueueState::Processing => "processing",
+        QueueState::ProcessingDirty => "processingAndQueuedAgain",
+        QueueState::Delayed => "waitingForRetry",
+    };
+    json!({"state": state, "retries": queue.num_requeues(node)})
+}
+
+/// The reasons in words, most decisive first.
+fn reasons(node: &Handle, owners: &[Value], blocking: usize) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if node.is_deleting_dependents() && blocking > 0 {
+        reasons.push(format!(
+            "being deleted in the foreground: waits for {blocking} blocking dependent(s) to go"
+        ));
+    }
+    let live: Vec<&str> = owners
+        .iter()
+        .filter(|o| o["state"] == "present")
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    if !live.is_empty() {
+        reasons.push(format!("has live owner(s): {}", live.join(", ")));
+    }
+    let waiting = owners.iter().filter(|o| o["state"] == "deletingDependents").count();
+    if waiting > 0 && live.is_empty() {
+        reasons.push(format!(
+            "{waiting} owner(s) being deleted in the foreground: this object goes once they reach it"
+        ));
+    }
+    if owners.is_empty() && !node.is_deleting_dependents() {
+        reasons.push("has no owners: the collector never deletes it".to_string());
+    }
+    if reasons.is_empty() {
+        reasons.push("no live owner: it is (or is about to be) queued for deletion".to_string());
+    }
+    reasons
+}

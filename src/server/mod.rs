@@ -1,0 +1,156 @@
+//! The collector's HTTP endpoints: the graph dump, explanations, metrics and health.
+//!
+//! | path | answer |
+//! |---|---|
+//! | `/debug/controllers/garbagecollector/graph[?uid=…]` | the DOT dump of spec §8 |
+//! | `/explain?uid=U` | JSON: why an object is not collected yet ([`explain`]) |
+//! | `/metrics` | Prometheus text ([`metrics`]) |
+//! | `/healthz` | `ok` while the process serves |
+//! | `/readyz` | `ok` once the monitors have synced or the initial sync wait has passed, else 503 |
+//!
+//! The endpoints serve a [`Slot`], which is empty while a replica stands by for the leader lease:
+//! then `/healthz` and `/readyz` answer `ok` (a standby is healthy and ready to take over, and a
+//! rolling update must not wait on it) and the collector's endpoints answer 503.
+//!
+//! Every handler only reads: the graph without locks (a dump taken while builders write may mix
+//! moments, as the module docs of [`crate::graph::dump`] say), the queues and counters through
+//! their snapshots. Nothing here can change what the collector decides.
+
+mod explain;
+mod metrics;
+
+use crate::api::ClusterApi;
+use crate::controller::GarbageCollector;
+use crate::graph::{dump, Uid};
+use axum::extract::{Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+
+/// Where the graph dump is mounted, as on kube-controller-manager's debug handler.
+pub const GRAPH_PATH: &str = "/debug/controllers/garbagecollector/graph";
+
+/// The collector the endpoints describe: empty until this replica leads.
+pub struct Slot<C>(OnceLock<Arc<GarbageCollector<C>>>);
+
+impl<C> Slot<C> {
+    /// An empty slot, for a replica standing by.
+    pub fn empty() -> Arc<Self> {
+        Arc::new(Slot(OnceLock::new()))
+    }
+
+    /// A slot holding `gc`.
+    pub fn with(gc: Arc<GarbageCollector<C>>) -> Arc<Self> {
+        let slot = Slot::empty();
+        slot.fill(gc);
+        slot
+    }
+
+    /// Puts the running collector in; a second call changes nothing.
+    pub fn fill(&self, gc: Arc<GarbageCollector<C>>) {
+        let _ = self.0.set(gc);
+    }
+}
+
+type Shared<C> = State<Arc<Slot<C>>>;
+
+/// The answer of a collector endpoint while the replica stands by.
+fn standing_by() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "standing by: another replica holds the leader lease\n",
+    )
+        .into_response()
+}
+
+/// The endpoints over `slot`.
+pub fn router<C: ClusterApi>(slot: Arc<Slot<C>>) -> Router {
+    Router::new()
+        .route(GRAPH_PATH, get(graph::<C>))
+        .route("/explain", get(explain::<C>))
+        .route("/metrics", get(metrics::<C>))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz::<C>))
+        .with_state(slot)
+}
+
+/// Serves the endpoints on `listener` until `shutdown` completes.
+pub async fn serve<C: ClusterApi>(
+    listener: tokio::net::TcpListener,
+    slot: Arc<Slot<C>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(slot))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The `uid` parameters of a query, in order; a query may repeat `uid`.
+fn uids(query: &str) -> Vec<Uid> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("uid="))
+        .filter(|uid| !uid.is_empty())
+        .map(Uid::parse)
+        .collect()
+}
+
+async fn graph<C: ClusterApi>(State(slot): Shared<C>, uri: axum::http::Uri) -> Response {
+    let Some(gc) = slot.0.get() else { return standing_by() };
+    let selected = uids(uri.query().unwrap_or(""));
+    let body = dump::to_dot(gc.graph(), &selected);
+    (
+        [
+            (header::CONTENT_TYPE, "text/vnd.graphviz"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct ExplainQuery {
+    uid: Option<String>,
+}
+
+async fn explain<C: ClusterApi>(State(slot): Shared<C>, Query(query): Query<ExplainQuery>) -> Response {
+    let Some(gc) = slot.0.get() else { return standing_by() };
+    let Some(uid) = query.uid.filter(|u| !u.is_empty()) else {
+        return (StatusCode::BAD_REQUEST, "explain needs ?uid=\n").into_response();
+    };
+    axum::Json(explain::explain(gc, Uid::parse(&uid))).into_response()
+}
+
+async fn metrics<C: ClusterApi>(State(slot): Shared<C>) -> Response {
+    let Some(gc) = slot.0.get() else { return standing_by() };
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        metrics::render(gc),
+    )
+        .into_response()
+}
+
+async fn readyz<C: ClusterApi>(State(slot): Shared<C>) -> Response {
+    if slot.0.get().is_none_or(|gc| gc.is_ready()) {
+        (StatusCode::OK, "ok").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "monitors not synced yet\n").into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uids_should_take_every_uid_parameter_in_order() {
+        let a = "6f1a4a3e-0000-4000-8000-000000000001";
+        let b = "6f1a4a3e-0000-4000-8000-000000000002";
+        let got = uids(&format!("uid={a}&x=1&uid=&uid={b}"));
+        assert_eq!(got, vec![Uid::parse(a), Uid::parse(b)]);
+    }
+}
