@@ -1221,3 +1221,35 @@ fn engine_should_unblock_a_dependent_whose_dependent_deletes_in_the_foreground()
         }
     }
 }
+
+/// A deleted owner's dependents that keep naming it (one held by a finalizer, one cluster-scoped
+/// and so never collected), then a new cluster-scoped object naming it too: its reference makes a
+/// virtual owner with no namespace, which no worker can verify and so stays for good. That owner
+/// must list the earlier dependents as well as the new one (graph invariant rule 2), though the
+/// deleted owner's node took their edges with it.
+#[test]
+fn engine_should_link_a_new_virtual_owner_to_the_dependents_its_deleted_node_had() {
+    let deployment = make(model::DEPLOYMENT, "ns-a", 0);
+    let rs = held(owned_by(make(model::REPLICA_SET, "ns-a", 1), &deployment, None));
+    let role = owned_by(make(model::CLUSTER_ROLE, "", 2), &deployment, None);
+    let late_role = owned_by(make(model::CLUSTER_ROLE, "", 3), &deployment, None);
+    let plan = plan_of(
+        vec![deployment.clone(), rs.clone(), role.clone()],
+        vec![
+            delete(&deployment, PropagationPolicy::Background),
+            Action::Create(late_role.clone()),
+        ],
+    );
+    let end = &plan.steps.last().expect("two steps").1;
+    assert!(!end.contains_key(&deployment.uid));
+    assert!(end[&rs.uid].deleting, "the ReplicaSet waits on its finalizer");
+    assert!(end.contains_key(&role.uid) && end.contains_key(&late_role.uid));
+    for (partitions, workers, verify) in settings() {
+        if let Err(failure) = run_engine(&plan, partitions, workers, verify) {
+            panic!(
+                "partitions={partitions} workers={workers} verify_with_get={verify}, {failure}\n{}",
+                show_plan(&plan)
+            );
+        }
+    }
+}

@@ -3,8 +3,9 @@
 //! Invariant: only builders write the graph; for any UID, the handle in the map is the one the
 //! builder last wrote, and an owner's `dependents` hold the current handle of each dependent once
 //! the builder is quiet (see [`invariants`]). Readers (collector workers, dumps) take no graph-wide
-//! lock and may see a slightly stale view. Besides the nodes, the graph keeps [`Tombstones`]: the
-//! UIDs of owners whose deletion a watch reported, which stay true forever.
+//! lock and may see a slightly stale view. Besides the nodes, the graph keeps the edges of owners
+//! that have no node (see [`edges`]: a node re-created for such an owner takes them back), and
+//! [`Tombstones`]: the UIDs of owners whose deletion a watch reported, which stay true forever.
 
 /// What [`Sym`] and [`Name`] share as views of a string: they deref to `str`, order, print and
 /// compare with plain strings as their text does, and [`From<&str>`] calls the type's `new`. Each
@@ -81,6 +82,8 @@ mod uid;
 #[cfg(all(test, kube_gc_loom))]
 mod loom_models;
 
+use crate::sync::Mutex;
+use edges::Adrift;
 pub use edges::Linked;
 pub use identity::{Identity, OwnerRef};
 pub use intern::{Sym, TypeMeta};
@@ -100,6 +103,8 @@ pub const SHARDS: usize = 64;
 /// and the tombstones of deleted owners.
 pub struct Graph {
     shards: Box<[Shard]>,
+    /// Per shard of `shards`, the edges of owners that have no node ([`edges`]).
+    adrift: Box<[Mutex<Adrift>]>,
     tombstones: Tombstones,
 }
 
@@ -120,6 +125,7 @@ impl Graph {
     pub fn with_tombstones(capacity: usize) -> Self {
         Graph {
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            adrift: (0..SHARDS).map(|_| Mutex::new(Adrift::default())).collect(),
             tombstones: Tombstones::new(capacity),
         }
     }
@@ -129,8 +135,17 @@ impl Graph {
         &self.tombstones
     }
 
+    fn shard_index(uid: &Uid) -> usize {
+        (uid.hash64() % SHARDS as u64) as usize
+    }
+
     fn shard(&self, uid: &Uid) -> &Shard {
-        &self.shards[(uid.hash64() % SHARDS as u64) as usize]
+        &self.shards[Self::shard_index(uid)]
+    }
+
+    /// The lock over the adrift edges of the owners in `uid`'s shard ([`edges`]).
+    fn adrift(&self, uid: &Uid) -> &Mutex<Adrift> {
+        &self.adrift[Self::shard_index(uid)]
     }
 
     /// The current handle for `uid`.
