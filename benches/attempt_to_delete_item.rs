@@ -1,12 +1,15 @@
 //! Latency of one `attempt_to_delete_item` call against the in-memory cluster, one case per
-//! branch of spec §4.2 (DESIGN §5 target: median ≤ 5 µs).
+//! branch of spec §4.2 (DESIGN §5 target: median ≤ 5 µs), in both collector modes: `fast_path`
+//! (the default: the workers act on what the graph observed) and `upstream` (`verify_with_get`:
+//! every item and owner read live).
 //!
 //! Regimes, by what the item's owner references turn out to name:
 //!
-//! - `solid_owner`: the owner exists; the item stays (two GETs, nothing written).
+//! - `solid_owner`: the owner exists; the item stays (upstream: two GETs; fast path: none, the
+//!   graph observed both).
 //! - `dangling_owner_cache_hit` / `dangling_owner_cache_miss`: the owner is gone. A hit finds it in
-//!   absentOwnerCache; a miss spends a GET that answers 404. Either way the item is deleted
-//!   (Background).
+//!   absentOwnerCache; a miss spends a GET that answers 404 (the owner was never observed, so the
+//!   fast path verifies it too). Either way the item is deleted (Background).
 //! - `owner_waiting_for_dependents`: the owner is in a foreground deletion and the item has a
 //!   dependent of its own, so the item is deleted Foreground.
 //! - `own_finalizer_orphan` / `own_finalizer_foreground`: no solid owner, and the item's own
@@ -16,8 +19,9 @@
 //!
 //! Each case is checked once before it is timed: its result and the API calls it made must be
 //! those of the branch it names. Deleted items are put back under the same UID in the untimed
-//! setup, so every timed call deletes a live object. The cluster also holds
-//! [`BACKGROUND_PODS`] unrelated pods, so lookups are not made in a near-empty store.
+//! setup, and their new version observed, so every timed call deletes a live object the graph
+//! knows as it is. The cluster also holds [`BACKGROUND_PODS`] unrelated pods, so lookups are not
+//! made in a near-empty store.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use kube_gc::api::sim::{ApiCalls, SimCluster};
@@ -133,7 +137,7 @@ impl Rig {
     }
 
     /// A collector with an absentOwnerCache of its own, so that no case evicts another's entries.
-    fn collector(&self) -> Collector<SimCluster> {
+    fn collector(&self, verify_with_get: bool) -> Collector<SimCluster> {
         Collector {
             api: self.cluster.clone(),
             mapper: self.mapper.clone(),
@@ -142,7 +146,10 @@ impl Rig {
             attempt_to_delete: self.attempt_to_delete.clone(),
             attempt_to_orphan: self.attempt_to_orphan.clone(),
             absent_owner_cache: Arc::new(AbsentOwnerCache::default()),
-            config: CollectorConfig::default(),
+            config: CollectorConfig {
+                verify_with_get,
+                ..CollectorConfig::default()
+            },
         }
     }
 
@@ -162,18 +169,24 @@ impl Rig {
     /// Creates an object and applies its ADDED event, as its monitor would; returns its node.
     fn create_observed(&self, gvr: &Gvr, metadata: ObjectMeta) -> Handle {
         let obj = self.create(gvr, metadata);
+        self.observe(&obj);
+        self.node(&obj.metadata.uid)
+    }
+
+    /// Applies an event for `obj` as it now is, as its monitor would.
+    fn observe(&self, obj: &PartialObjectMeta) {
         let event = GraphEvent::observed(&self.graph, EventType::Add, &obj.metadata, &obj.api_version, &obj.kind)
             .expect("a readable object");
         self.builder.process_graph_changes(event);
-        self.node(&obj.metadata.uid)
     }
 
     fn node(&self, uid: &str) -> Handle {
         self.graph.get(&Uid::parse(uid)).expect("a node in the graph")
     }
 
-    /// Puts `template` back as a live object under its UID, whatever the last call did to it:
-    /// deleted at once, or left marked for deletion with a GC finalizer.
+    /// Puts `template` back as a live object under its UID, whatever the last call did to it
+    /// (deleted at once, or left marked for deletion with a GC finalizer), and lets the graph
+    /// observe it.
     fn restore(&self, gvr: &Gvr, template: &ObjectMeta) {
         match self.cluster.get_object(gvr, &template.namespace, &template.name) {
             Ok(current) if current.metadata.deletion_timestamp.is_none() => return,
@@ -184,7 +197,8 @@ impl Rig {
             }
             Err(_) => {}
         }
-        self.create(gvr, template.clone());
+        let restored = self.create(gvr, template.clone());
+        self.observe(&restored);
     }
 
     /// Drops the virtual delete events workers routed (no builder applies them here).
@@ -214,9 +228,20 @@ struct Case {
     name: &'static str,
     item: Handle,
     template: Option<Box<dyn FnMut() -> ObjectMeta>>,
-    gets: u64,
+    gets: Gets,
     deletes: u64,
     outcome: Outcome,
+}
+
+/// The GETs one call makes in each mode.
+#[derive(Clone, Copy, Debug)]
+struct Gets {
+    upstream: u64,
+    fast_path: u64,
+}
+
+const fn gets(upstream: u64, fast_path: u64) -> Gets {
+    Gets { upstream, fast_path }
 }
 
 /// Counts of the calls one `attempt_to_delete_item` made, by verb.
@@ -249,7 +274,11 @@ impl Case {
         let result = rig.rt.block_on(collector.attempt_to_delete_item(&self.item));
         let calls = calls_since(&before, &rig.cluster.api_calls());
         let expected = Calls {
-            get: self.gets,
+            get: if collector.config.verify_with_get {
+                self.gets.upstream
+            } else {
+                self.gets.fast_path
+            },
             patch: 0,
             delete: self.deletes,
         };
@@ -285,7 +314,7 @@ fn cases(rig: &Rig) -> Vec<Case> {
         name: "solid_owner",
         item: rig.create_observed(&pods(), solid),
         template: None,
-        gets: 2,
+        gets: gets(2, 0),
         deletes: 0,
         outcome: Outcome::Kept,
     });
@@ -295,7 +324,7 @@ fn cases(rig: &Rig) -> Vec<Case> {
         name: "dangling_owner_cache_hit",
         item: rig.create_observed(&pods(), hit.clone()),
         template: Some(Box::new(move || hit.clone())),
-        gets: 1,
+        gets: gets(1, 0),
         deletes: 1,
         outcome: Outcome::Gone,
     });
@@ -310,7 +339,7 @@ fn cases(rig: &Rig) -> Vec<Case> {
         name: "dangling_owner_cache_miss",
         item: rig.create_observed(&pods(), miss()),
         template: Some(Box::new(miss)),
-        gets: 2,
+        gets: gets(2, 1),
         deletes: 1,
         outcome: Outcome::Gone,
     });
@@ -333,15 +362,18 @@ fn cases(rig: &Rig) -> Vec<Case> {
         propagation_policy: Some(PropagationPolicy::Foreground),
         ..Default::default()
     };
-    rig.cluster
+    let deleting = rig
+        .cluster
         .delete_object(&replicasets(), NAMESPACE, "rs-foreground", &foreground)
-        .expect("a foreground delete of the owner");
+        .expect("a foreground delete of the owner")
+        .expect("the owner waits for its dependents");
+    rig.observe(&deleting);
     assert_eq!(item.dependents_len(), 1, "the waiting item has a dependent");
     cases.push(Case {
         name: "owner_waiting_for_dependents",
         item,
         template: Some(Box::new(move || waiting.clone())),
-        gets: 2,
+        gets: gets(2, 0),
         deletes: 1,
         outcome: Outcome::Marked(FINALIZER_FOREGROUND),
     });
@@ -356,7 +388,7 @@ fn cases(rig: &Rig) -> Vec<Case> {
             name,
             item: rig.create_observed(&pods(), own.clone()),
             template: Some(Box::new(move || own.clone())),
-            gets: 1,
+            gets: gets(1, 0),
             deletes: 1,
             outcome: Outcome::Marked(finalizer),
         });
@@ -371,7 +403,7 @@ fn cases(rig: &Rig) -> Vec<Case> {
         name: "virtual_node_not_found",
         item: ghost,
         template: None,
-        gets: 1,
+        gets: gets(1, 1),
         deletes: 0,
         outcome: Outcome::VirtualDelete,
     });
@@ -379,12 +411,18 @@ fn cases(rig: &Rig) -> Vec<Case> {
 }
 
 fn bench(c: &mut Criterion) {
+    for (mode, verify_with_get) in [("fast_path", false), ("upstream", true)] {
+        bench_mode(c, mode, verify_with_get);
+    }
+}
+
+fn bench_mode(c: &mut Criterion, mode: &str, verify_with_get: bool) {
     let (rig, mut routed) = Rig::new();
-    let mut group = c.benchmark_group("attempt_to_delete_item");
+    let mut group = c.benchmark_group(format!("attempt_to_delete_item/{mode}"));
     for mut case in cases(&rig) {
         // A collector per case, so no case evicts another's absentOwnerCache entries. The first
         // call warms that cache, as a worker's first visit to an absent owner does.
-        let collector = rig.collector();
+        let collector = rig.collector(verify_with_get);
         case.restore(&rig);
         let _ = rig.rt.block_on(collector.attempt_to_delete_item(&case.item));
         rig.drain(&mut routed);

@@ -259,13 +259,18 @@ fn owner(api_version: &str, kind: &str, name: &str, uid: &str) -> OwnerReference
 }
 
 /// The objects of one Deployment: the Deployment, one ReplicaSet and its pods, with names shaped
-/// like the ones the controllers generate.
+/// like the ones the controllers generate and resourceVersions of a busy etcd (ten digits).
 fn deployment(s: usize) -> Vec<(ObjectMeta, &'static str, &'static str)> {
     let uid = |kind: usize, i: usize| key(kind, i as u64).to_string();
+    let rv = std::cell::Cell::new(4_000_000_000 + 16 * s as u64);
     let meta = |name: String, uid: String, owners: Vec<OwnerReference>| ObjectMeta {
         name,
         namespace: format!("team-{}", s % 100),
         uid,
+        resource_version: {
+            rv.set(rv.get() + 1);
+            rv.get().to_string()
+        },
         owner_references: owners,
         ..Default::default()
     };

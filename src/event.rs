@@ -6,7 +6,9 @@
 //! so the builder never re-checks.
 
 use crate::api::{self, validate_owner_references, InvalidOwnerReference, ObjectMeta};
-use crate::graph::{Graph, Identity, Name, ObservedFinalizers, OwnerRef, Sym, TypeMeta, Uid};
+use crate::graph::{
+    Graph, Identity, Name, Observation, ObservedFinalizers, OwnerRef, ResourceVersion, Sym, TypeMeta, Uid,
+};
 use thiserror::Error;
 
 /// What happened to the object.
@@ -44,10 +46,8 @@ pub struct EventObject {
     pub namespace: Sym,
     /// `metadata.ownerReferences`, verbatim.
     pub owners: Vec<OwnerRef>,
-    /// `deletionTimestamp` is set.
-    pub being_deleted: bool,
-    /// The two finalizers the GC acts on.
-    pub finalizers: ObservedFinalizers,
+    /// resourceVersion, deletionTimestamp and finalizers, as far as the GC tells them apart.
+    pub observation: Observation,
 }
 
 /// One change to apply to the graph.
@@ -117,8 +117,11 @@ impl GraphEvent {
                 name: graph.shared_name(&uid, &meta.name),
                 namespace: Sym::new(&meta.namespace),
                 owners,
-                being_deleted: meta.deletion_timestamp.is_some(),
-                finalizers: ObservedFinalizers::from_list(&meta.finalizers),
+                observation: Observation {
+                    resource_version: ResourceVersion::parse(&meta.resource_version),
+                    being_deleted: meta.deletion_timestamp.is_some(),
+                    finalizers: ObservedFinalizers::from_list(&meta.finalizers),
+                },
             },
             type_meta: TypeMeta::new(Sym::new(api_version), Sym::new(kind)),
         })
@@ -134,8 +137,7 @@ impl GraphEvent {
                 name: identity.name.clone(),
                 namespace: identity.namespace,
                 owners: Vec::new(),
-                being_deleted: false,
-                finalizers: ObservedFinalizers::default(),
+                observation: Observation::default(),
             },
             type_meta: identity.type_meta,
         }

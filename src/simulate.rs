@@ -9,6 +9,7 @@
 
 use crate::api::sim::{SimCluster, TypeDef};
 use crate::api::{DeleteOptions, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy};
+use crate::collector::CollectorConfig;
 use crate::controller::{Config, GarbageCollector};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -31,6 +32,8 @@ pub struct SimulateOptions {
     pub timeout: Duration,
     /// Show a progress bar.
     pub progress: bool,
+    /// Worker settings.
+    pub collector: CollectorConfig,
 }
 
 impl Default for SimulateOptions {
@@ -42,6 +45,7 @@ impl Default for SimulateOptions {
             seed: 1,
             timeout: Duration::from_secs(120),
             progress: false,
+            collector: CollectorConfig::default(),
         }
     }
 }
@@ -135,6 +139,7 @@ pub async fn run(options: &SimulateOptions) -> anyhow::Result<SimulateSummary> {
     let config = Config {
         workers: options.workers,
         partitions: options.partitions,
+        collector: options.collector.clone(),
         ..Config::default()
     };
     let gc = GarbageCollector::start(cluster.clone(), config).await;

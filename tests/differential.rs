@@ -21,6 +21,9 @@
 //! cluster (one observed node per object, with its owners and deletion mark, and none for objects
 //! that are gone).
 //!
+//! Each case runs at every partition and worker count twice: with the workers acting on what the
+//! graph observed (the default) and reading everything live as upstream does (`verify_with_get`).
+//!
 //! `PROPTEST_CASES` sets the number of cases (default [`DEFAULT_CASES`]).
 
 mod support;
@@ -30,6 +33,7 @@ use kube_gc::api::{
     ApiError, DeleteOptions, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy, StatusReason,
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
+use kube_gc::collector::CollectorConfig;
 use kube_gc::controller::Config;
 use kube_gc::graph::{invariants, Uid};
 use proptest::prelude::*;
@@ -38,12 +42,23 @@ use std::collections::BTreeMap;
 use support::model::{self, Action, Kind, Model, Object, OutOfRegion};
 use support::Harness;
 
-/// Cases per run unless `PROPTEST_CASES` says otherwise. 48 cases took 6–13 s on two cores
+/// Cases per run unless `PROPTEST_CASES` says otherwise. 48 cases took 12–26 s on two cores
 /// (debug build); almost all of it goes to the fifth of the cases with unknown kinds.
 const DEFAULT_CASES: u32 = 48;
 
-/// (partitions, workers) settings every case runs under.
+/// (partitions, workers) settings every case runs under, each in both [`MODES`].
 const SETTINGS: [(usize, usize); 5] = [(1, 1), (1, 4), (1, 20), (2, 4), (4, 20)];
+
+/// `verify_with_get` off (the default: workers act on what the graph observed) and on
+/// (upstream's calls): the outcome must not depend on it.
+const MODES: [bool; 2] = [false, true];
+
+/// Every (partitions, workers, verify_with_get) a case runs under.
+fn settings() -> impl Iterator<Item = (usize, usize, bool)> {
+    SETTINGS
+        .into_iter()
+        .flat_map(|(partitions, workers)| MODES.map(|verify| (partitions, workers, verify)))
+}
 
 const NAMESPACES: [&str; 2] = ["ns-a", "ns-b"];
 
@@ -879,8 +894,9 @@ fn check(h: &Harness, expected: &BTreeMap<String, Object>, when: &str) -> Result
     Err(format!("{when}: {total} problem(s):\n    {}", problems.join("\n    ")))
 }
 
-/// Runs a plan through the engine with `partitions` builders and `workers` workers.
-fn run_engine(plan: &Plan, partitions: usize, workers: usize) -> Result<(), String> {
+/// Runs a plan through the engine with `partitions` builders and `workers` workers, which read
+/// every item and owner live when `verify_with_get` is set.
+fn run_engine(plan: &Plan, partitions: usize, workers: usize, verify_with_get: bool) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
@@ -896,6 +912,10 @@ fn run_engine(plan: &Plan, partitions: usize, workers: usize) -> Result<(), Stri
         let config = Config {
             partitions,
             workers,
+            collector: CollectorConfig {
+                verify_with_get,
+                ..CollectorConfig::default()
+            },
             ..Default::default()
         };
         let h = Harness::start_with(cluster, config).await;
@@ -965,10 +985,10 @@ proptest! {
             Ok(plan) => plan,
             Err(out) => return Err(TestCaseError::reject(format!("initial cluster: {out}"))),
         };
-        for (partitions, workers) in SETTINGS {
-            if let Err(failure) = run_engine(&plan, partitions, workers) {
+        for (partitions, workers, verify) in settings() {
+            if let Err(failure) = run_engine(&plan, partitions, workers, verify) {
                 return Err(TestCaseError::fail(format!(
-                    "partitions={partitions} workers={workers}, {failure}\n{}",
+                    "partitions={partitions} workers={workers} verify_with_get={verify}, {failure}\n{}",
                     show_plan(&plan)
                 )));
             }
@@ -1192,10 +1212,42 @@ fn engine_should_unblock_a_dependent_whose_dependent_deletes_in_the_foreground()
     let end = &plan.steps.last().expect("two steps").1;
     assert!(!end.contains_key(&deployment.uid), "the model unblocks the ReplicaSet");
     assert_eq!(end[&rs.uid].owner_references[0].block_owner_deletion, Some(false));
-    for (partitions, workers) in SETTINGS {
-        if let Err(failure) = run_engine(&plan, partitions, workers) {
+    for (partitions, workers, verify) in settings() {
+        if let Err(failure) = run_engine(&plan, partitions, workers, verify) {
             panic!(
-                "partitions={partitions} workers={workers}, {failure}\n{}",
+                "partitions={partitions} workers={workers} verify_with_get={verify}, {failure}\n{}",
+                show_plan(&plan)
+            );
+        }
+    }
+}
+
+/// A deleted owner's dependents that keep naming it (one held by a finalizer, one cluster-scoped
+/// and so never collected), then a new cluster-scoped object naming it too: its reference makes a
+/// virtual owner with no namespace, which no worker can verify and so stays for good. That owner
+/// must list the earlier dependents as well as the new one (graph invariant rule 2), though the
+/// deleted owner's node took their edges with it.
+#[test]
+fn engine_should_link_a_new_virtual_owner_to_the_dependents_its_deleted_node_had() {
+    let deployment = make(model::DEPLOYMENT, "ns-a", 0);
+    let rs = held(owned_by(make(model::REPLICA_SET, "ns-a", 1), &deployment, None));
+    let role = owned_by(make(model::CLUSTER_ROLE, "", 2), &deployment, None);
+    let late_role = owned_by(make(model::CLUSTER_ROLE, "", 3), &deployment, None);
+    let plan = plan_of(
+        vec![deployment.clone(), rs.clone(), role.clone()],
+        vec![
+            delete(&deployment, PropagationPolicy::Background),
+            Action::Create(late_role.clone()),
+        ],
+    );
+    let end = &plan.steps.last().expect("two steps").1;
+    assert!(!end.contains_key(&deployment.uid));
+    assert!(end[&rs.uid].deleting, "the ReplicaSet waits on its finalizer");
+    assert!(end.contains_key(&role.uid) && end.contains_key(&late_role.uid));
+    for (partitions, workers, verify) in settings() {
+        if let Err(failure) = run_engine(&plan, partitions, workers, verify) {
+            panic!(
+                "partitions={partitions} workers={workers} verify_with_get={verify}, {failure}\n{}",
                 show_plan(&plan)
             );
         }

@@ -76,6 +76,14 @@ struct ReplayArgs {
     /// Full mode: exit with an error when the outcome differs from the oracle's.
     #[arg(long)]
     require_outcome_ok: bool,
+    /// Full mode: the collector's workers read every item and owner live before acting, as
+    /// upstream's do (about two API calls per collected object instead of one).
+    #[arg(long)]
+    verify_with_get: bool,
+    /// Full mode: delay each of the collector's API calls by this long (2ms, 1s), as a network
+    /// round trip to an API server would.
+    #[arg(long, value_parser = record::parse_duration)]
+    api_latency: Option<Duration>,
     /// Full mode: give up when the collector has not synced, or not settled, after this long.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
@@ -331,8 +339,13 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     };
     let report = match args.mode {
         Mode::Builder => {
-            if args.require_outcome_ok {
-                anyhow::bail!("--require-outcome-ok applies to --mode full");
+            let full_only = [
+                ("--require-outcome-ok", args.require_outcome_ok),
+                ("--verify-with-get", args.verify_with_get),
+                ("--api-latency", args.api_latency.is_some()),
+            ];
+            if let Some((flag, _)) = full_only.iter().find(|(_, given)| *given) {
+                anyhow::bail!("{flag} applies to --mode full");
             }
             replay::builder_mode(&args.file, &options)?
         }
@@ -343,6 +356,8 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
             let full = FullOptions {
                 workers: usize::from(args.workers),
                 timeout: Duration::from_secs(args.timeout_secs),
+                verify_with_get: args.verify_with_get,
+                api_latency: args.api_latency.unwrap_or_default(),
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(replay::full::run(&args.file, &options, &full))?

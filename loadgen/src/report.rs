@@ -25,6 +25,10 @@ pub struct Report {
     pub partitions: usize,
     /// Collector workers (full mode).
     pub workers: Option<usize>,
+    /// Full mode: workers read every item and owner live, as upstream's do.
+    pub verify_with_get: Option<bool>,
+    /// Full mode: the delay added to each of the collector's API calls, in milliseconds.
+    pub api_latency_ms: Option<f64>,
     /// Builder mode: wall time of the parallel apply. Full mode: time from the first later event
     /// to convergence.
     pub elapsed_s: f64,
@@ -172,6 +176,18 @@ impl fmt::Display for Report {
             self.partitions,
             self.workers.map(|w| format!(", {w} workers")).unwrap_or_default()
         )?;
+        if let Some(verify) = self.verify_with_get {
+            let latency = self.api_latency_ms.unwrap_or_default();
+            writeln!(
+                f,
+                "collector: {}, {latency} ms per API call",
+                if verify {
+                    "verify with GET (upstream's calls)"
+                } else {
+                    "acts on the graph's observations"
+                }
+            )?;
+        }
         if self.skipped_bad > 0 {
             writeln!(f, "skipped {} malformed values", self.skipped_bad)?;
         }

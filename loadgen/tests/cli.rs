@@ -92,6 +92,16 @@ fn bad_flags_and_missing_files_should_fail_with_a_message() {
     ]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--require-outcome-ok applies to --mode full"));
+    for flags in [&["--verify-with-get"][..], &["--api-latency", "2ms"]] {
+        let stream = data("independent-small.jsonl");
+        let args: Vec<&str> = ["replay", &stream, "--mode", "builder"]
+            .into_iter()
+            .chain(flags.iter().copied())
+            .collect();
+        let out = loadgen(&args);
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains(&format!("{} applies to --mode full", flags[0])));
+    }
 }
 
 #[test]

@@ -21,7 +21,8 @@ fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
 }
 
-fn replay_full(path: &Path) -> Report {
+/// Replays `path` with the collector's default fast path, or with `verify_with_get`.
+fn replay_full(path: &Path, verify_with_get: bool) -> Report {
     let options = ReplayOptions {
         partitions: vec![2],
         skip_bad: false,
@@ -30,6 +31,8 @@ fn replay_full(path: &Path) -> Report {
     let full = FullOptions {
         workers: 20,
         timeout: Duration::from_secs(120),
+        verify_with_get,
+        api_latency: Duration::ZERO,
     };
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(full::run(path, &options, &full)).expect("replay")
@@ -63,9 +66,11 @@ fn the_independent_stream_should_read_as_its_initial_objects_and_44_user_actions
 #[test]
 fn full_replay_of_the_independent_streams_should_end_as_the_oracle_expects() {
     for name in ["independent-small.jsonl", "independent-small.kubectl.json"] {
-        let report = replay_full(&data(name));
-        assert_outcome_ok(&report);
-        assert_eq!((report.objects, report.actions), (180, Some(44)), "{name}");
+        for verify_with_get in [false, true] {
+            let report = replay_full(&data(name), verify_with_get);
+            assert_outcome_ok(&report);
+            assert_eq!((report.objects, report.actions), (180, Some(44)), "{name}");
+        }
     }
 }
 
@@ -76,16 +81,47 @@ fn full_replay_of_the_small_preset_should_end_as_the_oracle_expects() {
     let mut writer = StreamWriter::create(&path).expect("create");
     let summary = generate(&Preset::Small.topology(), 11, &mut writer, &ProgressBar::hidden()).expect("generate");
     writer.finish().expect("finish");
-    let report = replay_full(&path);
-    assert_outcome_ok(&report);
-    let special = |name: &str| summary.special[name] as u64;
-    assert_eq!(
-        report.initial_collected,
-        Some(special("dangling") + special("cross_namespace")),
-        "garbage from the start: pods of absent owners, config maps naming another namespace's owner"
+    for verify_with_get in [false, true] {
+        let report = replay_full(&path, verify_with_get);
+        assert_outcome_ok(&report);
+        let special = |name: &str| summary.special[name] as u64;
+        assert_eq!(
+            report.initial_collected,
+            Some(special("dangling") + special("cross_namespace")),
+            "garbage from the start: pods of absent owners, config maps naming another namespace's owner"
+        );
+        assert!(report.objects_collected.is_some_and(|n| n > 0));
+        assert_eq!(report.actions_failed, Some(0));
+    }
+}
+
+/// DESIGN §5: at most 1.05 API calls per collected object in a Background cascade, where
+/// upstream's pattern (`verify_with_get`) spends about two.
+#[test]
+fn a_background_cascade_should_cost_one_api_call_per_collected_object() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("small-background.jsonl.zst");
+    let topology = Topology {
+        churn: 0,
+        delete_background: Amount::Share(0.2),
+        delete_foreground: Amount::Count(0),
+        delete_orphan: Amount::Count(0),
+        ..Preset::Small.topology()
+    };
+    let mut writer = StreamWriter::create(&path).expect("create");
+    generate(&topology, 3, &mut writer, &ProgressBar::hidden()).expect("generate");
+    writer.finish().expect("finish");
+    let per_object = |verify_with_get: bool| {
+        let report = replay_full(&path, verify_with_get);
+        assert_outcome_ok(&report);
+        report.api_calls_per_collected_object.expect("objects were collected")
+    };
+    let (fast, upstream) = (per_object(false), per_object(true));
+    assert!(fast <= 1.05, "fast path: {fast:.3} calls per collected object");
+    assert!(
+        upstream >= 1.9,
+        "upstream's pattern: {upstream:.3} calls per collected object"
     );
-    assert!(report.objects_collected.is_some_and(|n| n > 0));
-    assert_eq!(report.actions_failed, Some(0));
 }
 
 /// Served types of the reference model, as a discovery document would list them.

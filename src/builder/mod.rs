@@ -7,9 +7,10 @@
 //! an owner is re-queued when a dependent goes away or unblocks it, and dependents are re-queued
 //! when their owner goes away or starts a foreground deletion.
 //!
-//! The node is the builder's memory of the object: besides owners and flags it remembers the two
-//! finalizers processTransitions reads, so the "old object" of an update is the node's state
-//! before the event, with no separate informer store.
+//! The node is the builder's memory of the object: besides owners and flags it remembers the
+//! finalizers processTransitions reads and the resourceVersion it was observed at, so the "old
+//! object" of an update is the node's state before the event, with no separate informer store,
+//! and the collector can act on what the graph saw (see [`crate::collector`]).
 
 mod recorder;
 pub mod references;
@@ -18,18 +19,11 @@ pub use recorder::{EventRecorder, EventSink, REASON_OWNER_REF_INVALID_NAMESPACE,
 
 use crate::collector::AbsentOwnerCache;
 use crate::event::{EventObject, EventType, GraphEvent};
-use crate::graph::{Graph, Handle, Linked, ObservedFinalizers, OwnerRef};
+use crate::graph::{Graph, Handle, Linked, Observation, ObservedFinalizers, OwnerRef};
 use crate::queue::{RateLimiterConfig, WorkQueue};
 use crate::router::{PartitionReceiver, Router};
 use references::{alternate_owner_identity, partition_dependents, references_diffs, ChangedRef};
 use std::sync::Arc;
-
-/// What processTransitions needs of the object before the event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct PriorState {
-    being_deleted: bool,
-    finalizers: ObservedFinalizers,
-}
 
 /// One partition's builder.
 #[derive(Clone)]
@@ -129,13 +123,10 @@ impl GraphBuilder {
     fn insert_new_node(&self, event: &GraphEvent) {
         let object = &event.object;
         let node = Handle::new(event.identity(), &object.owners, false);
-        if object.being_deleted {
-            node.mark_being_deleted();
-            if object.finalizers.foreground {
-                node.mark_deleting_dependents();
-            }
+        node.observe(None, object.observation);
+        if object.observation.being_deleted && object.observation.finalizers.foreground {
+            node.mark_deleting_dependents();
         }
-        node.set_observed_finalizers(object.finalizers);
         if !self.graph.insert_if_absent(&node) {
             // Another partition's builder created a virtual node for this UID since we looked:
             // apply the event to that node instead, as if it had been there all along.
@@ -146,7 +137,7 @@ impl GraphBuilder {
     }
 
     /// Spec §3.3: a later observation of an object the graph knows.
-    fn update_node(&self, node: Handle, prior: Option<PriorState>, event: &GraphEvent) {
+    fn update_node(&self, node: Handle, prior: Option<Observation>, event: &GraphEvent) {
         let node = if event.is_virtual {
             node
         } else {
@@ -154,18 +145,16 @@ impl GraphBuilder {
         };
         let object = &event.object;
         let diff = node.with_owners(|old| references_diffs(old, &object.owners));
-        if !diff.is_empty() {
+        if diff.is_empty() {
+            node.observe(None, object.observation);
+        } else {
             self.add_unblocked_owners_to_delete_queue(&diff.removed, &diff.changed);
-            node.set_owners(&object.owners);
+            node.observe(Some(&object.owners), object.observation);
             self.add_dependent_to_owners(&node, &diff.added);
             for r in &diff.removed {
                 self.graph.unlink(&r.uid, &node);
             }
         }
-        if object.being_deleted {
-            node.mark_being_deleted();
-        }
-        node.set_observed_finalizers(object.finalizers);
         self.process_transitions(prior, object, &node);
     }
 
@@ -249,6 +238,10 @@ impl GraphBuilder {
         let dependents = self.remove_node(&existing, &owners);
         if !dependents.is_empty() {
             self.absent_owner_cache.add(event.identity());
+            if !event.is_virtual {
+                // A watch saw it go: certain, whatever the coordinates a dependent names it by.
+                self.graph.tombstones().record(event.object.uid);
+            }
         }
         for dep in dependents {
             self.attempt_to_delete.add(dep);
@@ -302,15 +295,16 @@ impl GraphBuilder {
     }
 
     /// Spec §3.6: starts orphaning or a foreground deletion when the object just entered one.
-    fn process_transitions(&self, prior: Option<PriorState>, object: &EventObject, node: &Handle) {
+    fn process_transitions(&self, prior: Option<Observation>, object: &EventObject, node: &Handle) {
+        let now = &object.observation;
         let starts = |has_now: bool, had: fn(&ObservedFinalizers) -> bool| {
-            object.being_deleted && has_now && prior.is_none_or(|p| !p.being_deleted || !had(&p.finalizers))
+            now.being_deleted && has_now && prior.is_none_or(|p| !p.being_deleted || !had(&p.finalizers))
         };
-        if starts(object.finalizers.orphan, |f| f.orphan) {
+        if starts(now.finalizers.orphan, |f| f.orphan) {
             self.attempt_to_orphan.add(node.clone());
             return;
         }
-        if starts(object.finalizers.foreground, |f| f.foreground) {
+        if starts(now.finalizers.foreground, |f| f.foreground) {
             node.mark_deleting_dependents();
             for dep in node.dependents() {
                 self.attempt_to_delete.add(dep);
@@ -321,9 +315,6 @@ impl GraphBuilder {
 }
 
 /// The node's state before an event, or `None` when the object was never observed.
-fn prior_state(node: &Handle) -> Option<PriorState> {
-    (!node.is_virtual()).then(|| PriorState {
-        being_deleted: node.is_being_deleted(),
-        finalizers: node.observed_finalizers(),
-    })
+fn prior_state(node: &Handle) -> Option<Observation> {
+    (!node.is_virtual()).then(|| node.observation())
 }

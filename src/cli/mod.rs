@@ -5,6 +5,7 @@ pub mod sim_apiserver;
 pub mod simulate;
 
 use clap::{Parser, Subcommand};
+use kube_gc::collector::CollectorConfig;
 
 /// kube-gc: the Kubernetes garbage collector, for clusters with millions of objects.
 #[derive(Parser)]
@@ -25,6 +26,26 @@ pub enum Command {
     /// Run the garbage collector against a cluster: a kubeconfig's, the in-cluster one, or a
     /// simulated API server's.
     Run(run::RunArgs),
+}
+
+/// Flags of the collector's workers, for the subcommands that run it.
+#[derive(clap::Args)]
+pub struct CollectorArgs {
+    /// Read every item and owner live before acting on it, as upstream's collector does (about
+    /// two API calls per collected object). By default the workers act on what the graph observed,
+    /// conditioned on the observed resourceVersion, and make one.
+    #[arg(long)]
+    verify_with_get: bool,
+}
+
+impl CollectorArgs {
+    /// The worker settings these flags ask for.
+    pub fn config(&self) -> CollectorConfig {
+        CollectorConfig {
+            verify_with_get: self.verify_with_get,
+            ..CollectorConfig::default()
+        }
+    }
 }
 
 /// Completes on SIGINT or SIGTERM.

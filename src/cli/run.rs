@@ -66,6 +66,8 @@ pub struct RunArgs {
     /// How often to log the graph's size and the queues' lengths.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     report_every: Duration,
+    #[command(flatten)]
+    collector: super::CollectorArgs,
 }
 
 /// Builds the client a kubeconfig (or the environment) describes.
@@ -96,6 +98,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             Some(p) => usize::try_from(p).context("--partitions")?,
             None => kube_gc::controller::default_partitions(),
         },
+        collector: args.collector.config(),
         ..Config::default()
     };
     if !args.ignored_resources.is_empty() {

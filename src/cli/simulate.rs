@@ -25,6 +25,8 @@ pub struct SimulateArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    #[command(flatten)]
+    collector: super::CollectorArgs,
 }
 
 pub async fn run(args: SimulateArgs) -> anyhow::Result<()> {
@@ -38,6 +40,7 @@ pub async fn run(args: SimulateArgs) -> anyhow::Result<()> {
         seed: args.seed,
         timeout: Duration::from_secs(args.timeout_secs),
         progress: !args.quiet,
+        collector: args.collector.config(),
     };
     eprintln!(
         "kube-gc simulate: building ~{} objects, {} workers, seed {}",

@@ -1,12 +1,9 @@
 //! attemptToDelete: the worker step and the decision table of spec §4.1–§4.4.
 
 use super::patch::{delete_owner_refs_merge, delete_owner_refs_smp, unblock_owner_refs_merge, unblock_owner_refs_smp};
-use super::{Action, CollectError, Collector, Result};
-use crate::api::{
-    ClusterApi, DeleteOptions, OwnerReference, PartialObjectMeta, Preconditions, PropagationPolicy,
-    FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
-};
-use crate::graph::{Handle, Identity, Uid};
+use super::{Action, CollectError, Collector, ItemState, Result};
+use crate::api::{ClusterApi, DeleteOptions, PatchType, Preconditions, PropagationPolicy, FINALIZER_FOREGROUND};
+use crate::graph::{Handle, Identity, OwnerRef, Uid};
 
 /// The retries of removeFinalizer: client-go's `retry.DefaultBackoff` (4 steps from 10 ms, ×5,
 /// jitter 0.1).
@@ -48,11 +45,20 @@ impl<C: ClusterApi> Collector<C> {
         }
     }
 
-    /// Spec §4.2: decides whether `item` goes, and carries the decision out.
+    /// Spec §4.2: decides whether `item` goes, and carries the decision out: from the graph's
+    /// observation of it when there is one, else (or when that proves stale) from a live GET.
     pub async fn attempt_to_delete_item(&self, item: &Handle) -> Result<()> {
         let identity = item.identity();
         if item.is_being_deleted() && !item.is_deleting_dependents() {
             return Ok(()); // its dependents are handled when its delete event arrives
+        }
+        if let Some(observed) = self.observed_state(item) {
+            match self.act_on(item, &observed).await {
+                Err(e) if e.is_stale_write() => {
+                    tracing::debug!(item = %identity, %e, "changed since observed; reading it live");
+                }
+                other => return other,
+            }
         }
         let latest = match self.get_object(identity).await {
             Err(e) if e.is_not_found() => return Err(self.enqueue_virtual_delete_event(identity)),
@@ -61,21 +67,25 @@ impl<C: ClusterApi> Collector<C> {
         if Uid::parse(&latest.metadata.uid) != identity.uid {
             return Err(self.enqueue_virtual_delete_event(identity));
         }
+        self.act_on(item, &ItemState::live(&self.graph, &latest)).await
+    }
+
+    /// Spec §4.2 steps 4–7, on one reading of the item.
+    async fn act_on(&self, item: &Handle, state: &ItemState) -> Result<()> {
+        let identity = item.identity();
         if item.is_deleting_dependents() {
-            return self.process_deleting_dependents_item(item).await;
+            return self.process_deleting_dependents_item(item, state).await;
         }
-        let refs = &latest.metadata.owner_references;
-        if refs.is_empty() {
+        if state.owners.is_empty() {
             return Ok(());
         }
-        let classes = self.classify_references(item, refs).await?;
+        let classes = self.classify_references(item, &state.owners).await?;
         if !classes.solid.is_empty() {
             if classes.dangling.is_empty() && classes.waiting.is_empty() {
                 return Ok(());
             }
-            return self
-                .remove_owner_refs(identity, classes.dangling.iter().chain(&classes.waiting))
-                .await;
+            let uids: Vec<Uid> = classes.dangling.iter().chain(&classes.waiting).map(|r| r.uid).collect();
+            return self.remove_owner_refs(identity, state, &uids).await;
         }
         if !classes.waiting.is_empty() && item.dependents_len() > 0 {
             if item.dependents().iter().any(|d| d.is_deleting_dependents()) {
@@ -83,62 +93,51 @@ impl<C: ClusterApi> Collector<C> {
                 // The heuristic has false positives and races between workers, as upstream's.
                 let owners = item.owners();
                 let smp = unblock_owner_refs_smp(&identity.uid, &owners);
-                let merge =
-                    |current: &PartialObjectMeta| unblock_owner_refs_merge(&current.metadata.resource_version, &owners);
-                self.patch_with_fallback(identity, &smp, merge).await?;
+                let merge = |current: &ItemState| unblock_owner_refs_merge(&current.resource_version, &owners);
+                self.patch_with_fallback(identity, &smp, || state.if_observed(), merge)
+                    .await?;
             }
             return self
-                .delete_collected(identity, &latest, PropagationPolicy::Foreground)
+                .delete_collected(identity, state, PropagationPolicy::Foreground)
                 .await;
         }
         // No solid owner, and nothing to wait for: the item's own finalizers choose the policy.
-        let policy = if latest.metadata.has_finalizer(FINALIZER_ORPHAN) {
-            PropagationPolicy::Orphan
-        } else if latest.metadata.has_finalizer(FINALIZER_FOREGROUND) {
-            PropagationPolicy::Foreground
-        } else {
-            PropagationPolicy::Background
-        };
-        self.delete_collected(identity, &latest, policy).await
+        self.delete_collected(identity, state, state.deletion_policy()).await
     }
 
-    /// Strips the refs to dangling and waiting owners from an item that has a solid owner. The
-    /// waiting refs must go too, or those owners wait on this item forever.
-    async fn remove_owner_refs(&self, identity: &Identity, refs: impl Iterator<Item = &OwnerReference>) -> Result<()> {
-        let uids: Vec<Uid> = refs.map(|r| Uid::parse(&r.uid)).collect();
-        let smp = delete_owner_refs_smp(&identity.uid, &uids);
-        let merge = |current: &PartialObjectMeta| {
-            delete_owner_refs_merge(
-                &current.metadata.resource_version,
-                &current.metadata.owner_references,
-                &uids,
-            )
-        };
-        self.patch_with_fallback(identity, &smp, merge).await.map(drop)
-    }
-
-    /// Deletes an item judged garbage; a 404 becomes a virtual delete (spec §10 item 58).
-    async fn delete_collected(
-        &self,
-        identity: &Identity,
-        latest: &PartialObjectMeta,
-        policy: PropagationPolicy,
-    ) -> Result<()> {
-        let meta = &latest.metadata;
-        match self
-            .delete_object(identity, &meta.resource_version, &meta.owner_references, policy)
+    /// Strips the refs to dangling and waiting owners (`uids`) from an item that has a solid
+    /// owner. The waiting refs must go too, or those owners wait on this item forever.
+    async fn remove_owner_refs(&self, identity: &Identity, state: &ItemState, uids: &[Uid]) -> Result<()> {
+        let smp = delete_owner_refs_smp(&identity.uid, uids);
+        let merge = |current: &ItemState| delete_owner_refs_merge(&current.resource_version, &current.owners, uids);
+        self.patch_with_fallback(identity, &smp, || state.if_observed(), merge)
             .await
-        {
+            .map(drop)
+    }
+
+    /// Deletes an item judged garbage; a 404 becomes a virtual delete (spec §10 item 58). From an
+    /// observed state the precondition is the whole check, and a conflict is the caller's to
+    /// handle; from a live one, spec §4.4's conflict rule applies.
+    async fn delete_collected(&self, identity: &Identity, state: &ItemState, policy: PropagationPolicy) -> Result<()> {
+        let rv = &state.resource_version;
+        let result = if state.observed {
+            self.send_delete(identity, Some(rv), policy).await
+        } else {
+            self.delete_object(identity, rv, &state.owners, policy).await
+        };
+        match result {
             Err(e) if e.is_not_found() => Err(self.enqueue_virtual_delete_event(identity)),
             other => other,
         }
     }
 
     /// Spec §4.2 step 4: an owner in a foreground deletion.
-    async fn process_deleting_dependents_item(&self, item: &Handle) -> Result<()> {
+    async fn process_deleting_dependents_item(&self, item: &Handle, state: &ItemState) -> Result<()> {
         let blocking = item.blocking_dependents();
         if blocking.is_empty() {
-            return self.remove_finalizer(item.identity(), FINALIZER_FOREGROUND).await;
+            return self
+                .remove_finalizer(item.identity(), FINALIZER_FOREGROUND, Some(state))
+                .await;
         }
         for dep in blocking {
             if !dep.is_deleting_dependents() {
@@ -154,7 +153,7 @@ impl<C: ClusterApi> Collector<C> {
         &self,
         identity: &Identity,
         rv: &str,
-        owners_at_rv: &[OwnerReference],
+        owners_at_rv: &[OwnerRef],
         policy: PropagationPolicy,
     ) -> Result<()> {
         let first = self.send_delete(identity, (!rv.is_empty()).then_some(rv), policy).await;
@@ -168,8 +167,8 @@ impl<C: ClusterApi> Collector<C> {
             Ok(latest) => latest,
         };
         let meta = &latest.metadata;
-        if Uid::parse(&meta.uid) == identity.uid && meta.resource_version != rv && meta.owner_references == owners_at_rv
-        {
+        let same_owners = owners_at_rv.iter().map(OwnerRef::to_wire).collect::<Vec<_>>() == meta.owner_references;
+        if Uid::parse(&meta.uid) == identity.uid && meta.resource_version != rv && same_owners {
             return self.send_delete(identity, None, policy).await;
         }
         Err(conflict)
@@ -191,9 +190,24 @@ impl<C: ClusterApi> Collector<C> {
             .map_err(|e| super::api_error("delete", identity, e))
     }
 
-    /// Spec §5 removeFinalizer: GET, drop `finalizer`, JSON-merge-patch at the GET's
-    /// resourceVersion; retried on conflict with client-go's default backoff.
-    pub(super) async fn remove_finalizer(&self, identity: &Identity, finalizer: &str) -> Result<()> {
+    /// Spec §5 removeFinalizer: drop `finalizer` with a JSON merge patch at a known
+    /// resourceVersion, retried on conflict with client-go's default backoff. The first attempt
+    /// patches at the observed version when `known` is an observation listing `finalizer` alone;
+    /// every other attempt GETs the object first, as upstream's does.
+    pub(super) async fn remove_finalizer(
+        &self,
+        identity: &Identity,
+        finalizer: &str,
+        known: Option<&ItemState>,
+    ) -> Result<()> {
+        if let Some(state) = known.filter(|s| s.observed && s.has_only_finalizer(finalizer)) {
+            let body = super::patch::remove_finalizer_merge(&state.resource_version, &[]);
+            match self.patch_object(identity, PatchType::Merge, &body).await {
+                Err(e) if e.is_conflict() => {} // changed since observed: the loop reads it live
+                Err(e) if e.is_not_found() => return Ok(()),
+                other => return other.map(drop),
+            }
+        }
         for attempt in 0..REMOVE_FINALIZER_STEPS {
             if attempt > 0 {
                 tokio::time::sleep(backoff_delay(attempt)).await;
@@ -208,7 +222,7 @@ impl<C: ClusterApi> Collector<C> {
             }
             let remaining: Vec<String> = meta.finalizers.iter().filter(|f| *f != finalizer).cloned().collect();
             let body = super::patch::remove_finalizer_merge(&meta.resource_version, &remaining);
-            match self.patch_object(identity, crate::api::PatchType::Merge, &body).await {
+            match self.patch_object(identity, PatchType::Merge, &body).await {
                 Err(e) if e.is_conflict() => continue,
                 other => return other.map(drop),
             }

@@ -1,20 +1,20 @@
 //! classifyReferences and isDangling (spec §4.3): sorts an item's owner refs into solid, dangling
-//! and waiting-for-dependents, consulting absentOwnerCache before each live GET.
+//! and waiting-for-dependents, consulting absentOwnerCache, then what the graph knows for certain
+//! (see the [collector docs](super), shortcuts 2–4), then a live GET.
 
 use super::{CollectError, Collector, Result};
-use crate::api::{ClusterApi, OwnerReference, FINALIZER_FOREGROUND};
-use crate::event::owner_ref;
-use crate::graph::{Handle, Identity, Sym, Uid};
+use crate::api::{ClusterApi, FINALIZER_FOREGROUND};
+use crate::graph::{Handle, Identity, OwnerRef, Sym, Uid};
 
 /// An item's owner refs, sorted by what their owners are doing.
 #[derive(Debug, Default)]
 pub(super) struct Classified {
     /// Owners that exist and are not waiting on their dependents.
-    pub solid: Vec<OwnerReference>,
+    pub solid: Vec<OwnerRef>,
     /// Owners that do not exist (404, or the name now has another UID).
-    pub dangling: Vec<OwnerReference>,
+    pub dangling: Vec<OwnerRef>,
     /// Owners in a foreground deletion.
-    pub waiting: Vec<OwnerReference>,
+    pub waiting: Vec<OwnerRef>,
 }
 
 /// What one owner ref turned out to name.
@@ -24,9 +24,20 @@ enum Owner {
     Waiting,
 }
 
+impl Owner {
+    /// Upstream's rule: waiting when being deleted with `foregroundDeletion`, else solid.
+    fn existing(being_deleted: bool, foreground: bool) -> Owner {
+        if being_deleted && foreground {
+            Owner::Waiting
+        } else {
+            Owner::Solid
+        }
+    }
+}
+
 impl<C: ClusterApi> Collector<C> {
     /// Classifies every ref, in order; the first error aborts.
-    pub(super) async fn classify_references(&self, item: &Handle, refs: &[OwnerReference]) -> Result<Classified> {
+    pub(super) async fn classify_references(&self, item: &Handle, refs: &[OwnerRef]) -> Result<Classified> {
         let mut out = Classified::default();
         for r in refs {
             match self.is_dangling(item.identity(), r).await? {
@@ -39,9 +50,10 @@ impl<C: ClusterApi> Collector<C> {
     }
 
     /// Looks an owner up: first in absentOwnerCache under two keys (cluster-scoped, then the
-    /// item's namespace, since a virtual owner may have been cached under either), then live.
-    async fn is_dangling(&self, item: &Identity, r: &OwnerReference) -> Result<Owner> {
-        let mut key: Identity = owner_ref(&self.graph, r).identity_in(&Sym::new(""));
+    /// item's namespace, since a virtual owner may have been cached under either), then in the
+    /// graph, then live.
+    async fn is_dangling(&self, item: &Identity, r: &OwnerRef) -> Result<Owner> {
+        let mut key: Identity = r.identity_in(&Sym::new(""));
         if self.absent_owner_cache.has(&key) {
             return Ok(Owner::Dangling);
         }
@@ -49,18 +61,22 @@ impl<C: ClusterApi> Collector<C> {
         if self.absent_owner_cache.has(&key) {
             return Ok(Owner::Dangling);
         }
-        let mapping = self.mapping(&r.api_version, &r.kind)?;
+        let mapping = self.mapping(&r.api_version(), &r.kind())?;
         if !mapping.namespaced {
             key.namespace = Sym::new("");
         }
         if item.namespace.is_empty() && mapping.namespaced {
             return Err(CollectError::NamespacedOwnerOfClusterScopedObject {
                 item: Box::new(item.clone()),
-                owner_kind: r.kind.clone(),
+                owner_kind: r.kind().to_string(),
             });
         }
-        let namespace = if mapping.namespaced { &*item.namespace } else { "" };
-        let owner = match self.api.get(&mapping.gvr, namespace, &r.name).await {
+        if let Some(known) = self.owner_from_graph(&key) {
+            return Ok(known);
+        }
+        // `key` now names the owner exactly as the GET does: in the item's namespace when the
+        // owner's type is namespaced.
+        let owner = match self.api.get(&mapping.gvr, &key.namespace, &key.name).await {
             Err(e) if e.is_not_found() => {
                 self.absent_owner_cache.add(key);
                 return Ok(Owner::Dangling);
@@ -73,12 +89,27 @@ impl<C: ClusterApi> Collector<C> {
             return Ok(Owner::Dangling);
         }
         let meta = &owner.metadata;
-        Ok(
-            if meta.deletion_timestamp.is_some() && meta.has_finalizer(FINALIZER_FOREGROUND) {
-                Owner::Waiting
-            } else {
-                Owner::Solid
-            },
-        )
+        Ok(Owner::existing(
+            meta.deletion_timestamp.is_some(),
+            meta.has_finalizer(FINALIZER_FOREGROUND),
+        ))
+    }
+
+    /// What the graph knows for certain of the owner a GET of `key` would read, if anything:
+    /// dangling when a watch reported its UID deleted, as last observed when the graph's node
+    /// has exactly that identity, nothing for a virtual or unknown owner (collector docs).
+    fn owner_from_graph(&self, key: &Identity) -> Option<Owner> {
+        if self.config.verify_with_get {
+            return None;
+        }
+        if self.graph.tombstones().contains(&key.uid) {
+            return Some(Owner::Dangling);
+        }
+        let node = self.graph.get(&key.uid)?;
+        if node.is_virtual() || node.identity() != key {
+            return None;
+        }
+        let seen = node.observation();
+        Some(Owner::existing(seen.being_deleted, seen.finalizers.foreground))
     }
 }

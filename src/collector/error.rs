@@ -78,6 +78,13 @@ impl CollectError {
     pub fn is_conflict(&self) -> bool {
         self.api_error().is_some_and(ApiError::is_conflict)
     }
+
+    /// True when a write conditioned on a version or UID of the object met another one: 409
+    /// Conflict (a precondition or resourceVersion), or 422 Invalid (a patch's UID guard, when the
+    /// name now holds a recreated object).
+    pub fn is_stale_write(&self) -> bool {
+        self.is_conflict() || self.api_error().and_then(ApiError::reason) == Some(crate::api::StatusReason::Invalid)
+    }
 }
 
 /// The collector's result type.

@@ -1,13 +1,56 @@
 //! Collector workers: decide and carry out deletion, orphaning and finalizer removal (spec §4–§6).
 //!
-//! Invariant: workers never mutate the graph. What they learn about the cluster goes back to the
-//! builder as virtual delete events through the [`Router`]; what they decide goes to the cluster
-//! through [`ClusterApi`]. A worker reads nodes without a graph-wide lock and may act on a stale
-//! view: every decision is re-checked against a live GET (upstream's call pattern), and the
-//! builder's re-queue rules bring an item back whenever the facts it was judged on change.
+//! Invariant: workers never mutate the graph, and never delete an object upstream would keep.
+//! What they learn about the cluster goes back to the builder as virtual delete events through
+//! the [`Router`]; what they decide goes to the cluster through [`ClusterApi`]. A worker reads
+//! nodes without a graph-wide lock and may act on a stale view; the builder's re-queue rules bring
+//! an item back whenever the facts it was judged on change.
 //!
 //! Each queue item ends in exactly one of two actions, as upstream's `workQueueItemAction`:
 //! forget (reset its backoff) or requeue with rate limiting.
+//!
+//! # One API call per collected object
+//!
+//! Upstream reads the item with a GET, each owner with a GET, then sends the DELETE: about two
+//! calls per collected object. The graph already holds what those GETs return for every object a
+//! watch delivered: its owners, finalizers, deletion mark and resourceVersion (see
+//! [`crate::graph::Node::observe`]). So by default ([`CollectorConfig::verify_with_get`] false)
+//! a worker decides from the graph and reads live only what the graph cannot vouch for. Each
+//! shortcut, and why it deletes nothing upstream would keep:
+//!
+//! 1. **The item, from its last observation** instead of a GET. Every write the decision leads to
+//!    is conditioned on the observed version: the DELETE carries the preconditions
+//!    `{uid, resourceVersion: observed}`, merge patches carry the observed resourceVersion, and
+//!    strategic merge patches carry the UID. If the object changed in any way since the graph saw
+//!    it (an ownerReference added back, a finalizer added, the name recreated with another UID),
+//!    the server refuses with 409 (422 for a UID guard), and the worker starts over on upstream's
+//!    path: GET, reclassify, and the conflict rule of spec §4.4. A write that succeeds therefore
+//!    acted on exactly the state the decision was made from, which is more than upstream
+//!    guarantees (its conflict rule retries with the UID alone when only the ownerReferences are
+//!    unchanged). A virtual item, or one observed at a resourceVersion that is not a decimal
+//!    number, always takes upstream's path.
+//! 2. **An owner whose deletion a watch reported is dangling** ([`crate::graph::Tombstones`]).
+//!    UIDs are never reused, so no later GET could find that owner: upstream's GET would answer
+//!    404 (dangling) or another UID under the name (dangling). Only real delete events make
+//!    tombstones, never a worker's virtual delete.
+//! 3. **An observed owner is solid or waiting as last observed**, when the graph's node has
+//!    exactly the identity upstream would GET (the ref's apiVersion, kind and name, in the
+//!    namespace the GET would use); otherwise the owner is read live. If the graph is behind, the
+//!    answer errs one of two ways. "Solid" while the owner is really gone keeps the item, and
+//!    only until the owner's delete event, which re-queues every dependent (spec §3.5): a delay,
+//!    never a wrongful deletion. "Waiting" while the owner has since dropped its
+//!    `foregroundDeletion` finalizer is a state the owner really was in; upstream, too, judges
+//!    owners as of its GET and sends the DELETE later with no precondition on any owner, so its
+//!    decision rests on owner states just as past. An owner's deletion mark is never cleared.
+//! 4. **Owners the graph never observed are read live**, exactly as upstream does: a virtual owner
+//!    (one only a reference names so far) or a UID the graph does not know. This is the case that
+//!    protects a dependent whose owner was just created and whose watch event has not arrived.
+//! 5. **removeFinalizer and the JSON-merge fallbacks** patch at the observed resourceVersion (the
+//!    finalizer list is known exactly when the observed one is the finalizer alone), as upstream
+//!    patches from its informer cache; a 409 falls back to a GET and retries.
+//!
+//! `verify_with_get` restores upstream's call pattern exactly, and the graph then keeps no
+//! tombstones.
 
 mod absent_owner_cache;
 mod attempt_to_delete;
@@ -15,6 +58,7 @@ mod classify;
 mod error;
 mod orphan;
 pub mod patch;
+mod state;
 
 pub use absent_owner_cache::{AbsentOwnerCache, DEFAULT_CAPACITY as DEFAULT_ABSENT_OWNER_CACHE_CAPACITY};
 pub use error::{CollectError, Result};
@@ -25,6 +69,7 @@ use crate::graph::{Graph, Handle, Identity};
 use crate::queue::WorkQueue;
 use crate::router::Router;
 use serde_json::Value;
+use state::ItemState;
 use std::sync::Arc;
 
 /// Settings of the workers.
@@ -32,11 +77,17 @@ use std::sync::Arc;
 pub struct CollectorConfig {
     /// How many dependents one orphan worker patches at once (upstream: unbounded).
     pub orphan_concurrency: usize,
+    /// Read every item and every owner live before acting, as upstream does (`--verify-with-get`);
+    /// by default the workers act on what the graph observed (see the [module docs](self)).
+    pub verify_with_get: bool,
 }
 
 impl Default for CollectorConfig {
     fn default() -> Self {
-        CollectorConfig { orphan_concurrency: 64 }
+        CollectorConfig {
+            orphan_concurrency: 64,
+            verify_with_get: false,
+        }
     }
 }
 
@@ -174,19 +225,36 @@ impl<C: ClusterApi> Collector<C> {
             .map_err(|e| api_error("patch", identity, e))
     }
 
+    /// The graph's last observation of `node`, when workers may act on it (module docs).
+    fn observed_state(&self, node: &crate::graph::Node) -> Option<ItemState> {
+        if self.config.verify_with_get {
+            None
+        } else {
+            ItemState::observed(node)
+        }
+    }
+
     /// upstream's `patch`: a strategic merge patch, or, when the resource answers 415 (custom
-    /// resources, aggregated APIs), the JSON merge patch built from the current object by `merge`.
+    /// resources, aggregated APIs), the JSON merge patch `merge` builds from the object's state.
+    /// Upstream takes that state from its informer cache; kube-gc takes it from `observed` (the
+    /// graph's observation, read only when needed), and from a live GET when there is none or
+    /// when the observed version is stale.
     async fn patch_with_fallback(
         &self,
         identity: &Identity,
         smp: &Value,
-        merge: impl FnOnce(&PartialObjectMeta) -> Value,
+        observed: impl FnOnce() -> Option<ItemState>,
+        merge: impl Fn(&ItemState) -> Value,
     ) -> Result<PartialObjectMeta> {
         match self.patch_object(identity, PatchType::StrategicMerge, smp).await {
             Err(e) if e.api_error().is_some_and(ApiError::is_unsupported_media_type) => {
-                // Upstream reads the object from the informer cache when one watches this exact
-                // resource; kube-gc keeps no object cache, so it reads the object live.
-                let current = self.get_object(identity).await?;
+                if let Some(state) = observed() {
+                    match self.patch_object(identity, PatchType::Merge, &merge(&state)).await {
+                        Err(e) if e.is_conflict() => {} // changed since observed: read it live
+                        other => return other,
+                    }
+                }
+                let current = ItemState::live(&self.graph, &self.get_object(identity).await?);
                 self.patch_object(identity, PatchType::Merge, &merge(&current)).await
             }
             other => other,

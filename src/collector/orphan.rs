@@ -2,8 +2,8 @@
 //! owner's `orphan` finalizer.
 
 use super::patch::{delete_owner_refs_merge, delete_owner_refs_smp};
-use super::{CollectError, Collector, Result};
-use crate::api::{ClusterApi, PartialObjectMeta, FINALIZER_ORPHAN};
+use super::{CollectError, Collector, ItemState, Result};
+use crate::api::{ClusterApi, FINALIZER_ORPHAN};
 use crate::graph::{Handle, Identity, Uid};
 use futures::stream::{self, StreamExt};
 
@@ -12,7 +12,9 @@ impl<C: ClusterApi> Collector<C> {
     pub async fn attempt_to_orphan_worker(&self, owner: &Handle) -> Result<()> {
         let dependents = owner.dependents();
         self.orphan_dependents(owner.identity(), &dependents).await?;
-        self.remove_finalizer(owner.identity(), FINALIZER_ORPHAN).await
+        let observed = self.observed_state(owner);
+        self.remove_finalizer(owner.identity(), FINALIZER_ORPHAN, observed.as_ref())
+            .await
     }
 
     /// Patches every dependent, `orphan_concurrency` at a time (upstream starts one goroutine per
@@ -40,14 +42,12 @@ impl<C: ClusterApi> Collector<C> {
     async fn orphan_one(&self, dep: Handle, owner_uid: &[Uid]) -> Option<String> {
         let id = dep.identity();
         let smp = delete_owner_refs_smp(&id.uid, owner_uid);
-        let merge = |current: &PartialObjectMeta| {
-            delete_owner_refs_merge(
-                &current.metadata.resource_version,
-                &current.metadata.owner_references,
-                owner_uid,
-            )
-        };
-        match self.patch_with_fallback(id, &smp, merge).await {
+        let merge =
+            |current: &ItemState| delete_owner_refs_merge(&current.resource_version, &current.owners, owner_uid);
+        match self
+            .patch_with_fallback(id, &smp, || self.observed_state(&dep), merge)
+            .await
+        {
             // a ref that is not there is not an error, and neither is a dependent that is gone
             Err(e) if !e.is_not_found() => Some(format!("orphaning {id} failed, {e}")),
             _ => None,

@@ -17,12 +17,13 @@ pub fn delete_owner_refs_smp(dependent_uid: &Uid, owner_uids: &[Uid]) -> Value {
 }
 
 /// §6.2: the JSON-merge fallback of [`delete_owner_refs_smp`], for resources that answer 415.
-/// `refs` and `resource_version` come from the current object; the resourceVersion makes it an
-/// optimistic-concurrency write.
-pub fn delete_owner_refs_merge(resource_version: &str, refs: &[OwnerReference], owner_uids: &[Uid]) -> Value {
-    let remaining: Vec<&OwnerReference> = refs
+/// `refs` and `resource_version` come from one reading of the object (a GET, or the graph's last
+/// observation); the resourceVersion makes it an optimistic-concurrency write.
+pub fn delete_owner_refs_merge(resource_version: &str, refs: &[OwnerRef], owner_uids: &[Uid]) -> Value {
+    let remaining: Vec<OwnerReference> = refs
         .iter()
-        .filter(|r| !owner_uids.iter().any(|u| *u == Uid::parse(&r.uid)))
+        .filter(|r| !owner_uids.contains(&r.uid))
+        .map(OwnerRef::to_wire)
         .collect();
     json!({"metadata": {"resourceVersion": resource_version, "ownerReferences": null_if_empty(&remaining)}})
 }
@@ -93,11 +94,11 @@ mod tests {
             json!({"metadata": {"uid": "100", "ownerReferences": [
                 {"$patch": "delete", "uid": "2"}, {"$patch": "delete", "uid": "3"}]}})
         );
-        let refs: Vec<OwnerReference> = ["1", "2", "3"].iter().map(|u| owner(u, None).to_wire()).collect();
+        let refs: Vec<OwnerRef> = ["1", "2", "3"].iter().map(|u| owner(u, None)).collect();
         let merge = delete_owner_refs_merge("7", &refs, &[Uid::parse("2"), Uid::parse("3")]);
         assert_eq!(
             merge,
-            json!({"metadata": {"resourceVersion": "7", "ownerReferences": [refs[0]]}})
+            json!({"metadata": {"resourceVersion": "7", "ownerReferences": [refs[0].to_wire()]}})
         );
         let all_gone = delete_owner_refs_merge("7", &refs[..1], &[Uid::parse("1")]);
         assert_eq!(

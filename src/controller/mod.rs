@@ -50,7 +50,13 @@ impl<C: ClusterApi> GarbageCollector<C> {
     /// Starts every stage against `api` on the current tokio runtime and returns at once; the
     /// workers start after the first sync (bounded by `config.initial_sync_timeout`).
     pub async fn start(api: Arc<C>, config: Config) -> Arc<Self> {
-        let graph = Arc::new(Graph::new());
+        // Tombstones serve only workers that trust the graph.
+        let tombstones = if config.collector.verify_with_get {
+            0
+        } else {
+            crate::graph::DEFAULT_TOMBSTONE_CAPACITY
+        };
+        let graph = Arc::new(Graph::with_tombstones(tombstones));
         let (router, partitions) = Router::new(config.partitions);
         let attempt_to_delete = WorkQueue::new(queue::ATTEMPT_TO_DELETE, config.rate_limiter);
         let attempt_to_orphan = WorkQueue::new(queue::ATTEMPT_TO_ORPHAN, config.rate_limiter);

@@ -497,7 +497,11 @@ mod tests {
         let owner = b.node(b.identity("apps/v1", "ReplicaSet", "ns", "rs", "owner"), &[]);
         b.node(b.identity("v1", "Pod", "ns", "z", "pod-z"), &[owner.identity()]);
         b.node(b.identity("v1", "Pod", "ns", "a", "pod-a"), &[owner.identity()]);
-        owner.mark_being_deleted();
+        let deleting = crate::graph::Observation {
+            being_deleted: true,
+            ..Default::default()
+        };
+        owner.observe(None, deleting);
 
         let dump = to_json(&b.graph, &uids(&["owner"]));
         assert_eq!(

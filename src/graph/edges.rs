@@ -17,25 +17,52 @@
 //! overwritten. So a retry loop takes at most one extra turn per concurrent
 //! replacement, and the map entry a builder acts on is always the one it read.
 //!
+//! Edges outlive their owner's node. A node removed while it still has dependents (its object was
+//! deleted, or a worker found it absent) leaves them *adrift*: the dependents still name its UID
+//! until each is collected or patched, and any of them may stay for good (one held by a
+//! finalizer, a cluster-scoped object naming a namespaced owner, which is never collected). So
+//! the graph keeps the adrift edges by owner UID, and a node created for that UID later — a
+//! virtual owner that another dependent's reference makes, or the object itself observed behind
+//! a lagging watch — starts with them. Otherwise that node would lack them for its whole life,
+//! which for a virtual owner no worker can verify (a namespaced kind named by a cluster-scoped
+//! object, an unknown kind) is forever. `unlink` and `relink` edit the adrift edges when the
+//! owner has no node, as they edit the node's dependents when it has one.
+//!
+//! The adrift edges of the UIDs of one map shard sit behind one lock, and whether a UID has a
+//! node only changes under it when the node comes or goes ([`Graph::remove_node`],
+//! [`Graph::insert_if_absent`], the creation in `link`; a replacement keeps a node in place). So a
+//! writer that finds no node, takes the lock and still finds none sees every edge the last
+//! removal left adrift, and no node can appear before it is done. The lock is only ever taken
+//! with no node lock held, or under the lock of the node being removed, and nothing holding it
+//! waits for the lock of a node in the map, so it adds no deadlock.
+//!
 //! `loom_models.rs` model-checks this protocol on the real node and graph code (each node's lock
 //! and flags come from [`crate::sync`], each map shard is a linearizable stand-in for papaya, see
 //! `shard.rs`): every edge writer racing a replacement or a removal of the owner, and links from
 //! two partitions racing to create the same virtual owner
 //! (`RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib graph::`).
 
+use super::dependents::Dependents;
 use super::{Graph, Handle, Identity, Uid};
+use std::collections::HashMap;
 
 /// What [`Graph::link`] found for the owner.
 pub enum Linked {
     /// The owner was in the graph; the edge is on it.
     Existing(Handle),
-    /// No owner was in the graph; this new virtual node now holds the edge.
+    /// No owner was in the graph; this new virtual node now holds the edge, and the edges the
+    /// owner's last node left adrift.
     CreatedVirtual(Handle),
 }
 
+/// The adrift edges of the owners of one map shard: owner UID → dependents (module docs).
+#[derive(Default)]
+pub(super) struct Adrift(HashMap<Uid, Dependents, foldhash::fast::FixedState>);
+
 impl Graph {
     /// Adds `dependent` to the dependents of the live node for `owner_uid`, or, when there is
-    /// none, inserts `make_virtual()` with the edge already on it.
+    /// none, inserts `make_virtual()` with the edge already on it, and every edge adrift for
+    /// `owner_uid`.
     pub fn link(&self, owner_uid: &Uid, dependent: &Handle, make_virtual: impl Fn() -> Handle) -> Linked {
         loop {
             match self.get(owner_uid) {
@@ -55,38 +82,87 @@ impl Graph {
         }
     }
 
-    /// Removes `dependent` from the dependents of the live node for `owner_uid`, if any.
+    /// Removes `dependent` from the dependents of the live node for `owner_uid`, or from the
+    /// edges adrift for `owner_uid` when it has no node.
     pub fn unlink(&self, owner_uid: &Uid, dependent: &Handle) {
-        while let Some(owner) = self.get(owner_uid) {
-            if owner.remove_dependent(dependent) {
-                return;
+        loop {
+            match self.get(owner_uid) {
+                Some(owner) => {
+                    if owner.remove_dependent(dependent) {
+                        return;
+                    }
+                }
+                None => {
+                    if self.edit_adrift(owner_uid, |set| {
+                        set.remove(dependent);
+                    }) {
+                        return;
+                    }
+                }
             }
         }
     }
 
-    /// In the live node for `owner_uid`, replaces the dependent whose coordinates are `old`'s by
-    /// `new`, if there is one (spec §3.3 step 1, "replace if it exists").
+    /// In the live node for `owner_uid` (or the edges adrift for it), replaces the dependent whose
+    /// coordinates are `old`'s by `new`, if there is one (spec §3.3 step 1, "replace if it
+    /// exists").
     pub fn relink(&self, owner_uid: &Uid, old: &Identity, new: &Handle) {
-        while let Some(owner) = self.get(owner_uid) {
-            let done = owner.with_live_dependents(|set| {
-                set.replace(
-                    |d| {
-                        let id = d.identity();
-                        id.uid == old.uid && id.name == old.name && id.type_meta == old.type_meta
-                    },
-                    new.clone(),
-                )
-            });
-            if done.is_some() {
+        let replace = |set: &mut Dependents| {
+            set.replace(
+                |d| {
+                    let id = d.identity();
+                    id.uid == old.uid && id.name == old.name && id.type_meta == old.type_meta
+                },
+                new.clone(),
+            );
+        };
+        loop {
+            let done = match self.get(owner_uid) {
+                Some(owner) => owner.with_live_dependents(replace).is_some(),
+                None => self.edit_adrift(owner_uid, replace),
+            };
+            if done {
                 return;
             }
         }
     }
 
-    /// Builder only: inserts a newly observed node unless another builder has meanwhile created a
-    /// (virtual) node for its UID; true if inserted.
+    /// Runs `f` on the edges adrift for `owner_uid` (dropping them once empty) unless a node for
+    /// it appeared meanwhile; false, with nothing done, if one did.
+    fn edit_adrift(&self, owner_uid: &Uid, f: impl FnOnce(&mut Dependents)) -> bool {
+        let mut adrift = self.adrift(owner_uid).lock();
+        if self.contains(owner_uid) {
+            return false;
+        }
+        if let Some(set) = adrift.0.get_mut(owner_uid) {
+            f(set);
+            if set.len() == 0 {
+                adrift.0.remove(owner_uid);
+            }
+        }
+        true
+    }
+
+    /// Builder only: inserts a new node (an observed object, or a virtual owner from
+    /// [`Graph::link`]) unless another builder has meanwhile created a (virtual) node for its UID;
+    /// true if inserted. An inserted node takes the edges adrift for its UID.
     pub fn insert_if_absent(&self, node: &Handle) -> bool {
-        self.shard(&node.identity().uid).try_insert(node)
+        let uid = &node.identity().uid;
+        let mut adrift = self.adrift(uid).lock();
+        if self.contains(uid) {
+            return false;
+        }
+        if let Some(edges) = adrift.0.remove(uid) {
+            // Not in the map yet, so nobody else holds its lock.
+            node.with_live_dependents(|set| {
+                for d in edges.iter() {
+                    set.insert(d.clone());
+                }
+            });
+        }
+        let inserted = self.shard(uid).try_insert(node);
+        debug_assert!(inserted, "no node appears for a UID while its adrift lock is held");
+        inserted
     }
 
     /// Builder only: replaces `old` in the map by a clone with `identity` and every edge `old`
@@ -95,15 +171,40 @@ impl Graph {
         old.retire_into_clone(identity, |new| self.insert(new.clone()))
     }
 
-    /// Builder only: removes `node` from the map and retires it; returns its dependents.
+    /// Builder only: removes `node` from the map and retires it, leaving its edges adrift;
+    /// returns its dependents.
     pub fn remove_node(&self, node: &Handle) -> Vec<Handle> {
+        let uid = &node.identity().uid;
         node.retire(|set| {
-            self.remove(&node.identity().uid);
+            let mut adrift = self.adrift(uid).lock();
+            self.remove(uid);
             let dependents: Vec<Handle> = set.iter().cloned().collect();
             // A self-owned node would otherwise keep itself alive.
             set.remove(node);
+            if set.len() > 0 {
+                let kept = adrift.0.entry(*uid).or_default();
+                for d in set.iter() {
+                    kept.insert(d.clone());
+                }
+            }
             dependents
         })
+    }
+
+    /// Number of owner UIDs that have edges adrift (module docs).
+    pub fn adrift_owners(&self) -> usize {
+        self.adrift.iter().map(|a| a.lock().0.len()).sum()
+    }
+
+    /// The dependents adrift for `owner_uid`, in no order.
+    #[cfg(test)]
+    pub(super) fn adrift_of(&self, owner_uid: &Uid) -> Vec<Handle> {
+        let adrift = self.adrift(owner_uid).lock();
+        adrift
+            .0
+            .get(owner_uid)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -148,6 +249,71 @@ mod tests {
         assert!(created.is_virtual());
         assert_eq!(graph.get(&Uid::parse("o")), Some(created));
         assert!(!owner.add_dependent(dep), "a retired handle takes no edge");
+    }
+
+    #[test]
+    fn a_virtual_owner_should_take_the_edges_its_removed_predecessor_left_adrift() {
+        // The owner goes with a dependent that keeps its reference (held by a finalizer, say);
+        // another dependent's reference then makes a virtual owner for the same UID.
+        let graph = Graph::new();
+        let owner = Handle::new(identity("o"), &[], false);
+        graph.insert(owner.clone());
+        let (held, self_owned) = (Handle::new(identity("held"), &[], false), owner.clone());
+        assert!(owner.add_dependent(held.clone()) && owner.add_dependent(self_owned));
+        assert_eq!(graph.remove_node(&owner).len(), 2, "every dependent is returned");
+        assert_eq!(
+            graph.adrift_of(&Uid::parse("o")),
+            std::slice::from_ref(&held),
+            "the removed node is not"
+        );
+
+        let newcomer = Handle::new(identity("new"), &[], false);
+        let virtual_owner = || Handle::new(identity("o"), &[], true);
+        let Linked::CreatedVirtual(created) = graph.link(&Uid::parse("o"), &newcomer, virtual_owner) else {
+            panic!("expected a new virtual owner");
+        };
+        let mut dependents = created.dependents();
+        dependents.sort_by_key(|d| d.identity().name.to_string());
+        assert_eq!(dependents, [held, newcomer]);
+        assert_eq!(graph.adrift_owners(), 0);
+    }
+
+    #[test]
+    fn an_observed_node_should_take_the_edges_left_adrift_for_its_uid() {
+        let graph = Graph::new();
+        let owner = Handle::new(identity("o"), &[], true);
+        graph.insert(owner.clone());
+        let dep = Handle::new(identity("d"), &[], false);
+        assert!(owner.add_dependent(dep.clone()));
+        graph.remove_node(&owner);
+
+        let observed = Handle::new(identity("o"), &[], false);
+        assert!(graph.insert_if_absent(&observed));
+        assert_eq!(observed.dependents(), [dep]);
+        assert!(!graph.insert_if_absent(&Handle::new(identity("o"), &[], false)));
+    }
+
+    #[test]
+    fn unlink_and_relink_should_edit_the_edges_adrift_when_the_owner_has_no_node() {
+        let graph = Graph::new();
+        let owner = Handle::new(identity("o"), &[], false);
+        graph.insert(owner.clone());
+        let (stays, goes) = (
+            Handle::new(identity("stays"), &[], false),
+            Handle::new(identity("goes"), &[], false),
+        );
+        assert!(owner.add_dependent(stays.clone()) && owner.add_dependent(goes.clone()));
+        graph.remove_node(&owner);
+
+        graph.unlink(&Uid::parse("o"), &goes);
+        let mut renamed = identity("stays");
+        renamed.type_meta = TypeMeta::new(Sym::new("v1"), Sym::new("Secret"));
+        let replacement = stays.clone_with_identity(renamed);
+        graph.relink(&Uid::parse("o"), stays.identity(), &replacement);
+        assert_eq!(graph.adrift_of(&Uid::parse("o")), std::slice::from_ref(&replacement));
+
+        graph.unlink(&Uid::parse("o"), &replacement);
+        assert_eq!(graph.adrift_owners(), 0, "an owner with nothing adrift is dropped");
     }
 
     #[test]

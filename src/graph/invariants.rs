@@ -1,12 +1,12 @@
-//! Once the builders and the collector are quiet, owner references and `dependents` sets mirror
-//! each other exactly, through the handles the map holds now.
+//! Once the builders are quiet, owner references and `dependents` sets mirror each other exactly,
+//! through the handles the map holds now.
 //!
-//! The collector is part of that: with several partitions, an owner's removal can overtake the add
-//! of a dependent that another partition applies later. The dependent then re-creates the owner as
-//! a virtual node, which lacks the dependents linked before the removal, and rule 2 fails until a
-//! worker verifies the virtual owner and its virtual delete queues every dependent, as behind a
-//! lagging watch. So a graph fed by builders alone (`loadgen replay --mode builder`) with P > 1 may
-//! break rule 2.
+//! That holds across an owner's removal too. The dependents of a removed node keep naming its UID
+//! until each is collected or patched, and some never are (one held by a finalizer, a
+//! cluster-scoped object naming a namespaced owner). When a node for that UID appears again — a
+//! virtual owner made by another dependent's reference, possibly applied by another partition
+//! after the removal, or the object observed behind a lagging watch — it starts with the edges
+//! the removal left adrift (see [`super::edges`]), so it lists every dependent that names it.
 //!
 //! [`check`] states that as four rules and lists every violation it finds:
 //!
@@ -173,7 +173,7 @@ mod tests {
     #[test]
     fn check_should_report_a_dependent_without_a_reference_to_its_owner() {
         let (graph, _, dependent) = consistent_graph();
-        dependent.set_owners(&[]);
+        dependent.observe(Some(&[]), crate::graph::Observation::default());
         let violations = check(&graph);
         assert_eq!(violations.len(), 1, "{violations:?}");
         assert!(violations[0].contains("has no owner reference to it"));

@@ -11,8 +11,8 @@
 //! ```
 //!
 //! Each model ends by checking where every edge went: on the node the map holds for the owner's
-//! UID at the end, or in what [`Graph::remove_node`] returned to its builder (which re-queues it),
-//! and never written to a handle after it was retired.
+//! UID at the end, or, when it holds none, adrift and in what [`Graph::remove_node`] returned to
+//! its builder (which re-queues it), and never written to a handle after it was retired.
 
 use super::{Graph, Handle, Identity, Linked, Name, Sym, TypeMeta, Uid};
 use loom::sync::Arc;
@@ -76,8 +76,13 @@ fn link_racing_remove_node_leaves_the_edge_on_a_new_virtual_owner_or_returns_it(
         match linked {
             Linked::Existing(found) => {
                 assert_eq!(found, owner, "the only existing owner is the removed one");
-                assert_eq!(returned, [dependent], "an edge written before the removal is returned");
+                assert_eq!(
+                    returned,
+                    std::slice::from_ref(&dependent),
+                    "an edge written before the removal is returned"
+                );
                 assert_eq!(current, None, "nothing re-created the owner");
+                assert_eq!(graph.adrift_of(&owner_uid()), [dependent], "and left adrift");
             }
             Linked::CreatedVirtual(created) => {
                 assert!(returned.is_empty(), "an edge written after the removal is not returned");
@@ -223,8 +228,13 @@ fn link_racing_replace_then_remove_node_follows_the_clone_or_creates_a_virtual_o
         match linked {
             Linked::Existing(found) => {
                 assert!(found == owner || found == clone);
-                assert_eq!(returned, [dependent], "the clone had the edge when it was removed");
+                assert_eq!(
+                    returned,
+                    std::slice::from_ref(&dependent),
+                    "the clone had the edge when it was removed"
+                );
                 assert_eq!(current, None);
+                assert_eq!(graph.adrift_of(&owner_uid()), [dependent]);
             }
             Linked::CreatedVirtual(created) => {
                 assert!(returned.is_empty());
@@ -259,9 +269,16 @@ fn two_links_racing_remove_node_lose_no_edge_and_share_one_virtual_owner() {
                     assert_eq!(Some(found), current.as_ref(), "the virtual owner is in the map");
                 }
             }
+            // An edge the removal returned is adrift, or on the virtual owner made since.
+            let adrift = graph.adrift_of(&owner_uid());
             assert!(
-                returned.contains(dependent) != on_current.contains(dependent),
-                "the edge to {:?} is lost or doubled",
+                on_current.contains(dependent) || adrift.contains(dependent),
+                "the edge to {:?} is lost",
+                dependent.identity().name
+            );
+            assert!(
+                !(on_current.contains(dependent) && adrift.contains(dependent)),
+                "the edge to {:?} is both on the owner and adrift",
                 dependent.identity().name
             );
         }
@@ -271,5 +288,60 @@ fn two_links_racing_remove_node_lose_no_edge_and_share_one_virtual_owner() {
             current.is_some(),
             "only a created virtual owner is in the map"
         );
+    });
+}
+
+#[test]
+fn link_racing_remove_node_puts_the_edges_left_adrift_on_the_new_virtual_owner() {
+    loom::model(|| {
+        let (graph, owner) = graph_with_owner();
+        let (earlier, later) = (observed("earlier"), observed("later"));
+        assert!(owner.add_dependent(earlier.clone()));
+        let linker = spawn_link(&graph, &later, virtual_owner);
+        let returned = graph.remove_node(&owner);
+        let linked = linker.join().expect("linker");
+
+        let current = graph.get(&owner_uid());
+        let mut on_current = current.as_ref().map(|c| c.dependents()).unwrap_or_default();
+        on_current.sort_by_key(|d| d.identity().name.to_string());
+        let mut adrift = graph.adrift_of(&owner_uid());
+        adrift.sort_by_key(|d| d.identity().name.to_string());
+        match linked {
+            Linked::Existing(found) => {
+                assert_eq!(found, owner);
+                assert_eq!(current, None);
+                assert_eq!(returned.len(), 2, "both edges were on the removed owner");
+                assert_eq!(adrift, [earlier, later], "and both are adrift");
+            }
+            Linked::CreatedVirtual(created) => {
+                assert_eq!(returned, [earlier.clone()]);
+                assert_eq!(current.as_ref(), Some(&created));
+                assert_eq!(
+                    on_current,
+                    [earlier, later],
+                    "the virtual owner took the edge left adrift"
+                );
+                assert!(adrift.is_empty(), "nothing is adrift for an owner in the map");
+            }
+        }
+    });
+}
+
+#[test]
+fn unlink_racing_remove_node_leaves_the_edge_neither_adrift_nor_on_an_owner() {
+    loom::model(|| {
+        let (graph, owner) = graph_with_owner();
+        let dependent = observed("dependent");
+        assert!(owner.add_dependent(dependent.clone()));
+        let unlinker = thread::spawn({
+            let (graph, dependent) = (graph.clone(), dependent.clone());
+            move || graph.unlink(&owner_uid(), &dependent)
+        });
+        graph.remove_node(&owner);
+        unlinker.join().expect("unlinker");
+
+        assert_eq!(graph.get(&owner_uid()), None);
+        assert!(graph.adrift_of(&owner_uid()).is_empty(), "the unlinked edge is adrift");
+        assert_eq!(graph.adrift_owners(), 0);
     });
 }

@@ -3,7 +3,9 @@
 //! Invariant: only builders write the graph; for any UID, the handle in the map is the one the
 //! builder last wrote, and an owner's `dependents` hold the current handle of each dependent once
 //! the builder is quiet (see [`invariants`]). Readers (collector workers, dumps) take no graph-wide
-//! lock and may see a slightly stale view.
+//! lock and may see a slightly stale view. Besides the nodes, the graph keeps the edges of owners
+//! that have no node (see [`edges`]: a node re-created for such an owner takes them back), and
+//! [`Tombstones`]: the UIDs of owners whose deletion a watch reported, which stay true forever.
 
 /// What [`Sym`] and [`Name`] share as views of a string: they deref to `str`, order, print and
 /// compare with plain strings as their text does, and [`From<&str>`] calls the type's `new`. Each
@@ -70,20 +72,26 @@ mod intern;
 pub mod invariants;
 mod name;
 mod node;
+mod resource_version;
 mod shard;
 #[cfg(not(all(test, kube_gc_loom)))]
 mod table;
+mod tombstones;
 mod uid;
 
 #[cfg(all(test, kube_gc_loom))]
 mod loom_models;
 
+use crate::sync::Mutex;
+use edges::Adrift;
 pub use edges::Linked;
 pub use identity::{Identity, OwnerRef};
 pub use intern::{Sym, TypeMeta};
 pub use name::Name;
-pub use node::{Handle, Node, ObservedFinalizers};
+pub use node::{Handle, Node, Observation, Observed, ObservedFinalizers};
+pub use resource_version::ResourceVersion;
 use shard::Shard;
+pub use tombstones::{Tombstones, DEFAULT_CAPACITY as DEFAULT_TOMBSTONE_CAPACITY};
 pub use uid::Uid;
 
 /// Number of shards of the `uid → handle` map. A power of two, so that any partition count that
@@ -91,16 +99,18 @@ pub use uid::Uid;
 /// different partitions never share a shard's lock.
 pub const SHARDS: usize = 64;
 
-/// The graph: a sharded concurrent `uid → handle` map whose lookups take no lock ([`shard`]).
+/// The graph: a sharded concurrent `uid → handle` map whose lookups take no lock ([`shard`]),
+/// and the tombstones of deleted owners.
 pub struct Graph {
     shards: Box<[Shard]>,
+    /// Per shard of `shards`, the edges of owners that have no node ([`edges`]).
+    adrift: Box<[Mutex<Adrift>]>,
+    tombstones: Tombstones,
 }
 
 impl Default for Graph {
     fn default() -> Self {
-        Graph {
-            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
-        }
+        Graph::with_tombstones(DEFAULT_TOMBSTONE_CAPACITY)
     }
 }
 
@@ -110,8 +120,32 @@ impl Graph {
         Self::default()
     }
 
+    /// An empty graph keeping about `capacity` tombstones (0: none, for a collector that
+    /// verifies every owner with a GET and would never read them).
+    pub fn with_tombstones(capacity: usize) -> Self {
+        Graph {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            adrift: (0..SHARDS).map(|_| Mutex::new(Adrift::default())).collect(),
+            tombstones: Tombstones::new(capacity),
+        }
+    }
+
+    /// The UIDs of deleted owners: builders record, workers read.
+    pub fn tombstones(&self) -> &Tombstones {
+        &self.tombstones
+    }
+
+    fn shard_index(uid: &Uid) -> usize {
+        (uid.hash64() % SHARDS as u64) as usize
+    }
+
     fn shard(&self, uid: &Uid) -> &Shard {
-        &self.shards[(uid.hash64() % SHARDS as u64) as usize]
+        &self.shards[Self::shard_index(uid)]
+    }
+
+    /// The lock over the adrift edges of the owners in `uid`'s shard ([`edges`]).
+    fn adrift(&self, uid: &Uid) -> &Mutex<Adrift> {
+        &self.adrift[Self::shard_index(uid)]
     }
 
     /// The current handle for `uid`.

@@ -10,20 +10,29 @@
 //! and without a graph-wide lock, so a reader may see `owners`, `dependents` and flags from
 //! slightly different moments (spec §11); the re-queue rules, not locking, make that safe.
 //!
-//! Layout: a graph holds millions of nodes, so a node is one 128-byte allocation (a test keeps it
-//! so): the identity (UID, interned strings, a shared name), one flags byte, and one lock over the
+//! Layout: a graph holds millions of nodes, so a node is one 112-byte allocation (a test keeps it
+//! so): the identity (UID, interned strings, a shared name), one state word, and one lock over the
 //! owners (inline when there is one) and the dependents (one pointer until there are any). The
-//! `retired` mark of the edge protocol is a flag bit, written and read under that lock.
+//! state word holds the flags in its low byte and, above them, the resourceVersion the object was
+//! last observed at: the word took the padding the flags byte left, so the version costs nothing.
+//! The `retired` mark of the edge protocol is a flag bit, written and read under that lock.
+//!
+//! What the builder last observed of an object (its owners, resourceVersion, GC-relevant
+//! finalizers and deletion mark) is written by [`Node::observe`] in one critical section of the
+//! edges lock, and [`Node::observed`] reads it back in one: a reader never pairs owners with the
+//! resourceVersion of another observation. That pairing is what lets the collector send a DELETE
+//! or a patch conditioned on the version its decision was made from.
 
 use super::dependents::Dependents;
 use super::identity::{Identity, OwnerRef};
-use crate::sync::{AtomicU8, Mutex, Ordering};
+use super::resource_version::ResourceVersion;
+use crate::sync::{AtomicU64, Mutex, Ordering};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 use triomphe::Arc;
 
-/// Flag bits of [`Node::flags`].
+/// Flag bits of [`Node::state`]; the bits above [`bit::FLAGS`] hold the observed resourceVersion.
 mod bit {
     /// Created from someone's ownerReference and never observed. Cleared once, never set again.
     pub const VIRTUAL: u8 = 1 << 0;
@@ -38,35 +47,85 @@ mod bit {
     /// Replaced by a clone or removed from the map (see [`super::edges`]). Written and read only
     /// under the node's edges lock; set once.
     pub const RETIRED: u8 = 1 << 5;
+    /// The last observed object listed a finalizer other than the two of the GC.
+    pub const OTHER_FINALIZER: u8 = 1 << 6;
+    /// The finalizer bits, which each observation rewrites.
+    pub const FINALIZERS: u8 = ORPHAN_FINALIZER | FOREGROUND_FINALIZER | OTHER_FINALIZER;
+    /// Number of low bits of the state word that hold flags.
+    pub const FLAGS: u32 = 8;
 }
 
-/// The finalizers the graph remembers from the last observation of an object: the only ones
-/// processTransitions reads (spec §3.6).
+/// The finalizers the graph remembers from the last observation of an object: the two that
+/// processTransitions and the deletion policy read (spec §3.6, §4.2), and whether there was any
+/// other, which is all a finalizer-removing patch needs to know (spec §5 removeFinalizer).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ObservedFinalizers {
     /// `orphan` was listed.
     pub orphan: bool,
     /// `foregroundDeletion` was listed.
     pub foreground: bool,
+    /// Some other finalizer was listed.
+    pub other: bool,
 }
 
 impl ObservedFinalizers {
-    /// Reads the two finalizers out of a list.
+    /// Reads the finalizers out of a list.
     pub fn from_list<S: AsRef<str>>(finalizers: &[S]) -> Self {
+        let (orphan, foreground) = (crate::api::FINALIZER_ORPHAN, crate::api::FINALIZER_FOREGROUND);
         let has = |f: &str| finalizers.iter().any(|x| x.as_ref() == f);
         ObservedFinalizers {
-            orphan: has(crate::api::FINALIZER_ORPHAN),
-            foreground: has(crate::api::FINALIZER_FOREGROUND),
+            orphan: has(orphan),
+            foreground: has(foreground),
+            other: finalizers
+                .iter()
+                .any(|x| x.as_ref() != orphan && x.as_ref() != foreground),
         }
     }
+
+    fn bits(self) -> u8 {
+        let bit_if = |set: bool, b: u8| if set { b } else { 0 };
+        bit_if(self.orphan, bit::ORPHAN_FINALIZER)
+            | bit_if(self.foreground, bit::FOREGROUND_FINALIZER)
+            | bit_if(self.other, bit::OTHER_FINALIZER)
+    }
+
+    fn from_bits(flags: u8) -> Self {
+        ObservedFinalizers {
+            orphan: flags & bit::ORPHAN_FINALIZER != 0,
+            foreground: flags & bit::FOREGROUND_FINALIZER != 0,
+            other: flags & bit::OTHER_FINALIZER != 0,
+        }
+    }
+}
+
+/// What one watch event showed of an object besides its identity and owners.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Observation {
+    /// `metadata.resourceVersion`, when it is a number.
+    pub resource_version: ResourceVersion,
+    /// `deletionTimestamp` is set.
+    pub being_deleted: bool,
+    /// The finalizers, as far as the GC tells them apart.
+    pub finalizers: ObservedFinalizers,
+}
+
+/// An observed node's last observation together with the owners it listed, read in one critical
+/// section (see the module docs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// The observation.
+    pub observation: Observation,
+    /// `metadata.ownerReferences` at that observation.
+    pub owners: Vec<OwnerRef>,
 }
 
 /// One object of the graph, observed or virtual.
 pub struct Node {
     identity: Identity,
-    /// Bits of [`bit`]; Relaxed suffices because no other memory is published through them:
-    /// owners and dependents have their lock, which also orders [`bit::RETIRED`].
-    flags: AtomicU8,
+    /// Bits of [`bit`] in the low byte, the observed [`ResourceVersion`] above. Relaxed suffices
+    /// because no other memory is published through the word: owners and dependents have their
+    /// lock, which also orders [`bit::RETIRED`] and the observation that [`Node::observe`] writes.
+    state: AtomicU64,
     /// Owners and dependents under one lock, which is what makes the edge protocol sound.
     edges: Mutex<Edges>,
 }
@@ -111,13 +170,13 @@ impl Handle {
     /// A new observed or virtual node with no dependents.
     pub fn new(identity: Identity, owners: &[OwnerRef], is_virtual: bool) -> Handle {
         let flags = if is_virtual { bit::VIRTUAL } else { 0 };
-        Handle::assemble(identity, flags, owners.into(), Dependents::default())
+        Handle::assemble(identity, u64::from(flags), owners.into(), Dependents::default())
     }
 
-    fn assemble(identity: Identity, flags: u8, owners: Owners, dependents: Dependents) -> Handle {
+    fn assemble(identity: Identity, state: u64, owners: Owners, dependents: Dependents) -> Handle {
         Handle(Arc::new(Node {
             identity,
-            flags: AtomicU8::new(flags),
+            state: AtomicU64::new(state),
             edges: Mutex::new(Edges { owners, dependents }),
         }))
     }
@@ -206,7 +265,11 @@ impl Node {
     }
 
     fn has(&self, b: u8) -> bool {
-        self.flags.load(Ordering::Relaxed) & b != 0
+        self.state.load(Ordering::Relaxed) & u64::from(b) != 0
+    }
+
+    fn set(&self, b: u8) -> u8 {
+        self.state.fetch_or(u64::from(b), Ordering::Relaxed) as u8
     }
 
     /// Never observed through a watch.
@@ -224,39 +287,54 @@ impl Node {
         self.has(bit::DELETING_DEPENDENTS)
     }
 
-    /// The finalizers of the last observation.
-    pub fn observed_finalizers(&self) -> ObservedFinalizers {
-        ObservedFinalizers {
-            orphan: self.has(bit::ORPHAN_FINALIZER),
-            foreground: self.has(bit::FOREGROUND_FINALIZER),
+    /// The latest observation (beingDeleted as the flag has it). For a node never observed, the
+    /// default: no version, no finalizer.
+    pub fn observation(&self) -> Observation {
+        let state = self.state.load(Ordering::Relaxed);
+        let flags = state as u8; // the low byte
+        Observation {
+            resource_version: ResourceVersion::from_bits(state >> bit::FLAGS),
+            being_deleted: flags & bit::BEING_DELETED != 0,
+            finalizers: ObservedFinalizers::from_bits(flags),
         }
+    }
+
+    /// The latest observation and the owners it listed, as one consistent snapshot; `None` for a
+    /// virtual node, or when the observed resourceVersion is unknown.
+    pub fn observed(&self) -> Option<Observed> {
+        let edges = self.edges.lock();
+        let observation = self.observation();
+        (!self.is_virtual() && observation.resource_version.is_known()).then(|| Observed {
+            observation,
+            owners: edges.owners.as_slice().to_vec(),
+        })
     }
 
     /// Builder only: clears the virtual flag (spec §1.2 `markObserved`).
     pub fn mark_observed(&self) {
-        self.flags.fetch_and(!bit::VIRTUAL, Ordering::Relaxed);
-    }
-
-    /// Builder only: sets beingDeleted.
-    pub fn mark_being_deleted(&self) {
-        self.flags.fetch_or(bit::BEING_DELETED, Ordering::Relaxed);
+        self.state.fetch_and(!u64::from(bit::VIRTUAL), Ordering::Relaxed);
     }
 
     /// Builder only: sets deletingDependents (and beingDeleted, which it implies).
     pub fn mark_deleting_dependents(&self) {
-        self.flags
-            .fetch_or(bit::DELETING_DEPENDENTS | bit::BEING_DELETED, Ordering::Relaxed);
+        self.set(bit::DELETING_DEPENDENTS | bit::BEING_DELETED);
     }
 
-    /// Builder only: remembers the finalizers of the latest observation.
-    pub fn set_observed_finalizers(&self, f: ObservedFinalizers) {
-        let set = (if f.orphan { bit::ORPHAN_FINALIZER } else { 0 })
-            | (if f.foreground { bit::FOREGROUND_FINALIZER } else { 0 });
-        let mask = bit::ORPHAN_FINALIZER | bit::FOREGROUND_FINALIZER;
-        // The builder is the only writer, but readers run concurrently, so keep other bits intact.
+    /// Builder only: records an observation, and the owners it listed when they changed, in one
+    /// critical section of the edges lock (module docs). beingDeleted is never cleared.
+    pub fn observe(&self, owners: Option<&[OwnerRef]>, seen: Observation) {
+        let mut edges = self.edges.lock();
+        if let Some(owners) = owners {
+            edges.owners = owners.into();
+        }
+        let deleted = if seen.being_deleted { bit::BEING_DELETED } else { 0 };
+        let new = (seen.resource_version.bits() << bit::FLAGS) | u64::from(seen.finalizers.bits() | deleted);
+        // The version and the finalizers are replaced; the other flags (virtual,
+        // deletingDependents) change outside the lock and are kept, beingDeleted included.
+        let kept = u64::from(!bit::FINALIZERS);
         let _ = self
-            .flags
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| Some((old & !mask) | set));
+            .state
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| Some((old & kept) | new));
     }
 
     /// A copy of the owners list.
@@ -267,11 +345,6 @@ impl Node {
     /// Runs `f` over the owners without copying them.
     pub fn with_owners<R>(&self, f: impl FnOnce(&[OwnerRef]) -> R) -> R {
         f(self.edges.lock().owners.as_slice())
-    }
-
-    /// Builder only: replaces the owners list.
-    pub fn set_owners(&self, owners: &[OwnerRef]) {
-        self.edges.lock().owners = owners.into();
     }
 
     /// A snapshot of the dependents.
@@ -327,12 +400,12 @@ impl Node {
 
     /// A handle on a copy of this node with another identity and not retired.
     fn clone_with(&self, identity: Identity, dependents: &Dependents, owners: &[OwnerRef]) -> Handle {
-        let flags = self.flags.load(Ordering::Relaxed) & !bit::RETIRED;
-        Handle::assemble(identity, flags, owners.into(), dependents.duplicate())
+        let state = self.state.load(Ordering::Relaxed) & !u64::from(bit::RETIRED);
+        Handle::assemble(identity, state, owners.into(), dependents.duplicate())
     }
 
     fn mark_retired(&self) {
-        let before = self.flags.fetch_or(bit::RETIRED, Ordering::Relaxed);
+        let before = self.set(bit::RETIRED);
         debug_assert!(
             before & bit::RETIRED == 0,
             "a node is retired once: {:?}",
@@ -365,7 +438,7 @@ mod tests {
     fn node_should_fit_the_layout_its_memory_budget_assumes() {
         // The handle's allocation is the node plus one reference count.
         assert!(
-            std::mem::size_of::<Node>() + 8 <= 128,
+            std::mem::size_of::<Node>() + 8 <= 112,
             "{}",
             std::mem::size_of::<Node>()
         );
@@ -376,5 +449,59 @@ mod tests {
         );
         assert_eq!(std::mem::size_of::<Dependents>(), 8);
         assert_eq!(std::mem::size_of::<Handle>(), 8);
+    }
+
+    fn identity(uid: &str) -> Identity {
+        use crate::graph::{Name, Sym, TypeMeta, Uid};
+        Identity {
+            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
+            name: Name::new("p"),
+            uid: Uid::parse(uid),
+            namespace: Sym::new("ns"),
+        }
+    }
+
+    fn seen(rv: &str, being_deleted: bool, finalizers: &[&str]) -> Observation {
+        Observation {
+            resource_version: ResourceVersion::parse(rv),
+            being_deleted,
+            finalizers: ObservedFinalizers::from_list(finalizers),
+        }
+    }
+
+    #[test]
+    fn observe_should_replace_version_and_finalizers_and_keep_the_other_flags() {
+        let node = Handle::new(identity("u"), &[], true);
+        node.mark_deleting_dependents();
+        node.observe(None, seen("7", true, &["orphan", "example.com/hold"]));
+        node.observe(None, seen("9", false, &[]));
+        assert!(node.is_virtual(), "observing is not markObserved");
+        assert!(node.is_deleting_dependents());
+        assert!(node.is_being_deleted(), "beingDeleted is never cleared");
+        assert_eq!(node.observation(), seen("9", true, &[]));
+    }
+
+    #[test]
+    fn observed_should_pair_owners_with_their_version_and_know_nothing_of_virtual_nodes() {
+        let node = Handle::new(identity("u"), &[], true);
+        node.observe(None, seen("3", false, &[]));
+        assert_eq!(node.observed(), None, "a virtual node was never observed");
+        node.mark_observed();
+        let owner = OwnerRef {
+            type_meta: crate::graph::TypeMeta::new(crate::graph::Sym::new("v1"), crate::graph::Sym::new("Pod")),
+            name: crate::graph::Name::new("o"),
+            uid: crate::graph::Uid::parse("o"),
+            controller: None,
+            block_owner_deletion: None,
+        };
+        node.observe(
+            Some(std::slice::from_ref(&owner)),
+            seen("4", false, &["foregroundDeletion"]),
+        );
+        let observed = node.observed().expect("observed at a known version");
+        assert_eq!(observed.owners, [owner]);
+        assert_eq!(observed.observation, seen("4", false, &["foregroundDeletion"]));
+        node.observe(None, seen("not-a-number", false, &[]));
+        assert_eq!(node.observed(), None, "an unknown version gives no snapshot");
     }
 }

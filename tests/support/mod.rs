@@ -130,10 +130,11 @@ pub async fn eventually(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
-/// The whole controller against a simulated cluster.
-pub struct Harness {
+/// The whole controller against a simulated cluster, which it reaches through `C`: the cluster
+/// itself, or a wrapper that misbehaves on cue.
+pub struct Harness<C = SimCluster> {
     pub cluster: Arc<SimCluster>,
-    pub gc: Arc<GarbageCollector<SimCluster>>,
+    pub gc: Arc<GarbageCollector<C>>,
 }
 
 impl Harness {
@@ -144,7 +145,17 @@ impl Harness {
 
     /// A collector over `cluster` with `config`; returns once the monitors have synced.
     pub async fn start_with(cluster: SimCluster, config: Config) -> Harness {
-        let harness = Harness::start_unsynced(cluster, config).await;
+        let cluster = Arc::new(cluster);
+        Harness::start_over(cluster.clone(), cluster, config).await
+    }
+}
+
+impl<C: ClusterApi> Harness<C> {
+    /// A collector reaching `cluster` through `api`, with `config`; returns once the monitors
+    /// have synced.
+    pub async fn start_over(cluster: Arc<SimCluster>, api: Arc<C>, config: Config) -> Harness<C> {
+        let gc = GarbageCollector::start(api, config).await;
+        let harness = Harness { cluster, gc };
         assert!(
             harness.gc.wait_for_sync(Duration::from_secs(60)).await,
             "monitors never synced"
@@ -265,9 +276,20 @@ impl Rig {
     }
 
     pub async fn with_cache(cluster: SimCluster, cache_capacity: usize) -> Rig {
+        Rig::with_config(cluster, cache_capacity, CollectorConfig::default()).await
+    }
+
+    /// A rig whose workers run with `config`, over a graph that keeps tombstones only when they
+    /// would read them (as the controller builds it).
+    pub async fn with_config(cluster: SimCluster, cache_capacity: usize, config: CollectorConfig) -> Rig {
         let cluster = Arc::new(cluster);
         let discovery = cluster.discover().await.expect("discovery");
-        let graph = Arc::new(Graph::new());
+        let tombstones = if config.verify_with_get {
+            0
+        } else {
+            kube_gc::graph::DEFAULT_TOMBSTONE_CAPACITY
+        };
+        let graph = Arc::new(Graph::with_tombstones(tombstones));
         let (router, mut receivers) = Router::new(1);
         let attempt_to_delete = WorkQueue::new(ATTEMPT_TO_DELETE, RateLimiterConfig::default());
         let attempt_to_orphan = WorkQueue::new(ATTEMPT_TO_ORPHAN, RateLimiterConfig::default());
@@ -288,7 +310,7 @@ impl Rig {
             attempt_to_delete: attempt_to_delete.clone(),
             attempt_to_orphan: attempt_to_orphan.clone(),
             absent_owner_cache: absent_owner_cache.clone(),
-            config: CollectorConfig::default(),
+            config,
         });
         Rig {
             cluster,
@@ -404,7 +426,7 @@ impl Rig {
             attempt_to_delete: self.attempt_to_delete.clone(),
             attempt_to_orphan: self.attempt_to_orphan.clone(),
             absent_owner_cache: self.absent_owner_cache.clone(),
-            config: CollectorConfig::default(),
+            config: self.collector.config.clone(),
         })
     }
 }
@@ -427,7 +449,9 @@ impl Harness {
         let gc = GarbageCollector::start(cluster.clone(), config).await;
         Harness { cluster, gc }
     }
+}
 
+impl<C: ClusterApi> Harness<C> {
     /// The monitored resources, by plural name, sorted.
     pub fn monitored(&self) -> Vec<String> {
         let mut names: Vec<String> = self

@@ -25,6 +25,7 @@
 //! collector between two checks 50 ms apart, twice in a row. Items retrying with backoff may
 //! remain (an owner of a kind nobody serves is retried forever); they make no API call.
 
+use super::latency::Latent;
 use super::oracle::{differences, ObjectState, Oracle, Outcome};
 use super::script::{Action, Script, Target};
 use super::ReplayOptions;
@@ -35,6 +36,7 @@ use kube_gc::api::sim::{ApiCalls, SimCluster, TypeDef};
 use kube_gc::api::{
     split_api_version, ApiError, ClusterApi, DeleteOptions, Gvr, PatchType, Preconditions, RestMapper, StatusReason,
 };
+use kube_gc::collector::CollectorConfig;
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::simulate::wait_until_quiet;
 use std::collections::HashMap;
@@ -56,7 +58,14 @@ pub struct FullOptions {
     pub workers: usize,
     /// How long each wait for the collector may take.
     pub timeout: Duration,
+    /// Workers read every item and owner live, as upstream's do (`--verify-with-get`).
+    pub verify_with_get: bool,
+    /// How long each of the collector's API calls waits before it reaches the cluster.
+    pub api_latency: Duration,
 }
+
+/// The collector's view of the cluster: the in-memory one behind `--api-latency`.
+type Api = Latent<SimCluster>;
 
 /// Replays `path` into the whole collector; see the module docs.
 pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> anyhow::Result<Report> {
@@ -70,9 +79,14 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
     let config = Config {
         workers: full.workers,
         partitions,
+        collector: CollectorConfig {
+            verify_with_get: full.verify_with_get,
+            ..CollectorConfig::default()
+        },
         ..Config::default()
     };
-    let gc = GarbageCollector::start(cluster.clone(), config).await;
+    let api = Arc::new(Latent::new(cluster.clone(), full.api_latency));
+    let gc = GarbageCollector::start(api, config).await;
     let run = drive(&gc, &cluster, &types, &script, full.timeout, options.quiet).await;
     gc.shutdown().await;
     let run = run?;
@@ -87,6 +101,8 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
         objects: script.added,
         partitions,
         workers: Some(full.workers),
+        verify_with_get: Some(full.verify_with_get),
+        api_latency_ms: Some(full.api_latency.as_secs_f64() * 1e3),
         initial_collected: Some(loaded.saturating_sub(run.settled_objects) as u64),
         outcome_ok: Some(found.is_empty()),
         outcome_differences: found.into_iter().take(SHOWN_DIFFERENCES).collect(),
@@ -288,7 +304,7 @@ impl Run {
 
 /// Steps 4 and 5 of the module docs.
 async fn drive(
-    gc: &GarbageCollector<SimCluster>,
+    gc: &GarbageCollector<Api>,
     cluster: &SimCluster,
     types: &Types,
     script: &Script,
@@ -356,14 +372,14 @@ async fn replay_actions(cluster: &SimCluster, types: &Types, actions: &[Action])
 /// Waits until the collector has settled (module docs); returns when it was first seen settled
 /// in the final run of checks, which is within one check period of when it really settled.
 async fn settle(
-    gc: &GarbageCollector<SimCluster>,
+    gc: &GarbageCollector<Api>,
     cluster: &SimCluster,
     timeout: Duration,
     quiet: bool,
 ) -> anyhow::Result<Instant> {
     let mut last_calls = None;
     let mut settled_since = None;
-    let settled = |gc: &GarbageCollector<SimCluster>| {
+    let settled = |gc: &GarbageCollector<Api>| {
         let calls = Some(cluster.api_calls().total());
         let idle = std::mem::replace(&mut last_calls, calls) == calls && gc.is_settled();
         settled_since = if idle {

@@ -2,10 +2,11 @@
 //!
 //! - [`builder`]: the graph builders alone, P threads, events decoded before the clock starts;
 //! - [`full`]: the whole collector against the in-memory cluster, driven by a [`script`] read from
-//!   the stream, its outcome checked by an [`oracle`].
+//!   the stream, its outcome checked by an [`oracle`], optionally behind a [`latency`].
 
 pub mod builder;
 pub mod full;
+pub mod latency;
 pub mod oracle;
 pub mod script;
 
