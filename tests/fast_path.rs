@@ -11,18 +11,12 @@
 
 mod support;
 
-use futures::StreamExt;
 use kube_gc::api::sim::SimCluster;
-use kube_gc::api::{
-    ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, PatchType,
-    PropagationPolicy, StatusReason, WatchStream, FINALIZER_ORPHAN,
-};
+use kube_gc::api::{ClusterApi, DeleteOptions, PartialObjectMeta, PropagationPolicy, FINALIZER_ORPHAN};
 use kube_gc::collector::CollectorConfig;
 use kube_gc::controller::Config;
 use kube_gc::event::EventType;
 use kube_gc::graph::{invariants, Uid};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 use support::*;
 
@@ -459,86 +453,10 @@ async fn a_deletion_the_owner_watch_has_not_delivered_only_defers_the_dependent(
     .await;
 }
 
-/// A [`ClusterApi`] whose pod watches lose every event while [`Blackout::start`] is in force;
-/// [`Blackout::end`] closes them with 410 Gone, so the monitor relists, as after a watch that
-/// fell too far behind.
-struct Blackout {
-    inner: Arc<SimCluster>,
-    dark: Arc<AtomicBool>,
-}
-
-impl Blackout {
-    fn start(&self) {
-        self.dark.store(true, Ordering::SeqCst);
-    }
-
-    fn end(&self) {
-        self.dark.store(false, Ordering::SeqCst);
-    }
-}
-
-impl ClusterApi for Blackout {
-    async fn discover(&self) -> Result<Discovery, ApiError> {
-        self.inner.discover().await
-    }
-
-    async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
-        self.inner.get(gvr, namespace, name).await
-    }
-
-    async fn patch(
-        &self,
-        gvr: &Gvr,
-        namespace: &str,
-        name: &str,
-        patch_type: PatchType,
-        body: &serde_json::Value,
-    ) -> Result<PartialObjectMeta, ApiError> {
-        self.inner.patch(gvr, namespace, name, patch_type, body).await
-    }
-
-    async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
-        self.inner.delete(gvr, namespace, name, options).await
-    }
-
-    async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
-        self.inner.list(gvr).await
-    }
-
-    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        let stream = self.inner.watch(gvr, resource_version).await?;
-        if *gvr != pods() {
-            return Ok(stream);
-        }
-        let dark = self.dark.clone();
-        let mut missed = false;
-        let lossy = stream.filter_map(move |event| {
-            let lost = dark.load(Ordering::SeqCst);
-            missed |= lost;
-            let out = match (lost, missed) {
-                (true, _) => None,
-                (false, true) => Some(Err(ApiError::status(StatusReason::Gone, "events were lost"))),
-                (false, false) => Some(event),
-            };
-            futures::future::ready(out)
-        });
-        Ok(lossy.boxed())
-    }
-
-    async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
-        self.inner.create_event(event).await
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn pod_events_lost_and_relisted_leave_no_wrongful_deletion_and_a_converged_graph() {
     in_both_modes(|verify| async move {
-        let cluster = Arc::new(SimCluster::new());
-        let api = Arc::new(Blackout {
-            inner: cluster.clone(),
-            dark: Arc::new(AtomicBool::new(false)),
-        });
-        let h = Harness::start_over(cluster, api.clone(), config(verify)).await;
+        let h = Harness::start_with(SimCluster::new(), config(verify)).await;
         let rc = h.create(&rcs(), meta(NS, "rc", vec![]));
         let keeper = h.create(&configmaps(), meta(NS, "keeper", vec![]));
         let adopted = h.create(&pods(), meta(NS, "adopted", vec![ref_to(&rc)]));
@@ -546,7 +464,7 @@ async fn pod_events_lost_and_relisted_leave_no_wrongful_deletion_and_a_converged
         let doomed = h.create(&pods(), meta(NS, "doomed", vec![ref_to(&rc)]));
         h.wait_in_graph(&[&rc, &keeper, &adopted, &replaced, &doomed]).await;
 
-        api.start();
+        h.cluster.set_watch_blackout("", "pods", true);
         h.edit(&pods(), &adopted, |m| m.owner_references.push(ref_to(&keeper)));
         h.delete(&pods(), &replaced, DeleteOptions::default());
         let again = h.create(&pods(), meta(NS, "replaced", vec![ref_to(&rc), ref_to(&keeper)]));
@@ -556,7 +474,7 @@ async fn pod_events_lost_and_relisted_leave_no_wrongful_deletion_and_a_converged
         assert!(h.exists(&pods(), &again), "verify={verify}");
 
         // The next pod event ends the blackout's watch; the monitor relists.
-        api.end();
+        h.cluster.set_watch_blackout("", "pods", false);
         h.create(&pods(), meta(NS, "nudge", vec![]));
         h.wait(LAG).await;
         settle_and_mirror(&h).await;

@@ -264,7 +264,19 @@ impl SimCluster {
     /// Delays the delivery of every watch event of a type by `delay`, in every open and future
     /// watch stream of that type, to model a lagging watch. Unknown types are ignored.
     pub fn set_watch_delay(&self, gvr_group: &str, resource: &str, delay: Duration) {
-        self.state.lock().set_watch_delay(gvr_group, resource, delay);
+        if let Some(hub) = self.state.lock().hub(gvr_group, resource) {
+            hub.set_delay(delay);
+        }
+    }
+
+    /// Starts (`dark`) or ends a blackout of a type's watches: while it lasts, every open and future
+    /// watch stream of the type loses the events it would deliver; the first event a stream meets
+    /// after the blackout ends closes it with 410 Gone, so its watcher relists, as after a watch
+    /// that fell too far behind. Unknown types are ignored.
+    pub fn set_watch_blackout(&self, gvr_group: &str, resource: &str, dark: bool) {
+        if let Some(hub) = self.state.lock().hub(gvr_group, resource) {
+            hub.set_blackout(dark);
+        }
     }
 }
 

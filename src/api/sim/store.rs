@@ -19,7 +19,6 @@ use crate::api::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// How many times create draws a fresh `generateName` suffix before giving up, as the API server's
 /// `RetryGenerateName` does.
@@ -328,11 +327,9 @@ impl State {
         })
     }
 
-    /// Delays a type's watch events; unknown types are ignored.
-    pub(super) fn set_watch_delay(&self, group: &str, resource: &str, delay: Duration) {
-        if let Some(ty) = self.types.get(group).and_then(|resources| resources.get(resource)) {
-            ty.hub.set_delay(delay);
-        }
+    /// The watch hub of a type, by group and resource.
+    pub(super) fn hub(&self, group: &str, resource: &str) -> Option<&WatchHub> {
+        Some(&self.types.get(group)?.get(resource)?.hub)
     }
 
     /// The discovery document, leaving out failing group-versions.

@@ -643,6 +643,27 @@ async fn a_watch_delay_should_hold_back_each_event() {
 }
 
 #[tokio::test]
+async fn a_watch_blackout_should_lose_events_then_end_the_stream_with_410() {
+    let cluster = SimCluster::new();
+    let mut stream = cluster.watch(&pods(), "0").await.expect("watch");
+    create_pod(&cluster, "before", &[]);
+    assert_eq!(next_event(&mut stream).await.object.metadata.name, "before");
+    cluster.set_watch_blackout("", "pods", true);
+    create_pod(&cluster, "lost", &[]);
+    let lost = tokio::time::timeout(Duration::from_millis(200), stream.next()).await;
+    assert!(lost.is_err(), "nothing is delivered in the dark");
+    cluster.set_watch_blackout("", "pods", false);
+    create_pod(&cluster, "after", &[]);
+    let end = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .expect("in time");
+    let err = end.expect("an item").expect_err("the lost event breaks the stream");
+    assert_eq!(err.reason(), Some(StatusReason::Gone));
+    let end = tokio::time::timeout(Duration::from_secs(5), stream.next()).await;
+    assert!(matches!(end, Ok(None)), "the stream ends after its 410");
+}
+
+#[tokio::test]
 async fn discovery_should_list_each_served_version_and_report_failing_groups() {
     let cluster = SimCluster::empty();
     cluster.register(TypeDef::new("apps", "v1", "Deployment", "deployments", true));

@@ -5,15 +5,16 @@
 //! type's bounded history and pushed into every subscriber's unbounded channel. Subscribing happens
 //! under the same lock, cutting the replay from the history and registering the channel in one
 //! step, so the seam between replay and live delivery can neither drop nor repeat a change.
-//! Streams never take the lock; they drain their channel and apply the type's configured delay
-//! before each event. Dropping the hub (the type was unregistered) drops every sender, which ends
+//! Streams never take the lock; they drain their channel and obey the type's [`StreamControls`]:
+//! a delay before each event, and a blackout that loses events and then ends the stream with
+//! 410 Gone. Dropping the hub (the type was unregistered) drops every sender, which ends
 //! the streams once they have drained what was already sent.
 
 use super::status::bad_request;
 use crate::api::{ApiError, PartialObjectMeta, StatusReason, WatchEvent, WatchEventType, WatchStream};
 use futures::stream::{self, StreamExt};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -63,9 +64,30 @@ pub(super) struct WatchHub {
     evicted_through: u64,
     /// Live subscribers; a closed one is dropped at the next publish.
     subscribers: Vec<mpsc::UnboundedSender<Change>>,
-    /// Delivery delay in nanoseconds, shared with every stream of the type so a change applies to
-    /// streams already open.
-    delay_nanos: Arc<AtomicU64>,
+    /// Shared with every stream of the type, so a change applies to streams already open.
+    controls: Arc<StreamControls>,
+}
+
+/// What every stream of a type obeys, set through [`WatchHub::set_delay`] and
+/// [`WatchHub::set_blackout`].
+#[derive(Default)]
+struct StreamControls {
+    /// Delivery delay in nanoseconds.
+    delay_nanos: AtomicU64,
+    /// While set, events are lost.
+    dark: AtomicBool,
+}
+
+impl StreamControls {
+    fn delay(&self) -> Duration {
+        // Relaxed: the controls guard no other data; a stream that reads an old value for one
+        // more event is indistinguishable from one whose event was already in flight.
+        Duration::from_nanos(self.delay_nanos.load(Ordering::Relaxed))
+    }
+
+    fn is_dark(&self) -> bool {
+        self.dark.load(Ordering::Relaxed)
+    }
 }
 
 impl WatchHub {
@@ -76,7 +98,7 @@ impl WatchHub {
             limit,
             evicted_through: 0,
             subscribers: Vec::new(),
-            delay_nanos: Arc::new(AtomicU64::new(0)),
+            controls: Arc::default(),
         }
     }
 
@@ -122,16 +144,20 @@ impl WatchHub {
         Ok(Subscription {
             replay: initial,
             live,
-            delay_nanos: Arc::clone(&self.delay_nanos),
+            controls: Arc::clone(&self.controls),
         })
     }
 
     /// Delays every later delivery of this type's events by `delay`.
     pub(super) fn set_delay(&self, delay: Duration) {
         let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
-        // Relaxed: the delay guards no other data; a stream that reads the old value for one more
-        // event is indistinguishable from one whose event was already in flight.
-        self.delay_nanos.store(nanos, Ordering::Relaxed);
+        self.controls.delay_nanos.store(nanos, Ordering::Relaxed);
+    }
+
+    /// Starts (`true`) or ends a blackout of this type's streams; see
+    /// [`SimCluster::set_watch_blackout`](super::SimCluster::set_watch_blackout).
+    pub(super) fn set_blackout(&self, dark: bool) {
+        self.controls.dark.store(dark, Ordering::Relaxed);
     }
 }
 
@@ -150,32 +176,51 @@ fn parse_start(resource_version: &str) -> Result<Option<u64>, ApiError> {
 pub(super) struct Subscription {
     replay: Vec<Change>,
     live: mpsc::UnboundedReceiver<Change>,
-    delay_nanos: Arc<AtomicU64>,
+    controls: Arc<StreamControls>,
 }
 
 impl Subscription {
     /// The watch stream, stamping every object with `api_version` and `kind`.
     pub(super) fn into_stream(self, api_version: String, kind: String) -> WatchStream {
-        let Subscription {
-            replay,
-            live,
-            delay_nanos,
-        } = self;
+        let Subscription { replay, live, controls } = self;
         let live = stream::unfold(live, |mut rx| async move { rx.recv().await.map(|change| (change, rx)) });
         let stamp: Arc<(String, String)> = Arc::new((api_version, kind));
-        stream::iter(replay)
+        let events = stream::iter(replay)
             .chain(live)
-            .then(move |change| {
-                let delay_nanos = Arc::clone(&delay_nanos);
-                let stamp = Arc::clone(&stamp);
-                async move {
-                    let nanos = delay_nanos.load(Ordering::Relaxed);
-                    if nanos > 0 {
-                        tokio::time::sleep(Duration::from_nanos(nanos)).await;
+            .then({
+                let controls = Arc::clone(&controls);
+                move |change| {
+                    let delay = controls.delay();
+                    async move {
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
+                        change
                     }
-                    Ok(change.into_event(&stamp.0, &stamp.1))
                 }
             })
-            .boxed()
+            // `broken`: an event was lost in a blackout, so the next one is a 410 instead.
+            .scan(false, move |broken, change| {
+                let out = if controls.is_dark() {
+                    *broken = true;
+                    None
+                } else if *broken {
+                    Some(Err(ApiError::status(StatusReason::Gone, "watch events were lost")))
+                } else {
+                    Some(Ok(change.into_event(&stamp.0, &stamp.1)))
+                };
+                futures::future::ready(Some(out))
+            })
+            .filter_map(futures::future::ready);
+        // A stream ends with its first error, as a server closes a watch after an ERROR event.
+        stream::unfold((events.boxed(), false), |(mut events, ended)| async move {
+            if ended {
+                return None;
+            }
+            let event = events.next().await?;
+            let ended = event.is_err();
+            Some((event, (events, ended)))
+        })
+        .boxed()
     }
 }
