@@ -329,10 +329,13 @@ async fn one_replica_at_a_time_should_hold_the_leader_lease() {
     };
 
     let mut first = elector("first");
+    let first_tenure = first.tenure();
+    assert!(!first_tenure.is_current(), "no tenure before the lease");
     tokio::time::timeout(PATIENCE, first.acquire())
         .await
         .expect("the first replica leads");
     assert_eq!(holder(), "first");
+    assert!(first_tenure.is_current(), "a tenure with the lease");
     let renewing = tokio::spawn(async move { first.hold().await });
 
     let mut second = elector("second");
@@ -343,12 +346,14 @@ async fn one_replica_at_a_time_should_hold_the_leader_lease() {
     );
     assert_eq!(holder(), "first");
 
-    // The first replica dies without releasing: the second leads once the lease has expired.
+    // The first replica freezes without releasing: its tenure ends before the second leads,
+    // which waits out the lease.
     renewing.abort();
     let started = std::time::Instant::now();
     tokio::time::timeout(PATIENCE, second.acquire())
         .await
         .expect("the second replica leads");
+    assert!(!first_tenure.is_current(), "the frozen leader's tenure is over");
     assert!(
         started.elapsed() >= Duration::from_millis(1500),
         "it waited out the lease"
@@ -362,5 +367,55 @@ async fn one_replica_at_a_time_should_hold_the_leader_lease() {
         .await
         .expect("the third replica leads at once");
     assert_eq!(holder(), "third");
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_client_should_send_no_writes_once_its_tenure_has_ended() {
+    use kube_gc::api::ClusterApi;
+    use kube_gc::controller::leader::Tenure;
+    let cluster = Arc::new(SimCluster::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let server = tokio::spawn(http::serve(
+        listener,
+        cluster.clone(),
+        ServerOptions::default(),
+        std::future::pending(),
+    ));
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let api = KubeApi::new(client, 0.0, 1).fenced(Tenure::new());
+    let pod = create_in(&cluster, &pods(), meta("default", "p", vec![]));
+
+    let read = api.get(&pods(), "default", "p").await.expect("reads pass the fence");
+    assert_eq!(read.metadata.uid, pod.metadata.uid);
+    let refused = api
+        .delete(&pods(), "default", "p", &policy(PropagationPolicy::Background))
+        .await
+        .expect_err("a write without a tenure");
+    assert_eq!(refused.reason(), Some(kube_gc::api::StatusReason::ServiceUnavailable));
+    let refused = api
+        .patch(
+            &pods(),
+            "default",
+            "p",
+            kube_gc::api::PatchType::Merge,
+            &json!({"metadata": {"labels": {"a": "b"}}}),
+        )
+        .await
+        .expect_err("a write without a tenure");
+    assert_eq!(refused.reason(), Some(kube_gc::api::StatusReason::ServiceUnavailable));
+    let kept = cluster.get_object(&pods(), "default", "p").expect("the Pod stays");
+    assert!(kept.metadata.labels.is_empty(), "no patch reached the server");
+    assert!(
+        api.call_counts()
+            .iter()
+            .all(|c| c.verb != "delete" && c.verb != "patch"),
+        "no write was sent"
+    );
     server.abort();
 }

@@ -14,11 +14,17 @@
 //! token-bucket rate limiter does: a steady `qps` with bursts of up to `burst`. A token is
 //! reserved before the wait, so callers are served in the order they asked and the long-run rate
 //! never exceeds `qps`, however many workers call at once.
+//!
+//! A client [fenced](KubeApi::fenced) by a leader's [`Tenure`] refuses every write (a PATCH, a
+//! DELETE, an Event) once the tenure has ended, checked after the throttle's wait, right before
+//! the request is sent: a replica that lost the lease, or froze long enough for another to take
+//! it, never writes in its stead.
 
 use super::{
     ApiError, ApiResource, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
     PatchType, StatusReason, WatchEvent, WatchEventType, WatchStream,
 };
+use crate::controller::leader::Tenure;
 use futures::StreamExt;
 use http::{header, Method, Request};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
@@ -32,6 +38,8 @@ const ACCEPT_METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.
 const ACCEPT_METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 /// The verb discovery requests are counted under.
 const DISCOVERY: &str = "discovery";
+/// The verbs that change the cluster, which a [fence](KubeApi::fenced) holds back.
+const WRITES: [&str; 3] = ["patch", "delete", "create"];
 /// Objects per LIST page.
 const PAGE_SIZE: usize = 500;
 /// How long the server keeps a watch open before the monitor resumes it (kube-rs' default).
@@ -94,6 +102,8 @@ pub struct KubeApi {
     kinds: RwLock<HashMap<Gvr, String>>,
     /// Requests made, by verb and the HTTP code they ended with.
     calls: parking_lot::Mutex<BTreeMap<(&'static str, u16), u64>>,
+    /// When set, writes are sent only while it is current.
+    fence: Option<Tenure>,
 }
 
 impl KubeApi {
@@ -104,6 +114,15 @@ impl KubeApi {
             throttle: Throttle::new(qps, burst),
             kinds: RwLock::new(HashMap::new()),
             calls: parking_lot::Mutex::new(BTreeMap::new()),
+            fence: None,
+        }
+    }
+
+    /// Sends writes only while `tenure` is current; see the [module docs](self).
+    pub fn fenced(self, tenure: Tenure) -> Self {
+        KubeApi {
+            fence: Some(tenure),
+            ..self
         }
     }
 
@@ -116,6 +135,12 @@ impl KubeApi {
         request: impl std::future::Future<Output = Result<T, ::kube::Error>>,
     ) -> Result<T, ApiError> {
         self.throttle.acquire().await;
+        if WRITES.contains(&verb) && self.fence.as_ref().is_some_and(|t| !t.is_current()) {
+            return Err(ApiError::status(
+                StatusReason::ServiceUnavailable,
+                "not sent: this replica's leader tenure has ended",
+            ));
+        }
         let result = request.await.map_err(api_error);
         let code = match &result {
             Ok(_) => 200,

@@ -70,9 +70,10 @@ pub struct RunArgs {
     collector: super::CollectorArgs,
 }
 
-/// Builds the client a kubeconfig (or the environment) describes.
-pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
+/// Builds the client a kubeconfig (or the environment) describes, which names itself to the
+/// server as `kube-gc/VERSION (IDENTITY)`, so that audit logs tell replicas apart.
+pub async fn client(kubeconfig: Option<&std::path::Path>, identity: &str) -> anyhow::Result<kube::Client> {
+    let mut config = match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
@@ -84,12 +85,16 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube
             .await
             .context("finding a kubeconfig or an in-cluster config")?,
     };
+    let agent = format!("kube-gc/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    let agent = http::HeaderValue::from_str(&agent).context("the identity is not a valid header value")?;
+    config.headers.push((http::header::USER_AGENT, agent));
     kube::Client::try_from(config).context("building the API client")
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let lease = args.lease()?;
-    let client = client(args.kubeconfig.as_deref()).await?;
+    let identity = kube_gc::controller::leader::default_identity();
+    let lease = args.lease(&identity)?;
+    let client = client(args.kubeconfig.as_deref(), &identity).await?;
     let version = client.apiserver_version().await.context("reaching the API server")?;
     eprintln!("kube-gc run: API server {}", version.git_version);
     let mut config = Config {
@@ -115,13 +120,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     tokio::pin!(shutdown);
     let mut elector = lease.map(|lease| LeaderElector::new(client.clone(), lease));
     if let Some(elector) = &mut elector {
-        eprintln!("kube-gc run: standing by for the leader lease");
+        eprintln!("kube-gc run: {identity} standing by for the leader lease");
         tokio::select! {
             () = elector.acquire() => eprintln!("kube-gc run: leading"),
             () = &mut shutdown => return Ok(()),
         }
     }
-    let api = KubeApi::new(client, args.kube_api_qps, args.kube_api_burst);
+    let mut api = KubeApi::new(client, args.kube_api_qps, args.kube_api_burst);
+    if let Some(elector) = &elector {
+        api = api.fenced(elector.tenure());
+    }
     let gc = GarbageCollector::start(Arc::new(api), config).await;
     slot.fill(gc.clone());
     let lost = async {
@@ -162,14 +170,14 @@ async fn report(gc: &GarbageCollector<KubeApi>, every: Duration) {
 
 impl RunArgs {
     /// The lease to elect a leader with, when `--leader-elect`.
-    fn lease(&self) -> anyhow::Result<Option<LeaseConfig>> {
+    fn lease(&self, identity: &str) -> anyhow::Result<Option<LeaseConfig>> {
         if !self.leader_elect {
             return Ok(None);
         }
         let lease = LeaseConfig {
             namespace: self.leader_elect_resource_namespace.clone(),
             name: self.leader_elect_resource_name.clone(),
-            identity: kube_gc::controller::leader::default_identity(),
+            identity: identity.to_string(),
             lease_duration: self.leader_elect_lease_duration,
             renew_deadline: self.leader_elect_renew_deadline,
             retry_period: self.leader_elect_retry_period,

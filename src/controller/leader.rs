@@ -12,11 +12,19 @@
 //!   between replicas cannot shorten a lease.
 //! - Every write is a PUT carrying the resourceVersion that was read (or a create), so of two
 //!   replicas racing for an expired lease exactly one wins; the other gets 409 and stays a follower.
+//! - The replica's [`Tenure`] ends `renew_deadline` after the start of its last successful
+//!   acquisition or renewal, measured on the monotonic clock. A standby takes over no earlier than
+//!   `lease_duration` after it first saw that renewal, which was written after its start; so the
+//!   tenure ends `lease_duration - renew_deadline` before any other replica can lead, even when
+//!   this process was frozen (a stopped process, a paused VM) and wakes up with work in flight.
+//!   Writes check the tenure just before they are sent ([`crate::api::KubeApi::fenced`]).
 
 use anyhow::Context;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -57,12 +65,58 @@ impl LeaseConfig {
     }
 }
 
+/// Until when a replica may act as the leader; see the [module docs](self). Cheap to clone: the
+/// clones share one deadline, which only the [`LeaderElector`] moves.
+#[derive(Clone, Debug)]
+pub struct Tenure {
+    /// The instant deadlines are counted from.
+    epoch: Instant,
+    /// The end of the tenure, in nanoseconds after `epoch`; 0 while not leading.
+    until: Arc<AtomicU64>,
+}
+
+impl Tenure {
+    /// A tenure that has not begun.
+    pub fn new() -> Self {
+        Tenure {
+            epoch: Instant::now(),
+            until: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// True while this replica may still act as the leader.
+    pub fn is_current(&self) -> bool {
+        self.nanos(Instant::now()) < self.until.load(Ordering::Acquire)
+    }
+
+    /// Lasts until `until`.
+    fn extend_to(&self, until: Instant) {
+        self.until.store(self.nanos(until), Ordering::Release);
+    }
+
+    /// Ends now.
+    fn end(&self) {
+        self.until.store(0, Ordering::Release);
+    }
+
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+impl Default for Tenure {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// One replica's side of the election.
 pub struct LeaderElector {
     leases: Api<Lease>,
     config: LeaseConfig,
     /// The last lease record seen (holder, renew time) and when this replica first saw it.
     observed: Option<((String, Option<MicroTime>), Instant)>,
+    tenure: Tenure,
 }
 
 impl LeaderElector {
@@ -72,7 +126,14 @@ impl LeaderElector {
             leases: Api::namespaced(client, &config.namespace),
             config,
             observed: None,
+            tenure: Tenure::new(),
         }
+    }
+
+    /// The tenure this elector extends at each successful renewal and ends when leadership is
+    /// lost or released.
+    pub fn tenure(&self) -> Tenure {
+        self.tenure.clone()
     }
 
     /// Returns once this replica holds the lease.
@@ -96,11 +157,11 @@ impl LeaderElector {
             loop {
                 match self.try_acquire_or_renew().await {
                     Ok(true) => break,
-                    Ok(false) => return,
+                    Ok(false) => return self.tenure.end(),
                     Err(e) => tracing::warn!(error = %format!("{e:#}"), "could not renew the lease"),
                 }
                 if Instant::now() + self.config.retry_period >= deadline {
-                    return;
+                    return self.tenure.end();
                 }
                 tokio::time::sleep(self.config.retry_period).await;
             }
@@ -110,6 +171,7 @@ impl LeaderElector {
     /// Gives the lease up at shutdown, so a standby takes over without waiting for it to expire:
     /// the holder is cleared and the duration cut to one second, as client-go's release does.
     pub async fn release(&mut self) -> anyhow::Result<()> {
+        self.tenure.end();
         let Some(mut lease) = self.read().await? else {
             return Ok(());
         };
@@ -134,8 +196,20 @@ impl LeaderElector {
             .context("reading the lease")
     }
 
-    /// One round: true when this replica holds the lease after it.
+    /// One round: true when this replica holds the lease after it, and then its tenure runs
+    /// until `renew_deadline` after the round began.
     async fn try_acquire_or_renew(&mut self) -> anyhow::Result<bool> {
+        let began = Instant::now();
+        let held = self.write_holder().await?;
+        if held {
+            self.tenure.extend_to(began + self.config.renew_deadline);
+        }
+        Ok(held)
+    }
+
+    /// Reads the lease and writes this replica as its holder if it is free, expired or already
+    /// this replica's; true when the write succeeded.
+    async fn write_holder(&mut self) -> anyhow::Result<bool> {
         let Some(mut lease) = self.read().await? else {
             return self.create().await;
         };
@@ -215,4 +289,25 @@ pub fn default_identity() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "kube-gc".to_string());
     format!("{host}_{}", crate::graph::Uid::new_v4(rand::random()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn tenure_should_last_until_its_deadline_and_end_on_demand() {
+        let tenure = Tenure::new();
+        assert!(!tenure.is_current(), "a tenure that has not begun");
+        let shared = tenure.clone();
+        tenure.extend_to(Instant::now() + Duration::from_secs(10));
+        assert!(shared.is_current(), "clones share the deadline");
+        tokio::time::advance(Duration::from_millis(9_999)).await;
+        assert!(shared.is_current());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(!shared.is_current(), "over at the deadline");
+        tenure.extend_to(Instant::now() + Duration::from_secs(10));
+        tenure.end();
+        assert!(!shared.is_current(), "ended before the deadline");
+    }
 }
