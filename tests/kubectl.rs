@@ -12,15 +12,17 @@
 //! Without kubectl the tests print a note and pass, except in CI (`CI` set), which installs it and
 //! where a missing kubectl is a failure.
 
+mod support;
+
 use kube_gc::api::sim::http::{self, ServerOptions};
 use kube_gc::api::sim::SimCluster;
 use kube_gc::api::{Gvr, PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use serde_json::Value;
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use support::process::{kubectl_available, run_bounded, Run};
 
 /// How long one kubectl call may take before it is killed and the test fails. Every call here
 /// answers in well under a second; the margin is for a loaded CI machine.
@@ -92,13 +94,6 @@ data: {{a: '1'}}
     )
 }
 
-/// One kubectl run.
-struct Run {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
 /// A simulated API server on a loopback port and a kubectl pointed at it.
 struct Sim {
     /// The served cluster, read directly to check what kubectl did.
@@ -146,41 +141,17 @@ impl Sim {
     /// Runs kubectl with `args`, killing it after [`KUBECTL_TIMEOUT`].
     fn kubectl(&self, args: &[&str]) -> Run {
         let home = self.dir.path().join("home");
-        let mut child = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(home.join("cache"))
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .env("HOME", &home)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl");
-        let stdout = drain(child.stdout.take());
-        let stderr = drain(child.stderr.take());
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for kubectl") {
-                break status;
-            }
-            if started.elapsed() > KUBECTL_TIMEOUT {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "kubectl {args:?} still running after {KUBECTL_TIMEOUT:?}: likely a request the simulated API \
-                     server never answered"
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        Run {
-            status,
-            stdout: stdout.join().expect("stdout reader"),
-            stderr: stderr.join().expect("stderr reader"),
-        }
+        run_bounded(
+            Command::new("kubectl")
+                .arg("--kubeconfig")
+                .arg(&self.kubeconfig)
+                .arg("--cache-dir")
+                .arg(home.join("cache"))
+                .args(args)
+                .env_remove("KUBECONFIG")
+                .env("HOME", &home),
+            KUBECTL_TIMEOUT,
+        )
     }
 
     /// Runs kubectl, which must succeed; its stdout.
@@ -221,42 +192,6 @@ impl Sim {
             Err(e) if e.is_not_found() => None,
             Err(e) => panic!("reading {gvr} {namespace}/{name}: {e}"),
         }
-    }
-}
-
-/// Reads `pipe` to its end on a thread of its own, so that a full pipe never stalls kubectl.
-fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut pipe) = pipe {
-            // Output that is not UTF-8 reads as empty, and the assertion on it says so.
-            let _ = pipe.read_to_string(&mut text);
-        }
-        text
-    })
-}
-
-/// Whether `kubectl` runs; a missing one fails the test in CI and skips it elsewhere.
-fn kubectl_available() -> bool {
-    let probe = Command::new("kubectl")
-        .args(["version", "--client"])
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    match probe {
-        Ok(_) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let in_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
-            assert!(
-                !in_ci,
-                "kubectl is not on PATH, and CI is set: .ci/run installs it (apt-get install -y kubernetes-client)"
-            );
-            eprintln!("note: kubectl is not on PATH; skipping this kubectl test");
-            false
-        }
-        Err(e) => panic!("kubectl could not be run: {e}"),
     }
 }
 

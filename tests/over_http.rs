@@ -15,8 +15,7 @@ use kube_gc::graph::Uid;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{blocking_ref_to, create_in, deployments, meta, pods, policy, replicasets};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::{blocking_ref_to, create_in, deployments, http_get, meta, pods, policy, replicasets};
 
 /// How long a condition may take to come true over HTTP.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -184,28 +183,6 @@ async fn a_custom_resource_defined_after_the_start_should_be_monitored_and_colle
     })
     .await;
     s.stop().await;
-}
-
-/// A GET over a fresh connection: the status code and the body.
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.expect("send");
-        let mut response = String::new();
-        stream.read_to_string(&mut response).await.expect("receive");
-        response
-    };
-    let response = tokio::time::timeout(PATIENCE, exchange)
-        .await
-        .expect("an answer in time");
-    let (head, body) = response.split_once("\r\n\r\n").expect("a full response");
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("a status code");
-    (code, body.to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,3 +65,12 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     interrupt.await.unwrap_or(());
 }
+
+/// A duration flag that must be more than zero: a period of 0 would spin.
+pub fn positive_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = kube_gc::api::sim::http::parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("{s:?} must be more than zero"));
+    }
+    Ok(d)
+}

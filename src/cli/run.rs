@@ -10,7 +10,6 @@
 //! kube-controller-manager does; a graceful stop releases the lease for the next replica.
 
 use anyhow::Context;
-use kube_gc::api::sim::http::parse_duration;
 use kube_gc::api::KubeApi;
 use kube_gc::controller::leader::{LeaderElector, LeaseConfig};
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
@@ -41,6 +40,10 @@ pub struct RunArgs {
     /// Requests the rate limiter lets through at once after a quiet spell.
     #[arg(long, default_value_t = kube_gc::api::DEFAULT_BURST)]
     kube_api_burst: u32,
+    /// How often discovery is read again, to monitor new resources (CRDs) and stop monitoring
+    /// removed ones; kube-controller-manager's is a fixed 30 s.
+    #[arg(long, default_value = "30s", value_parser = super::positive_duration)]
+    resource_sync_period: Duration,
     /// Address of the HTTP endpoints: the graph dump, /explain, /metrics, /healthz, /readyz.
     #[arg(long, default_value = "127.0.0.1:10257")]
     bind_address: std::net::SocketAddr,
@@ -49,13 +52,13 @@ pub struct RunArgs {
     #[arg(long)]
     leader_elect: bool,
     /// How long a lease lasts without renewal.
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = super::positive_duration)]
     leader_elect_lease_duration: Duration,
     /// How long the leader keeps trying to renew before it stops collecting.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = super::positive_duration)]
     leader_elect_renew_deadline: Duration,
     /// How often to try to acquire or renew the lease.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = super::positive_duration)]
     leader_elect_retry_period: Duration,
     /// Name of the Lease.
     #[arg(long, default_value = "kube-gc")]
@@ -64,7 +67,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "kube-system")]
     leader_elect_resource_namespace: String,
     /// How often to log the graph's size and the queues' lengths.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = super::positive_duration)]
     report_every: Duration,
     #[command(flatten)]
     collector: super::CollectorArgs,
@@ -104,6 +107,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             None => kube_gc::controller::default_partitions(),
         },
         collector: args.collector.config(),
+        sync_period: args.resource_sync_period,
         ..Config::default()
     };
     if !args.ignored_resources.is_empty() {
@@ -113,7 +117,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on --bind-address {}", args.bind_address))?;
     let bound = listener.local_addr().context("reading the bound address")?;
-    let slot = Slot::empty();
+    let slot = if lease.is_some() {
+        Slot::standing_by()
+    } else {
+        Slot::starting()
+    };
     tokio::spawn(kube_gc::server::serve(listener, slot.clone(), std::future::pending()));
     eprintln!("kube-gc run: serving /healthz, /readyz, /metrics and the graph on http://{bound}");
     let shutdown = super::shutdown_signal();

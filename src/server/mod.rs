@@ -8,9 +8,10 @@
 //! | `/healthz` | `ok` while the process serves |
 //! | `/readyz` | `ok` once the monitors have synced or the initial sync wait has passed, else 503 |
 //!
-//! The endpoints serve a [`Slot`], which is empty while a replica stands by for the leader lease:
-//! then `/healthz` and `/readyz` answer `ok` (a standby is healthy and ready to take over, and a
-//! rolling update must not wait on it) and the collector's endpoints answer 503.
+//! The endpoints serve a [`Slot`], which is empty until the collector has started. While a replica
+//! stands by for the leader lease, `/healthz` and `/readyz` answer `ok` (a standby is healthy and
+//! ready to take over, and a rolling update must not wait on it); while a collector starts,
+//! `/readyz` answers 503. Either way the collector's endpoints answer 503 until it runs.
 //!
 //! Every handler only reads: the graph without locks (a dump taken while builders write may mix
 //! moments, as the module docs of [`crate::graph::dump`] say), the queues and counters through
@@ -33,38 +34,66 @@ use std::sync::{Arc, OnceLock};
 /// Where the graph dump is mounted, as on kube-controller-manager's debug handler.
 pub const GRAPH_PATH: &str = "/debug/controllers/garbagecollector/graph";
 
-/// The collector the endpoints describe: empty until this replica leads.
-pub struct Slot<C>(OnceLock<Arc<GarbageCollector<C>>>);
+/// The collector the endpoints describe: empty until it has started.
+pub struct Slot<C> {
+    gc: OnceLock<Arc<GarbageCollector<C>>>,
+    /// Whether an empty slot means a replica standing by for the lease, rather than a collector
+    /// still starting.
+    standby: bool,
+}
 
 impl<C> Slot<C> {
-    /// An empty slot, for a replica standing by.
-    pub fn empty() -> Arc<Self> {
-        Arc::new(Slot(OnceLock::new()))
+    /// An empty slot, for a replica standing by for the leader lease: ready.
+    pub fn standing_by() -> Arc<Self> {
+        Arc::new(Slot {
+            gc: OnceLock::new(),
+            standby: true,
+        })
+    }
+
+    /// An empty slot, for a collector that is starting: not ready yet.
+    pub fn starting() -> Arc<Self> {
+        Arc::new(Slot {
+            gc: OnceLock::new(),
+            standby: false,
+        })
     }
 
     /// A slot holding `gc`.
     pub fn with(gc: Arc<GarbageCollector<C>>) -> Arc<Self> {
-        let slot = Slot::empty();
+        let slot = Slot::starting();
         slot.fill(gc);
         slot
     }
 
     /// Puts the running collector in; a second call changes nothing.
     pub fn fill(&self, gc: Arc<GarbageCollector<C>>) {
-        let _ = self.0.set(gc);
+        let _ = self.gc.set(gc);
+    }
+
+    /// The collector, or why there is none yet.
+    fn collector(&self) -> Result<&Arc<GarbageCollector<C>>, Unavailable> {
+        self.gc.get().ok_or(Unavailable { standby: self.standby })
+    }
+}
+
+/// The 503 of a collector endpoint while the slot is empty.
+struct Unavailable {
+    standby: bool,
+}
+
+impl IntoResponse for Unavailable {
+    fn into_response(self) -> Response {
+        let why = if self.standby {
+            "standing by: another replica holds the leader lease\n"
+        } else {
+            "starting: the collector is not running yet\n"
+        };
+        (StatusCode::SERVICE_UNAVAILABLE, why).into_response()
     }
 }
 
 type Shared<C> = State<Arc<Slot<C>>>;
-
-/// The answer of a collector endpoint while the replica stands by.
-fn standing_by() -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        "standing by: another replica holds the leader lease\n",
-    )
-        .into_response()
-}
 
 /// The endpoints over `slot`.
 pub fn router<C: ClusterApi>(slot: Arc<Slot<C>>) -> Router {
@@ -98,18 +127,15 @@ fn uids(query: &str) -> Vec<Uid> {
         .collect()
 }
 
-async fn graph<C: ClusterApi>(State(slot): Shared<C>, uri: axum::http::Uri) -> Response {
-    let Some(gc) = slot.0.get() else { return standing_by() };
+async fn graph<C: ClusterApi>(State(slot): Shared<C>, uri: axum::http::Uri) -> Result<Response, Unavailable> {
+    let gc = slot.collector()?;
     let selected = uids(uri.query().unwrap_or(""));
     let body = dump::to_dot(gc.graph(), &selected);
-    (
-        [
-            (header::CONTENT_TYPE, "text/vnd.graphviz"),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        body,
-    )
-        .into_response()
+    let headers = [
+        (header::CONTENT_TYPE, "text/vnd.graphviz"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    ];
+    Ok((headers, body).into_response())
 }
 
 #[derive(serde::Deserialize)]
@@ -117,25 +143,29 @@ struct ExplainQuery {
     uid: Option<String>,
 }
 
-async fn explain<C: ClusterApi>(State(slot): Shared<C>, Query(query): Query<ExplainQuery>) -> Response {
-    let Some(gc) = slot.0.get() else { return standing_by() };
+async fn explain<C: ClusterApi>(
+    State(slot): Shared<C>,
+    Query(query): Query<ExplainQuery>,
+) -> Result<Response, Unavailable> {
+    let gc = slot.collector()?;
     let Some(uid) = query.uid.filter(|u| !u.is_empty()) else {
-        return (StatusCode::BAD_REQUEST, "explain needs ?uid=\n").into_response();
+        return Ok((StatusCode::BAD_REQUEST, "explain needs ?uid=\n").into_response());
     };
-    axum::Json(explain::explain(gc, Uid::parse(&uid))).into_response()
+    Ok(axum::Json(explain::explain(gc, Uid::parse(&uid))).into_response())
 }
 
-async fn metrics<C: ClusterApi>(State(slot): Shared<C>) -> Response {
-    let Some(gc) = slot.0.get() else { return standing_by() };
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        metrics::render(gc),
-    )
-        .into_response()
+async fn metrics<C: ClusterApi>(State(slot): Shared<C>) -> Result<Response, Unavailable> {
+    let gc = slot.collector()?;
+    let content_type = [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")];
+    Ok((content_type, metrics::render(gc)).into_response())
 }
 
 async fn readyz<C: ClusterApi>(State(slot): Shared<C>) -> Response {
-    if slot.0.get().is_none_or(|gc| gc.is_ready()) {
+    let ready = match slot.gc.get() {
+        Some(gc) => gc.is_ready(),
+        None => slot.standby,
+    };
+    if ready {
         (StatusCode::OK, "ok").into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "monitors not synced yet\n").into_response()

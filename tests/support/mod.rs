@@ -9,6 +9,7 @@
 #![allow(dead_code)] // each test file uses a different part of the kit
 
 pub mod model;
+pub mod process;
 
 use kube_gc::api::sim::{Fault, SimCluster, TypeDef, Verb};
 use kube_gc::api::{
@@ -128,6 +129,32 @@ pub async fn eventually(what: &str, cond: impl Fn() -> bool) {
         assert!(tokio::time::Instant::now() < deadline, "likely stuck: never saw {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// How long [`http_get`] waits for an answer.
+pub const HTTP_PATIENCE: Duration = Duration::from_secs(30);
+
+/// A GET over a fresh loopback connection, in real time: the status code and the body.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let exchange = async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("receive");
+        response
+    };
+    let response = tokio::time::timeout(HTTP_PATIENCE, exchange)
+        .await
+        .expect("an answer in time");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a full response");
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    (code, body.to_string())
 }
 
 /// The whole controller against a simulated cluster, which it reaches through `C`: the cluster
