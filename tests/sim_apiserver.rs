@@ -1414,3 +1414,41 @@ async fn watch_drop_events_should_end_a_watch_after_that_many_events() {
         other => panic!("expected ADDED c, got {other:?}"),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Stopping
+
+#[tokio::test]
+async fn serve_should_end_open_watches_and_return_once_shut_down() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("the listener has an address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async {
+        let _ = stopped.await;
+    };
+    let task = tokio::spawn(http::serve(
+        listener,
+        Arc::new(SimCluster::new()),
+        ServerOptions::default(),
+        shutdown,
+    ));
+    let cms: Api<ConfigMap> = Api::default_namespaced(client_for(addr, false).await);
+    let mut events = cms.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+    cms.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
+    next(&mut events, "the watch's first event, which shows it is open").await;
+
+    stop.send(()).expect("the server is still waiting for its shutdown");
+    within("serve to return with a watch open", task)
+        .await
+        .expect("the serving task ran to its end")
+        .expect("serve stopped without an error");
+    // The stream ends rather than waiting for events; without the server's help it would hang
+    // until the client's read timeout, past `within`'s patience.
+    if let Some(Ok(event)) = within("the open watch to end", events.next()).await {
+        panic!("the watch went on after the server stopped: {event:?}");
+    }
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "the stopped server still accepts connections"
+    );
+}

@@ -15,6 +15,8 @@
 //!   ([`watch`]).
 //! - A bad request gets a `Status` and affects nothing else: no input can panic a handler, and a
 //!   handler's failure is the response of that request only.
+//! - Stopping is graceful and bounded ([`serve`]): open watches end at once, requests in flight get
+//!   a moment to finish, and once `serve` returns the server changes the cluster no more.
 //!
 //! # Not served
 //!
@@ -45,12 +47,19 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use represent::{error_response, json_response};
 use request::Target;
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The largest request body accepted, as the API server's default (3 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// How long a stopping server waits for the requests in flight before it returns anyway. Watches
+/// end as soon as it stops, so this bounds only ordinary requests held up by an injected latency
+/// or timeout, or answers a client is slow to read; a second is far more than a local request
+/// needs.
+pub const DRAIN: Duration = Duration::from_secs(1);
 
 /// How the server behaves beyond the cluster's semantics.
 #[derive(Clone, Debug)]
@@ -79,32 +88,55 @@ struct Server {
     pages: pages::Pages,
     admission: faults::Admission,
     options: ServerOptions,
+    /// Cancelled when the server stops; ends every open watch.
+    stopping: CancellationToken,
 }
 
-/// The HTTP application serving `cluster`.
+/// The HTTP application serving `cluster`. Its watches end only by themselves; [`serve`] also
+/// ends them when it stops.
 pub fn router(cluster: Arc<SimCluster>, options: ServerOptions) -> Router {
+    app(cluster, options, CancellationToken::new())
+}
+
+fn app(cluster: Arc<SimCluster>, options: ServerOptions, stopping: CancellationToken) -> Router {
     let server = Server {
         cluster,
         pages: pages::Pages::default(),
         admission: faults::Admission::new(options.faults.clone()),
         options,
+        stopping,
     };
     Router::new().fallback(handle).with_state(Arc::new(server))
 }
 
-/// Serves `cluster` on `listener` until `shutdown` completes.
+/// Serves `cluster` on `listener` until `shutdown` completes, then stops gracefully and in bounded
+/// time: it takes no new connection or request, ends every open watch, and gives the requests in
+/// flight up to [`DRAIN`] to finish.
 ///
-/// Open watches do not hold the shutdown up: the server stops accepting, and the caller drops the
-/// runtime or the task once `shutdown` has fired.
+/// Once it returns, the server changes the cluster no more, unless a request outlived the drain:
+/// such a request goes on until the runtime is dropped, and whether its change lands before a
+/// [saved state](SimCluster::save_state) is taken is a race.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     cluster: Arc<SimCluster>,
     options: ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let stopping = CancellationToken::new();
+    let signal = {
+        let stopping = stopping.clone();
+        async move {
+            shutdown.await;
+            stopping.cancel();
+        }
+    };
+    let served = axum::serve(listener, app(cluster, options, stopping.clone()))
+        .with_graceful_shutdown(signal)
+        .into_future();
+    tokio::pin!(served);
     tokio::select! {
-        served = axum::serve(listener, router(cluster, options)) => served,
-        () = shutdown => Ok(()),
+        served = &mut served => served,
+        () = stopping.cancelled() => tokio::time::timeout(DRAIN, served).await.unwrap_or(Ok(())),
     }
 }
 

@@ -129,6 +129,7 @@ impl Server {
             deadline,
             max_events: faults.watch_drop_events,
             bookmark_every: Some(self.options.bookmark_interval),
+            stopping: self.stopping.clone(),
         };
         let body = watch::open(&self.cluster, path, params, presentation, limits)?;
         Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
