@@ -15,6 +15,8 @@
 //!   ([`watch`]).
 //! - A bad request gets a `Status` and affects nothing else: no input can panic a handler, and a
 //!   handler's failure is the response of that request only.
+//! - Every answered request can be logged, one JSON line each ([`audit`]), from the one request
+//!   path every request takes.
 //! - Stopping is graceful and bounded ([`serve`]): open watches end at once, requests in flight get
 //!   a moment to finish, and once `serve` returns the server changes the cluster no more.
 //!
@@ -23,6 +25,7 @@
 //! Protobuf, server-side apply, subresources (`status`, `scale`), `dryRun`, authentication and
 //! authorization (every request is allowed), admission webhooks, and OpenAPI documents.
 
+pub mod audit;
 mod discovery;
 mod faults;
 mod kubeconfig;
@@ -33,6 +36,7 @@ mod resources;
 mod selector;
 mod watch;
 
+pub use audit::AuditLog;
 pub use faults::{parse_duration, ErrorRate, HttpFaults, InjectedError, Latency};
 pub use kubeconfig::kubeconfig;
 pub use request::HttpVerb;
@@ -46,7 +50,7 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use represent::{error_response, json_response};
-use request::Target;
+use request::{Call, Target};
 use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,6 +74,8 @@ pub struct ServerOptions {
     pub bookmark_interval: Duration,
     /// The largest request body; larger ones get 413.
     pub max_body_bytes: usize,
+    /// Where to log every answered request; nowhere by default.
+    pub audit: Option<AuditLog>,
 }
 
 impl Default for ServerOptions {
@@ -78,6 +84,7 @@ impl Default for ServerOptions {
             faults: HttpFaults::default(),
             bookmark_interval: Duration::from_secs(60),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            audit: None,
         }
     }
 }
@@ -140,33 +147,43 @@ pub async fn serve(
     }
 }
 
+/// The one path of every request: read it, serve it, log it.
 async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    match server.serve(parts, body).await {
+    let call = Call::read(&parts);
+    let user_agent = server
+        .options
+        .audit
+        .is_some()
+        .then(|| audit::user_agent(&parts.headers));
+    let response = match server.serve(&call, parts, body).await {
         Ok(response) => response,
         Err(e) => error_response(&e),
+    };
+    if let (Some(audit), Some(user_agent)) = (&server.options.audit, user_agent) {
+        audit.record(&call, &user_agent, response.status());
     }
+    response
 }
 
 impl Server {
-    async fn serve(&self, parts: Parts, body: Body) -> Result<Response, ApiError> {
-        let target = request::parse_path(parts.uri.path());
-        if let Target::Resource(path) = target {
-            return self.resource(parts, body, path).await;
+    async fn serve(&self, call: &Call, parts: Parts, body: Body) -> Result<Response, ApiError> {
+        if let Target::Resource(path) = &call.target {
+            return self.resource(path, call.verb, &call.query, parts, body).await;
         }
-        if parts.method != Method::GET {
+        if call.method != Method::GET {
             return Err(resources::method_not_allowed());
         }
-        if target == Target::Health {
+        if call.target == Target::Health {
             return Ok((StatusCode::OK, "ok").into_response());
         }
         self.admission.admit(None).await?;
-        let document = match target {
+        let document = match &call.target {
             Target::Version => Some(discovery::version()),
             Target::CoreVersions => Some(discovery::core_versions()),
             Target::Groups => Some(discovery::group_list(&self.cluster)),
-            Target::Group(group) => discovery::group(&self.cluster, &group),
-            Target::GroupVersion(group, version) => discovery::resource_list(&self.cluster, &group, &version)?,
+            Target::Group(group) => discovery::group(&self.cluster, group),
+            Target::GroupVersion(group, version) => discovery::resource_list(&self.cluster, group, version)?,
             Target::Health | Target::Resource(_) | Target::Unknown => None,
         };
         document.map(|doc| json_response(StatusCode::OK, &doc)).ok_or_else(|| {
