@@ -101,6 +101,11 @@ impl Drop for TestServer {
 /// `retry` keeps kube-rs's default retry of 429/503/504; the tests that read those answers turn it
 /// off, so that the answer under test reaches them instead of being retried away.
 async fn client_for(addr: SocketAddr, retry: bool) -> Client {
+    Client::try_from(config_for(addr, retry).await).expect("a plain-HTTP client builds")
+}
+
+/// The client configuration of [`client_for`].
+async fn config_for(addr: SocketAddr, retry: bool) -> Config {
     let kubeconfig = Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("the server's kubeconfig parses");
     let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
@@ -110,7 +115,7 @@ async fn client_for(addr: SocketAddr, retry: bool) -> Client {
     // Bounds every response the client waits for, watches included (their bookmarks and events
     // come well within it).
     config.read_timeout = Some(2 * PATIENCE);
-    Client::try_from(config).expect("a plain-HTTP client builds")
+    config
 }
 
 /// `fut`, or a panic naming `what` once [`PATIENCE`] has passed.
@@ -1413,4 +1418,117 @@ async fn watch_drop_events_should_end_a_watch_after_that_many_events() {
         WatchEvent::Added(cm) => assert_eq!(cm.name_any(), "c"),
         other => panic!("expected ADDED c, got {other:?}"),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stopping and the audit log
+
+#[tokio::test]
+async fn serve_should_end_open_watches_and_return_once_shut_down() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("the listener has an address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async {
+        let _ = stopped.await;
+    };
+    let task = tokio::spawn(http::serve(
+        listener,
+        Arc::new(SimCluster::new()),
+        ServerOptions::default(),
+        shutdown,
+    ));
+    let cms: Api<ConfigMap> = Api::default_namespaced(client_for(addr, false).await);
+    let mut events = cms.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+    cms.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
+    next(&mut events, "the watch's first event, which shows it is open").await;
+
+    stop.send(()).expect("the server is still waiting for its shutdown");
+    within("serve to return with a watch open", task)
+        .await
+        .expect("the serving task ran to its end")
+        .expect("serve stopped without an error");
+    // The stream ends rather than waiting for events; without the server's help it would hang
+    // until the client's read timeout, past `within`'s patience.
+    if let Some(Ok(event)) = within("the open watch to end", events.next()).await {
+        panic!("the watch went on after the server stopped: {event:?}");
+    }
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "the stopped server still accepts connections"
+    );
+}
+
+/// The audit log's lines as JSON, read once the requests under test have been answered.
+fn audit_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("the audit log exists")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("an audit line is not JSON ({e}): {line}")))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_audit_log_should_record_each_answered_request_with_its_verb_code_and_user_agent() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("audit.jsonl");
+    let options = ServerOptions {
+        audit: Some(http::AuditLog::create(&path).expect("the audit log is created")),
+        ..ServerOptions::default()
+    };
+    let server = TestServer::start_with(SimCluster::new(), options).await;
+    let mut config = config_for(server.addr, false).await;
+    config
+        .headers
+        .push((header::USER_AGENT, "audit-test/1.0 (linux)".parse().unwrap()));
+    let cms: Api<ConfigMap> = Api::default_namespaced(Client::try_from(config).unwrap());
+    cms.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
+    cms.get("a").await.unwrap();
+    status_of(cms.get("missing").await, 404, "NotFound");
+    cms.list(&ListParams::default()).await.unwrap();
+    let _events = cms.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+    cms.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "v"}})))
+        .await
+        .unwrap();
+    cms.delete("a", &DeleteParams::default()).await.unwrap();
+    raw(&server.client, Method::GET, "/version", "application/json", Vec::new()).await;
+
+    let lines = audit_lines(&path);
+    let seen: Vec<(&str, u64, &str, &str)> = lines
+        .iter()
+        .map(|l| {
+            let field = |k: &str| l[k].as_str().unwrap_or_else(|| panic!("{k} is a string in {l}"));
+            (
+                field("verb"),
+                l["code"].as_u64().expect("a code"),
+                field("name"),
+                field("userAgent"),
+            )
+        })
+        .collect();
+    let ua = "audit-test/1.0 (linux)";
+    assert_eq!(
+        seen,
+        [
+            ("create", 201, "", ua),
+            ("get", 200, "a", ua),
+            ("get", 404, "missing", ua),
+            ("list", 200, "", ua),
+            ("watch", 200, "", ua),
+            ("patch", 200, "a", ua),
+            ("delete", 200, "a", ua),
+            ("discovery", 200, "", ""),
+        ]
+    );
+    let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().expect("a seq")).collect();
+    assert_eq!(seqs, (1..=8).collect::<Vec<u64>>());
+    let create = &lines[0];
+    assert_eq!(
+        (&create["group"], &create["resource"], &create["namespace"]),
+        (&json!(""), &json!("configmaps"), &json!(NS))
+    );
+    let time = create["time"].as_str().expect("a time");
+    assert!(
+        time.len() == "2025-01-02T03:04:05.678901Z".len() && time.ends_with('Z'),
+        "{time} is RFC 3339 with microseconds"
+    );
 }

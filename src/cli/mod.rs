@@ -49,21 +49,29 @@ impl CollectorArgs {
 }
 
 /// Completes on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+///
+/// The handlers are installed by this call, not when the future is first polled: a signal sent as
+/// soon as a process has announced itself (a server printing its address) must reach the handler
+/// rather than the default action, which would end the process without its cleanup.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(_) => return interrupt.await.unwrap_or(()),
-        };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
+        use tokio::signal::unix::{signal, SignalKind};
+        let handlers = signal(SignalKind::interrupt()).and_then(|i| Ok((i, signal(SignalKind::terminate())?)));
+        async move {
+            match handlers {
+                Ok((mut interrupt, mut terminate)) => tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                },
+                Err(_) => tokio::signal::ctrl_c().await.unwrap_or(()),
+            }
         }
     }
     #[cfg(not(unix))]
-    interrupt.await.unwrap_or(());
+    async {
+        tokio::signal::ctrl_c().await.unwrap_or(());
+    }
 }
 
 /// A duration flag that must be more than zero: a period of 0 would spin.

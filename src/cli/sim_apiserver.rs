@@ -1,8 +1,14 @@
 //! `kube-gc sim-apiserver`: the simulated cluster over HTTP, until interrupted.
+//!
+//! With `--state-file`, the cluster outlives the process: it is restored from the file at start
+//! when the file exists, and saved to it once a SIGINT or SIGTERM has stopped the server, so that
+//! nothing is saved that a client could still change.
 
 use anyhow::Context;
-use kube_gc::api::sim::{http, SimCluster};
+use kube_gc::api::sim::{http, temporary_state_path, SimCluster};
 use kube_gc::api::{Gvr, ObjectMeta, PartialObjectMeta};
+use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +39,15 @@ pub struct SimApiserverArgs {
     seed: u64,
     /// Write a kubeconfig pointing at the server to this path.
     #[arg(long)]
-    write_kubeconfig: Option<std::path::PathBuf>,
+    write_kubeconfig: Option<PathBuf>,
+    /// Keep the cluster in this file across restarts: restore it from the file at start when the
+    /// file exists (instead of --preset and the default namespaces), and save it there on SIGINT
+    /// or SIGTERM.
+    #[arg(long)]
+    state_file: Option<PathBuf>,
+    /// Log every answered request to this file (created or emptied), one JSON line each.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
     /// Watch events each type keeps for resuming watches; older resourceVersions get 410 Gone.
     #[arg(long, default_value_t = kube_gc::api::sim::DEFAULT_HISTORY)]
     watch_history: usize,
@@ -69,7 +83,61 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
             args.listen
         );
     }
-    let cluster = Arc::new(SimCluster::with_history(args.watch_history));
+    let cluster = Arc::new(start_cluster(&args)?);
+    let audit = args
+        .audit_log
+        .as_deref()
+        .map(|path| http::AuditLog::create(path).with_context(|| format!("creating the audit log {}", path.display())))
+        .transpose()?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let addr = listener.local_addr().context("reading the bound address")?;
+    if let Some(path) = &args.write_kubeconfig {
+        std::fs::write(path, http::kubeconfig(addr))
+            .with_context(|| format!("writing the kubeconfig to {}", path.display()))?;
+        eprintln!("kube-gc sim-apiserver: kubeconfig written to {}", path.display());
+    }
+    // Before the address is announced, so that a client's first signal is handled.
+    let shutdown = super::shutdown_signal();
+    eprintln!(
+        "kube-gc sim-apiserver: serving {} objects on http://{addr}",
+        cluster.object_count()
+    );
+    let options = http::ServerOptions {
+        faults: http::HttpFaults {
+            latency: args.latency,
+            qps: args.qps,
+            error_rates: args.error_rates,
+            timeout: args.fault_timeout,
+            watch_drop_events: args.drop_watch_after_events,
+            watch_drop_after: args.drop_watch_after,
+        },
+        bookmark_interval: args.bookmark_interval,
+        audit,
+        ..http::ServerOptions::default()
+    };
+    http::serve(listener, Arc::clone(&cluster), options, shutdown).await?;
+    if let Some(path) = &args.state_file {
+        let saved = cluster
+            .save_state_file(path)
+            .with_context(|| format!("saving the cluster's state to {}", path.display()))?;
+        eprintln!("kube-gc sim-apiserver: saved {saved} objects to {}", path.display());
+    }
+    eprintln!("kube-gc sim-apiserver: stopped");
+    Ok(())
+}
+
+/// The cluster to serve: the one the state file holds, or a new one with the default namespaces
+/// and the preset's objects.
+fn start_cluster(args: &SimApiserverArgs) -> anyhow::Result<SimCluster> {
+    if let Some(path) = &args.state_file {
+        if let Some(cluster) = restore(path, args)? {
+            return Ok(cluster);
+        }
+        check_writable(path)?;
+    }
+    let cluster = SimCluster::with_history(args.watch_history);
     for namespace in ["default", "kube-system", "kube-public"] {
         let meta = ObjectMeta {
             name: namespace.into(),
@@ -91,32 +159,37 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
         eprintln!("kube-gc sim-apiserver: creating ~{objects} objects");
         kube_gc::simulate::populate_cluster(&cluster, objects, args.seed)?;
     }
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listening on {}", args.listen))?;
-    let addr = listener.local_addr().context("reading the bound address")?;
-    if let Some(path) = &args.write_kubeconfig {
-        std::fs::write(path, http::kubeconfig(addr))
-            .with_context(|| format!("writing the kubeconfig to {}", path.display()))?;
-        eprintln!("kube-gc sim-apiserver: kubeconfig written to {}", path.display());
-    }
-    eprintln!(
-        "kube-gc sim-apiserver: serving {} objects on http://{addr}",
-        cluster.object_count()
-    );
-    let options = http::ServerOptions {
-        faults: http::HttpFaults {
-            latency: args.latency,
-            qps: args.qps,
-            error_rates: args.error_rates,
-            timeout: args.fault_timeout,
-            watch_drop_events: args.drop_watch_after_events,
-            watch_drop_after: args.drop_watch_after,
-        },
-        bookmark_interval: args.bookmark_interval,
-        ..http::ServerOptions::default()
+    Ok(cluster)
+}
+
+/// The cluster saved at `path`, or `None` when there is no such file.
+fn restore(path: &Path, args: &SimApiserverArgs) -> anyhow::Result<Option<SimCluster>> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("opening the state file {}", path.display())),
     };
-    http::serve(listener, cluster, options, super::shutdown_signal()).await?;
-    eprintln!("kube-gc sim-apiserver: stopped");
-    Ok(())
+    if args.preset.is_some() {
+        anyhow::bail!(
+            "--preset cannot be used with the existing state file {}: the cluster is restored from it \
+             (remove the file to start from the preset)",
+            path.display()
+        );
+    }
+    let cluster = SimCluster::load_state(file, args.watch_history)
+        .with_context(|| format!("restoring the cluster from the state file {}", path.display()))?;
+    eprintln!(
+        "kube-gc sim-apiserver: restored {} objects at resourceVersion {} from {}",
+        cluster.object_count(),
+        cluster.resource_version(),
+        path.display()
+    );
+    Ok(Some(cluster))
+}
+
+/// Fails now, rather than after a whole run, when the state could not be saved at `path`.
+fn check_writable(path: &Path) -> anyhow::Result<()> {
+    let temporary = temporary_state_path(path);
+    File::create(&temporary).with_context(|| format!("the state file {} cannot be written", path.display()))?;
+    std::fs::remove_file(&temporary).with_context(|| format!("removing {}", temporary.display()))
 }

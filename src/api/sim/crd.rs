@@ -3,7 +3,8 @@
 //!
 //! Creating a CRD validates it and answers it with the conditions a real server reports once the
 //! names are accepted (`NamesAccepted`, `Established`), so clients that wait for them go on. After
-//! every write to the CRD type, [`State::sync_crds`] reconciles: a CRD whose type is not served (or
+//! every write to the CRD type, and once a restored cluster's CRDs are back, [`State::sync_crds`]
+//! reconciles: a CRD whose type is not served (or
 //! served with another definition) is registered, and a type whose CRD is gone is unregistered,
 //! which deletes its objects with DELETED events and ends its watches. Types registered directly
 //! through [`SimCluster::register`](super::SimCluster::register) are not CRD-backed and are never

@@ -1,8 +1,9 @@
 //! Server-assigned metadata: UIDs are fresh random v4 UUIDs, generated names use the API server's
-//! alphabet, and timestamps are RFC 3339 UTC at whole seconds, as `metav1.Time` serialises them.
+//! alphabet, and timestamps are RFC 3339 UTC at whole seconds, as `metav1.Time` serialises them
+//! (or at microseconds, as `metav1.MicroTime` does, for the audit log).
 
 use rand::Rng;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The alphabet of apimachinery's `util/rand.String`: no vowels, so no accidental words, and no
 /// look-alikes such as `0`/`o` or `1`/`l`.
@@ -29,13 +30,32 @@ pub fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
 
+/// The current time as `metav1.MicroTime` writes it.
+pub(super) fn now_rfc3339_micros() -> String {
+    rfc3339_micros(SystemTime::now())
+}
+
 /// Formats `t` as `YYYY-MM-DDTHH:MM:SSZ`; a clock set before 1970 reads as the epoch.
 fn rfc3339(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    format!("{}Z", date_time(since_epoch(t).as_secs()))
+}
+
+/// Formats `t` as `YYYY-MM-DDTHH:MM:SS.ffffffZ`; a clock set before 1970 reads as the epoch.
+fn rfc3339_micros(t: SystemTime) -> String {
+    let since = since_epoch(t);
+    format!("{}.{:06}Z", date_time(since.as_secs()), since.subsec_micros())
+}
+
+fn since_epoch(t: SystemTime) -> Duration {
+    t.duration_since(UNIX_EPOCH).unwrap_or_default()
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` for `secs` seconds after the epoch, in UTC.
+fn date_time(secs: u64) -> String {
     let (year, month, day) = civil_from_days(secs / 86_400);
     let rem = secs % 86_400;
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
         rem / 3_600,
         rem % 3_600 / 60,
         rem % 60
@@ -60,7 +80,6 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn rfc3339_should_format_epoch_leap_day_and_a_recent_instant() {
@@ -72,6 +91,14 @@ mod tests {
         assert_eq!(
             rfc3339(UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
             "2023-11-14T22:13:20Z"
+        );
+    }
+
+    #[test]
+    fn rfc3339_micros_should_pad_the_fraction_to_six_digits() {
+        assert_eq!(
+            rfc3339_micros(UNIX_EPOCH + Duration::from_micros(1_700_000_000_000_042)),
+            "2023-11-14T22:13:20.000042Z"
         );
     }
 

@@ -24,6 +24,9 @@
 //!   tests and the demo act as users; they are not counted.
 //! - Failures are injected on the trait face only ([`SimCluster::inject_fault`]): the GC sees a
 //!   broken resource or a flaky verb while the user methods keep working.
+//! - A cluster can be saved and restored ([`SimCluster::save_state`],
+//!   [`SimCluster::load_state`]) with its types, objects and resourceVersion counter, but not its
+//!   watch history: a watch from before the restore gets 410 Gone, and its client relists.
 //!
 //! # Deliberate simplifications
 //!
@@ -44,6 +47,7 @@ mod faults;
 pub mod http;
 mod meta;
 mod patch;
+pub mod persist;
 mod status;
 mod store;
 mod types;
@@ -55,6 +59,7 @@ mod tests;
 pub use calls::{ApiCalls, Verb};
 pub use faults::Fault;
 pub use meta::now_rfc3339;
+pub use persist::{temporary_state_path, StateError};
 pub use store::{Snapshot, WatchStart};
 pub use types::TypeDef;
 
@@ -109,8 +114,12 @@ impl SimCluster {
     }
 
     fn build(types: Vec<TypeDef>, history: usize) -> Self {
+        Self::from_state(store::State::new(types, history))
+    }
+
+    fn from_state(state: store::State) -> Self {
         SimCluster {
-            state: Mutex::new(store::State::new(types, history)),
+            state: Mutex::new(state),
             calls: calls::CallCounters::default(),
             faults: faults::FaultTable::default(),
         }

@@ -5,8 +5,10 @@
 //! [`State`] is the whole simulated cluster behind [`super::SimCluster`]'s one mutex. Operations
 //! resolve a [`Gvr`] to its type and get a [`Writer`], the only way to the resourceVersion counter;
 //! the writer's `store`, `remove` and `replace` are the only code that changes an object, so every
-//! change gets a resourceVersion and a watch event. Objects are kept in
-//! stored form, without `apiVersion` and `kind`, which [`present`] adds for the version asked for.
+//! change gets a resourceVersion and a watch event. The one exception is [`State::restore`], which
+//! puts a saved cluster's objects back, resourceVersions and all, into a state no one can watch yet
+//! and whose watch histories start after them. Objects are kept in stored form, without
+//! `apiVersion` and `kind`, which [`present`] adds for the version asked for.
 
 use super::crd;
 use super::meta::{generated_name, new_uid, now_rfc3339};
@@ -93,7 +95,8 @@ pub(super) struct TypeState {
 /// The whole simulated cluster.
 pub(super) struct State {
     /// The last resourceVersion handed out. It starts at 1, as etcd's revision does, so that no
-    /// list ever returns `"0"`, which a watch would read as "from now".
+    /// list ever returns `"0"`, which a watch would read as "from now"; or, in a restored cluster,
+    /// at the saved one.
     last_rv: u64,
     /// Types by group, then resource.
     types: BTreeMap<String, BTreeMap<String, TypeState>>,
@@ -105,23 +108,80 @@ pub(super) struct State {
     pub(super) failing_discovery: BTreeSet<String>,
     /// The types served because a CRD object describes them: CRD name → (group, resource).
     pub(super) crd_served: BTreeMap<String, (String, String)>,
+    /// The resourceVersion the cluster was restored at, 0 if it was not: every type's watch history
+    /// starts after it, since the changes up to it were not kept.
+    restored_at: u64,
+}
+
+/// Why [`State::restore`] refused an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RestoreRefusal {
+    /// No served type has that group and resource.
+    UnknownType,
+    /// An object of that type, namespace and name is already there.
+    Taken,
+    /// The object's resourceVersion is not a number at most the cluster's counter, so a later
+    /// write could hand the same resourceVersion out again.
+    BadResourceVersion,
 }
 
 impl State {
     /// A cluster serving `types`, each keeping `history_limit` watch events.
     pub(super) fn new(types: Vec<TypeDef>, history_limit: usize) -> Self {
+        Self::at(types, history_limit, 1, 0)
+    }
+
+    /// A cluster serving `types` and no objects yet, restored at resourceVersion `rv`: the
+    /// counter goes on from there, and a watch from an older resourceVersion gets 410 Gone.
+    pub(super) fn restored(types: Vec<TypeDef>, history_limit: usize, rv: u64) -> Self {
+        // Never below 1, for the reason `last_rv` gives.
+        Self::at(types, history_limit, rv.max(1), rv)
+    }
+
+    fn at(types: Vec<TypeDef>, history_limit: usize, last_rv: u64, restored_at: u64) -> Self {
         let mut state = State {
-            last_rv: 1,
+            last_rv,
             types: BTreeMap::new(),
             history_limit,
             events: Vec::new(),
             failing_discovery: BTreeSet::new(),
             crd_served: BTreeMap::new(),
+            restored_at,
         };
         for def in types {
             state.register(def);
         }
         state
+    }
+
+    /// Puts back an object of a restored cluster as it was saved, resourceVersion included. It
+    /// takes no resourceVersion and sends no watch event: every watch of a restored cluster starts
+    /// after it was restored. Restoring a CRD does not serve its type until
+    /// [`sync_crds`](Self::sync_crds).
+    pub(super) fn restore(
+        &mut self,
+        group: &str,
+        resource: &str,
+        obj: Arc<PartialObjectMeta>,
+    ) -> Result<(), RestoreRefusal> {
+        let ty = self
+            .types
+            .get_mut(group)
+            .and_then(|resources| resources.get_mut(resource))
+            .ok_or(RestoreRefusal::UnknownType)?;
+        let rv: u64 = obj
+            .metadata
+            .resource_version
+            .parse()
+            .map_err(|_| RestoreRefusal::BadResourceVersion)?;
+        if rv > self.last_rv {
+            return Err(RestoreRefusal::BadResourceVersion);
+        }
+        if ty.objects.get(&obj.metadata.namespace, &obj.metadata.name).is_some() {
+            return Err(RestoreRefusal::Taken);
+        }
+        ty.objects.insert(obj);
+        Ok(())
     }
 
     /// Adds a type, or replaces the definition of a registered one, keeping its objects and
@@ -134,7 +194,7 @@ impl State {
                 let state = TypeState {
                     def,
                     objects: Objects::default(),
-                    hub: WatchHub::new(self.history_limit),
+                    hub: WatchHub::new(self.history_limit, self.restored_at),
                 };
                 resources.insert(state.def.resource.clone(), state);
             }

@@ -3,6 +3,7 @@
 
 use super::crd;
 use crate::api::{ApiResource, Gvr, PropagationPolicy};
+use serde::{Deserialize, Serialize};
 
 /// The verbs every simulated type supports, as discovery lists them.
 const VERBS: [&str; 8] = [
@@ -18,6 +19,8 @@ const VERBS: [&str; 8] = [
 
 /// A resource type the simulated cluster serves: a built-in kind or a CRD.
 ///
+/// It serialises with camelCase field names, as a saved cluster state lists its types.
+///
 /// ```
 /// use kube_gc::api::sim::TypeDef;
 ///
@@ -26,7 +29,8 @@ const VERBS: [&str; 8] = [
 ///     .with_versions(&["v1beta1", "v1"], "v1");
 /// assert_eq!(widgets.versions, ["v1beta1", "v1"]);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TypeDef {
     /// API group; `""` for the core group.
     pub group: String,

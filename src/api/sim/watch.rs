@@ -59,9 +59,10 @@ pub(super) struct WatchHub {
     history: VecDeque<Change>,
     /// How many changes `history` keeps.
     limit: usize,
-    /// The resourceVersion of the newest change evicted from `history` (0 if none was): a watch
-    /// from an older resourceVersion would miss it, so it is answered with 410 Gone.
-    evicted_through: u64,
+    /// Every change at or before this resourceVersion is missing from `history`: the newest change
+    /// evicted from it, or the resourceVersion the cluster was restored at (whose history was not
+    /// kept), or 0. A watch from an older resourceVersion would miss one, so it gets 410 Gone.
+    forgotten_through: u64,
     /// Live subscribers; a closed one is dropped at the next publish.
     subscribers: Vec<mpsc::UnboundedSender<Change>>,
     /// Shared with every stream of the type, so a change applies to streams already open.
@@ -91,12 +92,13 @@ impl StreamControls {
 }
 
 impl WatchHub {
-    /// An empty hub keeping the last `limit` changes.
-    pub(super) fn new(limit: usize) -> Self {
+    /// An empty hub keeping the last `limit` changes, which knows nothing of the changes at or
+    /// before `forgotten_through`.
+    pub(super) fn new(limit: usize, forgotten_through: u64) -> Self {
         WatchHub {
             history: VecDeque::new(),
             limit,
-            evicted_through: 0,
+            forgotten_through,
             subscribers: Vec::new(),
             controls: Arc::default(),
         }
@@ -109,7 +111,7 @@ impl WatchHub {
         self.history.push_back(change);
         while self.history.len() > self.limit {
             if let Some(evicted) = self.history.pop_front() {
-                self.evicted_through = evicted.rv;
+                self.forgotten_through = evicted.rv;
             }
         }
     }
@@ -127,10 +129,10 @@ impl WatchHub {
     ) -> Result<Subscription, ApiError> {
         let replay = match parse_start(resource_version)? {
             None => Vec::new(),
-            Some(from) if from < self.evicted_through => {
+            Some(from) if from < self.forgotten_through => {
                 return Err(ApiError::status(
                     StatusReason::Gone,
-                    format!("too old resource version: {from} ({})", self.evicted_through + 1),
+                    format!("too old resource version: {from} ({})", self.forgotten_through + 1),
                 ));
             }
             Some(from) => {

@@ -15,12 +15,17 @@
 //!   ([`watch`]).
 //! - A bad request gets a `Status` and affects nothing else: no input can panic a handler, and a
 //!   handler's failure is the response of that request only.
+//! - Every answered request can be logged, one JSON line each ([`audit`]), from the one request
+//!   path every request takes.
+//! - Stopping is graceful and bounded ([`serve`]): open watches end at once, requests in flight get
+//!   a moment to finish, and once `serve` returns the server changes the cluster no more.
 //!
 //! # Not served
 //!
 //! Protobuf, server-side apply, subresources (`status`, `scale`), `dryRun`, authentication and
 //! authorization (every request is allowed), admission webhooks, and OpenAPI documents.
 
+pub mod audit;
 mod discovery;
 mod faults;
 mod kubeconfig;
@@ -31,6 +36,7 @@ mod resources;
 mod selector;
 mod watch;
 
+pub use audit::AuditLog;
 pub use faults::{parse_duration, ErrorRate, HttpFaults, InjectedError, Latency};
 pub use kubeconfig::kubeconfig;
 pub use request::HttpVerb;
@@ -44,13 +50,20 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use represent::{error_response, json_response};
-use request::Target;
-use std::future::Future;
+use request::{Call, Target};
+use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The largest request body accepted, as the API server's default (3 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// How long a stopping server waits for the requests in flight before it returns anyway. Watches
+/// end as soon as it stops, so this bounds only ordinary requests held up by an injected latency
+/// or timeout, or answers a client is slow to read; a second is far more than a local request
+/// needs.
+pub const DRAIN: Duration = Duration::from_secs(1);
 
 /// How the server behaves beyond the cluster's semantics.
 #[derive(Clone, Debug)]
@@ -61,6 +74,8 @@ pub struct ServerOptions {
     pub bookmark_interval: Duration,
     /// The largest request body; larger ones get 413.
     pub max_body_bytes: usize,
+    /// Where to log every answered request; nowhere by default.
+    pub audit: Option<AuditLog>,
 }
 
 impl Default for ServerOptions {
@@ -69,6 +84,7 @@ impl Default for ServerOptions {
             faults: HttpFaults::default(),
             bookmark_interval: Duration::from_secs(60),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            audit: None,
         }
     }
 }
@@ -79,62 +95,95 @@ struct Server {
     pages: pages::Pages,
     admission: faults::Admission,
     options: ServerOptions,
+    /// Cancelled when the server stops; ends every open watch.
+    stopping: CancellationToken,
 }
 
-/// The HTTP application serving `cluster`.
+/// The HTTP application serving `cluster`. Its watches end only by themselves; [`serve`] also
+/// ends them when it stops.
 pub fn router(cluster: Arc<SimCluster>, options: ServerOptions) -> Router {
+    app(cluster, options, CancellationToken::new())
+}
+
+fn app(cluster: Arc<SimCluster>, options: ServerOptions, stopping: CancellationToken) -> Router {
     let server = Server {
         cluster,
         pages: pages::Pages::default(),
         admission: faults::Admission::new(options.faults.clone()),
         options,
+        stopping,
     };
     Router::new().fallback(handle).with_state(Arc::new(server))
 }
 
-/// Serves `cluster` on `listener` until `shutdown` completes.
+/// Serves `cluster` on `listener` until `shutdown` completes, then stops gracefully and in bounded
+/// time: it takes no new connection or request, ends every open watch, and gives the requests in
+/// flight up to [`DRAIN`] to finish.
 ///
-/// Open watches do not hold the shutdown up: the server stops accepting, and the caller drops the
-/// runtime or the task once `shutdown` has fired.
+/// Once it returns, the server changes the cluster no more, unless a request outlived the drain:
+/// such a request goes on until the runtime is dropped, and whether its change lands before a
+/// [saved state](SimCluster::save_state) is taken is a race.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     cluster: Arc<SimCluster>,
     options: ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let stopping = CancellationToken::new();
+    let signal = {
+        let stopping = stopping.clone();
+        async move {
+            shutdown.await;
+            stopping.cancel();
+        }
+    };
+    let served = axum::serve(listener, app(cluster, options, stopping.clone()))
+        .with_graceful_shutdown(signal)
+        .into_future();
+    tokio::pin!(served);
     tokio::select! {
-        served = axum::serve(listener, router(cluster, options)) => served,
-        () = shutdown => Ok(()),
+        served = &mut served => served,
+        () = stopping.cancelled() => tokio::time::timeout(DRAIN, served).await.unwrap_or(Ok(())),
     }
 }
 
+/// The one path of every request: read it, serve it, log it.
 async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    match server.serve(parts, body).await {
+    let call = Call::read(&parts);
+    let user_agent = server
+        .options
+        .audit
+        .is_some()
+        .then(|| audit::user_agent(&parts.headers));
+    let response = match server.serve(&call, parts, body).await {
         Ok(response) => response,
         Err(e) => error_response(&e),
+    };
+    if let (Some(audit), Some(user_agent)) = (&server.options.audit, user_agent) {
+        audit.record(&call, &user_agent, response.status());
     }
+    response
 }
 
 impl Server {
-    async fn serve(&self, parts: Parts, body: Body) -> Result<Response, ApiError> {
-        let target = request::parse_path(parts.uri.path());
-        if let Target::Resource(path) = target {
-            return self.resource(parts, body, path).await;
+    async fn serve(&self, call: &Call, parts: Parts, body: Body) -> Result<Response, ApiError> {
+        if let Target::Resource(path) = &call.target {
+            return self.resource(path, call.verb, &call.query, parts, body).await;
         }
-        if parts.method != Method::GET {
+        if call.method != Method::GET {
             return Err(resources::method_not_allowed());
         }
-        if target == Target::Health {
+        if call.target == Target::Health {
             return Ok((StatusCode::OK, "ok").into_response());
         }
         self.admission.admit(None).await?;
-        let document = match target {
+        let document = match &call.target {
             Target::Version => Some(discovery::version()),
             Target::CoreVersions => Some(discovery::core_versions()),
             Target::Groups => Some(discovery::group_list(&self.cluster)),
-            Target::Group(group) => discovery::group(&self.cluster, &group),
-            Target::GroupVersion(group, version) => discovery::resource_list(&self.cluster, &group, &version)?,
+            Target::Group(group) => discovery::group(&self.cluster, group),
+            Target::GroupVersion(group, version) => discovery::resource_list(&self.cluster, group, version)?,
             Target::Health | Target::Resource(_) | Target::Unknown => None,
         };
         document.map(|doc| json_response(StatusCode::OK, &doc)).ok_or_else(|| {

@@ -4,9 +4,49 @@
 
 use super::selector::{FieldSelector, LabelSelector};
 use crate::api::{ApiError, Gvr, PropagationPolicy, StatusReason};
+use axum::extract::Query;
+use axum::http::request::Parts;
 use axum::http::Method;
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// What a request asks for, as read from its method, path and query before anything is served:
+/// what the router dispatches on and the audit log records.
+#[derive(Debug)]
+pub(super) struct Call {
+    /// The request's method.
+    pub(super) method: Method,
+    /// What the path names.
+    pub(super) target: Target,
+    /// The verb on a resource path; `None` on other paths, and for a method the path does not take.
+    pub(super) verb: Option<HttpVerb>,
+    /// The query's parameters, or why they could not be read (which a resource request answers
+    /// with 400).
+    pub(super) query: Result<BTreeMap<String, String>, String>,
+}
+
+impl Call {
+    /// Reads what `parts` asks for; this never fails, so that even a bad request can be recorded.
+    pub(super) fn read(parts: &Parts) -> Call {
+        let target = parse_path(parts.uri.path());
+        let query = Query::<BTreeMap<String, String>>::try_from_uri(&parts.uri)
+            .map(|Query(query)| query)
+            .map_err(|e| e.to_string());
+        let verb = match &target {
+            Target::Resource(path) => {
+                let watch = query.as_ref().is_ok_and(|query| flag(query, "watch"));
+                HttpVerb::of(&parts.method, path.name.is_some(), watch)
+            }
+            _ => None,
+        };
+        Call {
+            method: parts.method.clone(),
+            target,
+            verb,
+            query,
+        }
+    }
+}
 
 /// What a path names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -163,7 +203,6 @@ pub(super) enum IncludeObject {
 /// The query parameters of a resource request.
 #[derive(Debug, Default)]
 pub(super) struct Params {
-    pub(super) watch: bool,
     pub(super) resource_version: String,
     pub(super) limit: Option<usize>,
     pub(super) continue_token: Option<String>,
@@ -180,7 +219,6 @@ impl Params {
     /// Parses the query; an unparsable value is 400, an unknown parameter is ignored as the API
     /// server ignores it.
     pub(super) fn parse(query: &BTreeMap<String, String>) -> Result<Params, ApiError> {
-        let flag = |key: &str| query.get(key).is_some_and(|v| v == "true" || v == "1");
         let number = |key: &str| -> Result<Option<u64>, ApiError> {
             query
                 .get(key)
@@ -188,14 +226,13 @@ impl Params {
                 .transpose()
         };
         Ok(Params {
-            watch: flag("watch"),
             resource_version: query.get("resourceVersion").cloned().unwrap_or_default(),
             limit: number("limit")?.filter(|&l| l > 0).map(|l| l as usize),
             continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
             labels: LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?,
             fields: FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?,
             timeout: number("timeoutSeconds")?.map(Duration::from_secs),
-            allow_bookmarks: flag("allowWatchBookmarks"),
+            allow_bookmarks: flag(query, "allowWatchBookmarks"),
             propagation_policy: query.get("propagationPolicy").map(|p| parse_policy(p)).transpose()?,
             orphan_dependents: query.get("orphanDependents").map(|v| v == "true"),
             include_object: match query.get("includeObject").map(String::as_str) {
@@ -206,6 +243,11 @@ impl Params {
             },
         })
     }
+}
+
+/// A boolean query parameter: set by `true` or `1`.
+fn flag(query: &BTreeMap<String, String>, key: &str) -> bool {
+    query.get(key).is_some_and(|v| v == "true" || v == "1")
 }
 
 fn parse_policy(policy: &str) -> Result<PropagationPolicy, ApiError> {

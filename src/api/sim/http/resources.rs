@@ -16,7 +16,6 @@ use super::Server;
 use crate::api::sim::TypeDef;
 use crate::api::{ApiError, DeleteOptions, PartialObjectMeta, PatchType, StatusReason};
 use axum::body::Body;
-use axum::extract::Query;
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -26,15 +25,22 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 impl Server {
-    /// Serves a request on a resource path.
-    pub(super) async fn resource(&self, parts: Parts, body: Body, path: ResourcePath) -> Result<Response, ApiError> {
-        let query = Query::<BTreeMap<String, String>>::try_from_uri(&parts.uri)
-            .map_err(|e| bad_request(format!("invalid query: {e}")))?;
-        let params = Params::parse(&query)?;
-        let verb = HttpVerb::of(&parts.method, path.name.is_some(), params.watch).ok_or_else(method_not_allowed)?;
+    /// Serves a request on a resource path, with the verb and query its
+    /// [`Call`](super::request::Call) read.
+    pub(super) async fn resource(
+        &self,
+        path: &ResourcePath,
+        verb: Option<HttpVerb>,
+        query: &Result<BTreeMap<String, String>, String>,
+        parts: Parts,
+        body: Body,
+    ) -> Result<Response, ApiError> {
+        let query = query.as_ref().map_err(|e| bad_request(format!("invalid query: {e}")))?;
+        let params = Params::parse(query)?;
+        let verb = verb.ok_or_else(method_not_allowed)?;
         self.admission.admit(Some(verb)).await?;
         let def = self.cluster.type_def(&path.gvr)?;
-        check_scope(&def, &path, verb)?;
+        check_scope(&def, path, verb)?;
         if query.contains_key("dryRun") {
             return Err(bad_request(
                 "dryRun is not supported by the simulated API server".to_string(),
@@ -51,14 +57,14 @@ impl Server {
         let ok = |code: StatusCode, obj: &PartialObjectMeta| json_response(code, &presentation.object(obj));
         Ok(match verb {
             HttpVerb::Get => ok(StatusCode::OK, &self.cluster.get_object(gvr, &namespace, &name)?),
-            HttpVerb::List => self.list(&path, &params, &presentation)?,
-            HttpVerb::Watch => self.watch(path, params, presentation)?,
+            HttpVerb::List => self.list(path, &params, &presentation)?,
+            HttpVerb::Watch => self.watch(path.clone(), params, presentation)?,
             HttpVerb::Create => {
-                let obj = self.object_body(&parts, body, &def, &path).await?;
+                let obj = self.object_body(&parts, body, &def, path).await?;
                 ok(StatusCode::CREATED, &self.cluster.create(gvr, obj)?)
             }
             HttpVerb::Update => {
-                let obj = self.object_body(&parts, body, &def, &path).await?;
+                let obj = self.object_body(&parts, body, &def, path).await?;
                 ok(StatusCode::OK, &self.cluster.update(gvr, obj)?)
             }
             HttpVerb::Patch => {
@@ -78,7 +84,7 @@ impl Server {
             }
             HttpVerb::DeleteCollection => {
                 let options = self.delete_options(&parts, body, &params).await?;
-                self.delete_collection(&path, &params, &options, &presentation)?
+                self.delete_collection(path, &params, &options, &presentation)?
             }
         })
     }
@@ -129,6 +135,7 @@ impl Server {
             deadline,
             max_events: faults.watch_drop_events,
             bookmark_every: Some(self.options.bookmark_interval),
+            stopping: self.stopping.clone(),
         };
         let body = watch::open(&self.cluster, path, params, presentation, limits)?;
         Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())

@@ -1,6 +1,6 @@
 //! Watches over HTTP: one chunked response of JSON watch events, one per line, in resourceVersion
-//! order, that ends when the client's `timeoutSeconds` passes, an injected drop fires, or the type
-//! stops being served.
+//! order, that ends when the client's `timeoutSeconds` passes, an injected drop fires, the type
+//! stops being served, or the server stops.
 //!
 //! The events come from the store's watch ([`SimCluster::watch_objects`]), filtered by the
 //! request's namespace and selectors and presented in the negotiated representation. A watch from
@@ -24,6 +24,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::time::Duration;
 use tokio::time::{Instant, Interval, Sleep};
+use tokio_util::sync::CancellationToken;
 
 /// What ends a watch and what it interleaves.
 pub(super) struct WatchLimits {
@@ -33,6 +34,9 @@ pub(super) struct WatchLimits {
     pub(super) max_events: Option<usize>,
     /// How often it sends a bookmark, when asked to.
     pub(super) bookmark_every: Option<Duration>,
+    /// Cancelled when the server stops: the watch ends then, so that it does not hold the
+    /// server's graceful shutdown up.
+    pub(super) stopping: CancellationToken,
 }
 
 struct Watch {
@@ -49,6 +53,7 @@ struct Watch {
     initial_left: usize,
     /// Every change up to this resourceVersion has been reported (once `initial_left` is 0).
     current: u64,
+    stopping: CancellationToken,
     done: bool,
 }
 
@@ -87,6 +92,7 @@ pub(super) fn open(
         events_left: limits.max_events,
         initial_left: initial_events,
         current: resource_version,
+        stopping: limits.stopping,
         done: false,
     };
     let lines = futures::stream::unfold(watch, |mut watch| async move {
@@ -115,6 +121,7 @@ impl Watch {
                 return None;
             }
             tokio::select! {
+                () = self.stopping.cancelled() => return None,
                 _ = wait(&mut self.deadline) => return None,
                 _ = tick(&mut self.bookmarks), if self.initial_left == 0 => {
                     let object = self.presentation.bookmark(&self.api_version, &self.kind, self.current);
