@@ -25,6 +25,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// A running `kube-gc sim-apiserver` and a client of it.
 struct Server {
     process: Child,
+    addr: SocketAddr,
     kubeconfig: PathBuf,
     client: kube::Client,
 }
@@ -47,7 +48,7 @@ impl Server {
         ];
         args.extend_from_slice(flags);
         let mut process = Child::kube_gc(&args, &dir.join("sim-apiserver.log"));
-        process.wait_for_line("serving");
+        let addr = Child::address_in(&process.wait_for_line("serving"));
         let config = kube::config::Kubeconfig::read_from(&kubeconfig).expect("the written kubeconfig");
         let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
             .await
@@ -55,6 +56,7 @@ impl Server {
         let client = kube::Client::try_from(config).expect("a client");
         Server {
             process,
+            addr,
             kubeconfig,
             client,
         }
@@ -515,4 +517,168 @@ fn sample(metrics: &str, name: &str) -> f64 {
         .lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+}
+
+/// Pods `r{round}-0` … `r{round}-{n-1}` in `default`, owned by a ReplicaSet that never existed:
+/// garbage for whoever collects.
+async fn garbage(server: &Server, round: usize, n: usize) -> Vec<Pod> {
+    let pods = server.api::<Pod>("default");
+    let mut created = Vec::new();
+    for i in 0..n {
+        let ghost = json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": format!("ghost-{round}"),
+            "uid": format!("6f1a4a3e-0000-4000-8000-{round:012}"),
+        });
+        let manifest = json!({"metadata": {"name": format!("r{round}-{i}"), "ownerReferences": [ghost]}});
+        created.push(create(&pods, manifest).await);
+    }
+    created
+}
+
+/// How many of `pods` are still there, by one list.
+async fn remaining(server: &Server, pods: &[Pod]) -> usize {
+    let listed = server.api::<Pod>("default").list(&Default::default()).await.expect("list");
+    let uids: std::collections::HashSet<String> = listed.items.iter().map(uid).collect();
+    pods.iter().filter(|p| uids.contains(&uid(*p))).count()
+}
+
+async fn all_gone(server: &Server, pods: &[Pod]) -> bool {
+    remaining(server, pods).await == 0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cascade_should_finish_across_an_api_server_restart() {
+    const PODS: usize = 150;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let state = dir.path().join("state.json");
+    let state_flags = ["--state-file", state.to_str().expect("a UTF-8 path")];
+    let mut server = Server::start(dir.path(), &state_flags).await;
+    // A slow client, so the cascade is still running when the server stops.
+    let slow = ["--kube-api-qps", "20", "--kube-api-burst", "1"];
+    let collector = Collector::ready(&server, dir.path(), &slow).await;
+    let deployments = server.api::<Deployment>("default");
+    let d = create(&deployments, json!({"metadata": {"name": "d"}})).await;
+    let rs_manifest = json!({"metadata": {"name": "rs", "ownerReferences": [owned_by(&d)]}});
+    let rs = create(&server.api::<ReplicaSet>("default"), rs_manifest).await;
+    let pods = server.api::<Pod>("default");
+    let mut last = None;
+    for i in 0..PODS {
+        let manifest = json!({"metadata": {"name": format!("p{i}"), "ownerReferences": [owned_by(&rs)]}});
+        last = Some(create(&pods, manifest).await);
+    }
+    let last = last.expect("a Pod");
+    collector.observe(&[&uid(&d), &uid(&rs), &uid(&last)]).await;
+
+    deployments
+        .delete("d", &delete_with(PropagationPolicy::Foreground))
+        .await
+        .expect("delete the Deployment");
+    let remaining = async || pods.list(&Default::default()).await.expect("list").items.len();
+    eventually("the cascade under way", async || remaining().await < PODS - 20).await;
+    assert!(remaining().await > 0, "the cascade is still under way when the server stops");
+
+    server.process.stop();
+    assert!(server.process.log().contains("saved"), "{}", server.process.log());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let listen = server.addr.to_string();
+    let server = Server::start_on(&listen, dir.path(), &state_flags).await;
+    let restored = server.api::<Deployment>("default").get("d").await.expect("the Deployment is back");
+    assert_eq!(uid(&restored), uid(&d), "with its UID");
+    assert!(restored.metadata.deletion_timestamp.is_some(), "still being deleted");
+
+    eventually("the Deployment, the ReplicaSet and every Pod gone", async || {
+        let pods_left = server.api::<Pod>("default").list(&Default::default()).await.expect("list").items;
+        pods_left.is_empty()
+            && gone(&server.api::<ReplicaSet>("default"), "rs", &uid(&rs)).await
+            && gone(&server.api::<Deployment>("default"), "d", &uid(&d)).await
+    })
+    .await;
+    stop_both(collector, server);
+}
+
+/// One request the server's audit log recorded.
+#[derive(serde::Deserialize)]
+struct Audited {
+    seq: u64,
+    verb: String,
+    #[serde(rename = "userAgent")]
+    user_agent: String,
+}
+
+fn audited(path: &Path) -> Vec<Audited> {
+    let text = std::fs::read_to_string(path).expect("the audit log");
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("an audit line ({e}): {l}")))
+        .collect()
+}
+
+/// The identity a replica printed while standing by.
+fn identity(replica: &mut Collector) -> String {
+    let line = replica.process.wait_for_line("standing by for the leader lease");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words[words.iter().position(|w| *w == "standing").expect("standing") - 1].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_leader_elected_replicas_should_never_both_delete() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let audit = dir.path().join("audit.jsonl");
+    let server = Server::start(dir.path(), &["--audit-log", audit.to_str().expect("a UTF-8 path")]).await;
+    // A slow client, so the leader still has deletions waiting for the rate limiter when it
+    // freezes.
+    let elect = [
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "4s",
+        "--leader-elect-renew-deadline",
+        "3s",
+        "--leader-elect-retry-period",
+        "500ms",
+        "--kube-api-qps",
+        "10",
+        "--kube-api-burst",
+        "1",
+    ];
+    let mut first = Collector::start(&server, dir.path(), "first", &elect);
+    let first_id = identity(&mut first);
+    first.process.wait_for_line("leading");
+    let mut second = Collector::start(&server, dir.path(), "second", &elect);
+    let second_id = identity(&mut second);
+    assert_ne!(first_id, second_id);
+
+    let round = garbage(&server, 1, 5).await;
+    eventually("round one collected", async || all_gone(&server, &round).await).await;
+    assert!(!second.process.log().contains("leading"), "the second replica stands by");
+
+    // The leader freezes in the middle of a round; the second replica takes over once the lease
+    // has expired, and finishes the round.
+    let round = garbage(&server, 2, 30).await;
+    eventually("round two under way", async || remaining(&server, &round).await <= round.len() - 3).await;
+    first.process.signal(libc::SIGSTOP);
+    second.process.wait_for_line("leading");
+    eventually("round two collected", async || all_gone(&server, &round).await).await;
+
+    // The old leader wakes with deletions that were waiting for the rate limiter, and must
+    // neither send them nor stay.
+    first.process.signal(libc::SIGCONT);
+    let status = first.process.wait(PATIENCE);
+    assert!(!status.success(), "the old leader stops with an error");
+    assert!(first.process.log().contains("lost the leader lease"), "{}", first.process.log());
+    let round = garbage(&server, 3, 5).await;
+    eventually("round three collected", async || all_gone(&server, &round).await).await;
+
+    let deletes: Vec<(u64, bool)> = audited(&audit)
+        .into_iter()
+        .filter(|a| a.verb == "delete" && a.user_agent.contains("kube-gc/"))
+        .map(|a| (a.seq, a.user_agent.contains(&first_id)))
+        .collect();
+    let last_first = deletes.iter().filter(|d| d.1).map(|d| d.0).max().expect("the first leader deleted");
+    let first_second = deletes.iter().filter(|d| !d.1).map(|d| d.0).min().expect("the second leader deleted");
+    assert!(
+        last_first < first_second,
+        "the first replica deleted (request {last_first}) after the second began (request {first_second})"
+    );
+    stop_both(second, server);
 }

@@ -6,7 +6,10 @@
 //!
 //! The server binds 127.0.0.1 only. Every wait is bounded: the server's start by the line that
 //! announces its address, its exit by [`PATIENCE`], and each request by the client's read timeout.
-//! A server still running when a test ends, passing or failing, is killed by [`Server`]'s `Drop`.
+//! A server still running when a test ends, passing or failing, is killed when its [`Child`]
+//! drops.
+
+mod support;
 
 use axum::http::header;
 use futures::StreamExt;
@@ -19,15 +22,13 @@ use kube_gc::api::sim::http;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
+use support::process::Child;
 
-/// How long the server may take to announce itself, answer, or exit after SIGTERM. Its stop
-/// drains for one second at most; the rest is slack for a loaded machine.
+/// How long the server may take to answer, or exit after SIGTERM. Its stop drains for one second
+/// at most; the rest is slack for a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(10);
-
-/// How often the server's log and exit are polled.
-const POLL: Duration = Duration::from_millis(20);
 
 /// What the client sends as its User-Agent, to be found in the audit log.
 const CLIENT: &str = "sim-apiserver-restart-test/1";
@@ -37,54 +38,29 @@ const SERVING: &str = "kube-gc sim-apiserver: serving ";
 
 /// A `kube-gc sim-apiserver` process, killed if the test ends while it runs.
 struct Server {
-    child: Child,
+    process: Child,
     addr: SocketAddr,
-    log: PathBuf,
 }
 
 impl Server {
     /// Starts the server with `args` after `--listen`, logging its stderr to `log`, and waits for
     /// it to announce its address.
     fn start(listen: &str, log: PathBuf, args: &[&str]) -> Server {
-        let child = spawn(listen, &log, args);
-        let mut server = Server {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            log,
-        };
-        server.addr = server.announced_addr();
-        server
-    }
-
-    /// The address in the server's `serving … on http://ADDR` line, once it is there.
-    fn announced_addr(&mut self) -> SocketAddr {
-        let started = Instant::now();
-        while started.elapsed() < PATIENCE {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            if let Some(line) = log.lines().find(|l| l.starts_with(SERVING)) {
-                let (_, addr) = line.rsplit_once("http://").expect("the serving line names a URL");
-                return addr.parse().expect("the serving line's address parses");
-            }
-            if let Some(status) = self.child.try_wait().expect("the server can be polled") {
-                panic!("the server exited with {status} before serving:\n{log}");
-            }
-            std::thread::sleep(POLL);
-        }
-        panic!("the server did not announce its address within {PATIENCE:?}; it likely hung")
+        let mut process = spawn(listen, &log, args);
+        let addr = Child::address_in(&process.wait_for_line(SERVING));
+        Server { process, addr }
     }
 
     /// Sends SIGTERM and waits for the exit; returns its status and how long it took.
     fn terminate(&mut self) -> (ExitStatus, Duration) {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().expect("kill runs");
-        assert!(sent.success(), "kill -TERM {pid} failed");
         let started = Instant::now();
-        let status = wait(&mut self.child, "the server to exit after SIGTERM");
+        self.process.signal(libc::SIGTERM);
+        let status = self.process.wait(PATIENCE);
         (status, started.elapsed())
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).expect("the server's log")
+        self.process.log()
     }
 
     async fn client(&self) -> Client {
@@ -101,37 +77,10 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 fn spawn(listen: &str, log: &Path, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_kube-gc"))
-        .args(["sim-apiserver", "--listen", listen])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).expect("the server's log file"))
-        .spawn()
-        .expect("kube-gc runs")
-}
-
-/// `child`'s exit status within [`PATIENCE`]; kills it and panics naming `what` otherwise.
-fn wait(child: &mut Child, what: &str) -> ExitStatus {
-    let started = Instant::now();
-    while started.elapsed() < PATIENCE {
-        if let Some(status) = child.try_wait().expect("the process can be polled") {
-            return status;
-        }
-        std::thread::sleep(POLL);
-    }
-    let _ = child.kill();
-    panic!("no exit within {PATIENCE:?} while waiting for {what}; the process likely hung")
+    let mut all = vec!["sim-apiserver", "--listen", listen];
+    all.extend_from_slice(args);
+    Child::kube_gc(&all, log)
 }
 
 fn widget_crd() -> CustomResourceDefinition {
@@ -299,8 +248,8 @@ async fn a_restarted_server_should_keep_its_objects_and_send_older_watches_away_
 fn refused(dir: &Path, args: &[&str]) -> String {
     let log = dir.join("refused.log");
     let mut child = spawn("127.0.0.1:0", &log, args);
-    let status = wait(&mut child, "the server to refuse its flags");
-    let log = std::fs::read_to_string(&log).expect("the server's log");
+    let status = child.wait(PATIENCE);
+    let log = child.log();
     assert!(!status.success(), "the server started with {args:?}:\n{log}");
     assert!(!log.contains("panicked"), "a refusal is an error, not a panic:\n{log}");
     assert!(!log.contains(SERVING), "the server served with {args:?}:\n{log}");
