@@ -24,6 +24,9 @@
 //!   tests and the demo act as users; they are not counted.
 //! - Failures are injected on the trait face only ([`SimCluster::inject_fault`]): the GC sees a
 //!   broken resource or a flaky verb while the user methods keep working.
+//! - Lists on the trait face come in pages from one snapshot, as over HTTP ([`pages`]): every
+//!   page of a list shows the collection at the first page's resourceVersion, so reading it in
+//!   pages changes nothing but when each object arrives.
 //!
 //! # Deliberate simplifications
 //!
@@ -43,6 +46,7 @@ mod delete;
 mod faults;
 pub mod http;
 mod meta;
+mod pages;
 mod patch;
 mod status;
 mod store;
@@ -88,6 +92,8 @@ pub struct SimCluster {
     state: Mutex<store::State>,
     calls: calls::CallCounters,
     faults: faults::FaultTable,
+    /// The lists in progress on the [`ClusterApi`](crate::api::ClusterApi) face.
+    pages: pages::Pages,
 }
 
 impl SimCluster {
@@ -113,6 +119,7 @@ impl SimCluster {
             state: Mutex::new(store::State::new(types, history)),
             calls: calls::CallCounters::default(),
             faults: faults::FaultTable::default(),
+            pages: pages::Pages::default(),
         }
     }
 
@@ -146,7 +153,7 @@ impl SimCluster {
 
     /// Every object of a type, in all namespaces; empty for an unknown type.
     pub fn list_objects(&self, gvr: &Gvr) -> Vec<PartialObjectMeta> {
-        self.state.lock().list(gvr).map(|list| list.items).unwrap_or_default()
+        self.state.lock().list(gvr).unwrap_or_default()
     }
 
     /// Replaces an object's labels, annotations, owner references, finalizers and other fields, as
