@@ -539,7 +539,11 @@ async fn garbage(server: &Server, round: usize, n: usize) -> Vec<Pod> {
 
 /// How many of `pods` are still there, by one list.
 async fn remaining(server: &Server, pods: &[Pod]) -> usize {
-    let listed = server.api::<Pod>("default").list(&Default::default()).await.expect("list");
+    let listed = server
+        .api::<Pod>("default")
+        .list(&Default::default())
+        .await
+        .expect("list");
     let uids: std::collections::HashSet<String> = listed.items.iter().map(uid).collect();
     pods.iter().filter(|p| uids.contains(&uid(*p))).count()
 }
@@ -577,19 +581,31 @@ async fn a_cascade_should_finish_across_an_api_server_restart() {
         .expect("delete the Deployment");
     let remaining = async || pods.list(&Default::default()).await.expect("list").items.len();
     eventually("the cascade under way", async || remaining().await < PODS - 20).await;
-    assert!(remaining().await > 0, "the cascade is still under way when the server stops");
+    assert!(
+        remaining().await > 0,
+        "the cascade is still under way when the server stops"
+    );
 
     server.process.stop();
     assert!(server.process.log().contains("saved"), "{}", server.process.log());
     tokio::time::sleep(Duration::from_secs(2)).await;
     let listen = server.addr.to_string();
     let server = Server::start_on(&listen, dir.path(), &state_flags).await;
-    let restored = server.api::<Deployment>("default").get("d").await.expect("the Deployment is back");
+    let restored = server
+        .api::<Deployment>("default")
+        .get("d")
+        .await
+        .expect("the Deployment is back");
     assert_eq!(uid(&restored), uid(&d), "with its UID");
     assert!(restored.metadata.deletion_timestamp.is_some(), "still being deleted");
 
     eventually("the Deployment, the ReplicaSet and every Pod gone", async || {
-        let pods_left = server.api::<Pod>("default").list(&Default::default()).await.expect("list").items;
+        let pods_left = server
+            .api::<Pod>("default")
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items;
         pods_left.is_empty()
             && gone(&server.api::<ReplicaSet>("default"), "rs", &uid(&rs)).await
             && gone(&server.api::<Deployment>("default"), "d", &uid(&d)).await
@@ -650,12 +666,18 @@ async fn two_leader_elected_replicas_should_never_both_delete() {
 
     let round = garbage(&server, 1, 5).await;
     eventually("round one collected", async || all_gone(&server, &round).await).await;
-    assert!(!second.process.log().contains("leading"), "the second replica stands by");
+    assert!(
+        !second.process.log().contains("leading"),
+        "the second replica stands by"
+    );
 
     // The leader freezes in the middle of a round; the second replica takes over once the lease
     // has expired, and finishes the round.
     let round = garbage(&server, 2, 30).await;
-    eventually("round two under way", async || remaining(&server, &round).await <= round.len() - 3).await;
+    eventually("round two under way", async || {
+        remaining(&server, &round).await <= round.len() - 3
+    })
+    .await;
     first.process.signal(libc::SIGSTOP);
     second.process.wait_for_line("leading");
     eventually("round two collected", async || all_gone(&server, &round).await).await;
@@ -665,7 +687,11 @@ async fn two_leader_elected_replicas_should_never_both_delete() {
     first.process.signal(libc::SIGCONT);
     let status = first.process.wait(PATIENCE);
     assert!(!status.success(), "the old leader stops with an error");
-    assert!(first.process.log().contains("lost the leader lease"), "{}", first.process.log());
+    assert!(
+        first.process.log().contains("lost the leader lease"),
+        "{}",
+        first.process.log()
+    );
     let round = garbage(&server, 3, 5).await;
     eventually("round three collected", async || all_gone(&server, &round).await).await;
 
@@ -674,8 +700,18 @@ async fn two_leader_elected_replicas_should_never_both_delete() {
         .filter(|a| a.verb == "delete" && a.user_agent.contains("kube-gc/"))
         .map(|a| (a.seq, a.user_agent.contains(&first_id)))
         .collect();
-    let last_first = deletes.iter().filter(|d| d.1).map(|d| d.0).max().expect("the first leader deleted");
-    let first_second = deletes.iter().filter(|d| !d.1).map(|d| d.0).min().expect("the second leader deleted");
+    let last_first = deletes
+        .iter()
+        .filter(|d| d.1)
+        .map(|d| d.0)
+        .max()
+        .expect("the first leader deleted");
+    let first_second = deletes
+        .iter()
+        .filter(|d| !d.1)
+        .map(|d| d.0)
+        .min()
+        .expect("the second leader deleted");
     assert!(
         last_first < first_second,
         "the first replica deleted (request {last_first}) after the second began (request {first_second})"

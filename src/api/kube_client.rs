@@ -1,6 +1,6 @@
 //! [`ClusterApi`] over kube-rs: a real cluster, or the simulated API server over HTTP.
 //!
-//! Every call is one REST request (a list is one per page) made with the client's configured
+//! Every call is one REST request made with the client's configured
 //! credentials and TLS. Objects travel as `PartialObjectMetadata`, which the request asks for in its
 //! `Accept` header, so the collector never downloads a spec; the objects that come back are stamped
 //! with the `apiVersion` of the request and the kind discovery reported for the resource, as the
@@ -40,8 +40,6 @@ const ACCEPT_METADATA_LIST: &str = "application/json;as=PartialObjectMetadataLis
 const DISCOVERY: &str = "discovery";
 /// The verbs that change the cluster, which a [fence](KubeApi::fenced) holds back.
 const WRITES: [&str; 3] = ["patch", "delete", "create"];
-/// Objects per LIST page.
-const PAGE_SIZE: usize = 500;
 /// How long the server keeps a watch open before the monitor resumes it (kube-rs' default).
 const WATCH_TIMEOUT_SECONDS: u32 = 290;
 
@@ -328,27 +326,20 @@ impl ClusterApi for KubeApi {
         Ok(())
     }
 
-    async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
-        let mut out = ObjectList::default();
-        let mut continue_token = String::new();
-        loop {
-            let mut uri = format!("{}?limit={PAGE_SIZE}", path(gvr, "", None));
-            if !continue_token.is_empty() {
-                uri.push_str("&continue=");
-                uri.push_str(&continue_token);
-            }
-            let page: MetadataList = self
-                .send("list", request(Method::GET, &uri, ACCEPT_METADATA_LIST, None)?)
-                .await?;
-            out.items.extend(page.items.into_iter().map(|o| self.stamp(gvr, o)));
-            if out.resource_version.is_empty() {
-                out.resource_version = page.metadata.resource_version;
-            }
-            if page.metadata.continue_token.is_empty() {
-                return Ok(out);
-            }
-            continue_token = page.metadata.continue_token;
+    async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
+        let mut uri = format!("{}?limit={limit}", path(gvr, "", None));
+        if !continue_token.is_empty() {
+            uri.push_str("&continue=");
+            uri.push_str(continue_token);
         }
+        let page: MetadataList = self
+            .send("list", request(Method::GET, &uri, ACCEPT_METADATA_LIST, None)?)
+            .await?;
+        Ok(ObjectList {
+            items: page.items.into_iter().map(|o| self.stamp(gvr, o)).collect(),
+            resource_version: page.metadata.resource_version,
+            continue_token: page.metadata.continue_token,
+        })
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {

@@ -79,8 +79,19 @@ pub trait ClusterApi: Send + Sync + 'static {
         options: &DeleteOptions,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
 
-    /// LIST every object of a resource, in all namespaces.
-    fn list(&self, gvr: &Gvr) -> impl Future<Output = Result<ObjectList, ApiError>> + Send;
+    /// LIST one page of a resource's objects, in all namespaces: at most `limit` of them (0: no
+    /// limit), from where `continue_token` says (`""`: the first page). Every page of one list
+    /// shows the collection at the first page's resourceVersion, and the last page has no
+    /// continue token. A token the server can no longer resume is answered with 410 Expired, and
+    /// the list starts again from its first page.
+    ///
+    /// The monitor ([`crate::monitor`]) is the one caller that goes through the pages.
+    fn list_page(
+        &self,
+        gvr: &Gvr,
+        continue_token: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<ObjectList, ApiError>> + Send;
 
     /// WATCH a resource in all namespaces from `resource_version` (exclusive).
     fn watch(&self, gvr: &Gvr, resource_version: &str) -> impl Future<Output = Result<WatchStream, ApiError>> + Send;

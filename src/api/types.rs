@@ -290,13 +290,16 @@ pub struct WatchEvent {
     pub object: PartialObjectMeta,
 }
 
-/// A listing: the items and the resourceVersion to watch from.
+/// One page of a list: its items, the resourceVersion to watch from, and where the next page
+/// starts.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ObjectList {
     /// The objects.
     pub items: Vec<PartialObjectMeta>,
-    /// The collection's resourceVersion at the time of the list.
+    /// The collection's resourceVersion at the time of the list (of its first page).
     pub resource_version: String,
+    /// The `continue` token that asks for the next page; empty on the last.
+    pub continue_token: String,
 }
 
 /// How the REST mapper resolves a kind: its resource and scope.

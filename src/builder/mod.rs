@@ -12,9 +12,11 @@
 //! object" of an update is the node's state before the event, with no separate informer store,
 //! and the collector can act on what the graph saw (see [`crate::collector`]).
 
+pub mod metrics;
 mod recorder;
 pub mod references;
 
+pub use metrics::{AppliedCounter, GraphEventMetrics, GraphEventStats};
 pub use recorder::{EventRecorder, EventSink, REASON_OWNER_REF_INVALID_NAMESPACE, SOURCE_COMPONENT};
 
 use crate::collector::AbsentOwnerCache;
@@ -66,10 +68,12 @@ impl GraphBuilder {
         )
     }
 
-    /// Applies the events of one partition until its channel closes.
-    pub async fn run(self, mut events: PartitionReceiver, router: Router) {
+    /// Applies the events of one partition until its channel closes, counting each in the
+    /// partition's `applied`.
+    pub async fn run(self, mut events: PartitionReceiver, mut applied: AppliedCounter, router: Router) {
         while let Some(event) = events.recv().await {
             self.process_graph_changes(event);
+            applied.add();
             router.applied();
         }
     }

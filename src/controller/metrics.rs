@@ -1,6 +1,9 @@
-//! The controller's own counters, under upstream's names (spec §9).
+//! The controller's own counters, under upstream's names (spec §9), beside the builders' event
+//! counts.
 
+use crate::builder::GraphEventMetrics;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A monotonically increasing counter.
 #[derive(Debug, Default)]
@@ -19,8 +22,11 @@ impl Counter {
 }
 
 /// Counters the controller keeps.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ControllerMetrics {
     /// `garbagecollector_controller_resources_sync_error_total`.
     pub sync_errors: Counter,
+    /// Events applied by each partition's builder, their recent rate and the time since the last
+    /// one; sampled by a task of the collector.
+    pub graph_events: Arc<GraphEventMetrics>,
 }

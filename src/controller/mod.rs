@@ -15,7 +15,7 @@ pub use metrics::ControllerMetrics;
 pub use sync::{deletable_resources, SyncError};
 
 use crate::api::{ClusterApi, SharedRestMapper};
-use crate::builder::{EventRecorder, EventSink, GraphBuilder};
+use crate::builder::{EventRecorder, EventSink, GraphBuilder, GraphEventMetrics};
 use crate::collector::{AbsentOwnerCache, Collector};
 use crate::graph::{Graph, Handle};
 use crate::queue::{self, WorkQueue};
@@ -58,6 +58,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
         };
         let graph = Arc::new(Graph::with_tombstones(tombstones));
         let (router, partitions) = Router::new(config.partitions);
+        let (graph_events, applied_counters) = GraphEventMetrics::new(partitions.len());
         let attempt_to_delete = WorkQueue::new(queue::ATTEMPT_TO_DELETE, config.rate_limiter);
         let attempt_to_orphan = WorkQueue::new(queue::ATTEMPT_TO_ORPHAN, config.rate_limiter);
         let absent_owner_cache = Arc::new(AbsentOwnerCache::new(config.absent_owner_cache_capacity));
@@ -70,7 +71,10 @@ impl<C: ClusterApi> GarbageCollector<C> {
             attempt_to_delete: attempt_to_delete.clone(),
             attempt_to_orphan: attempt_to_orphan.clone(),
             monitors: Mutex::new(Monitors::default()),
-            metrics: ControllerMetrics::default(),
+            metrics: ControllerMetrics {
+                sync_errors: metrics::Counter::default(),
+                graph_events,
+            },
             stop: CancellationToken::new(),
             tasks: Mutex::new(JoinSet::new()),
             workers_started: AtomicBool::new(false),
@@ -83,9 +87,10 @@ impl<C: ClusterApi> GarbageCollector<C> {
             absent_owner_cache.clone(),
             recorder,
         );
-        for events in partitions {
-            gc.spawn(builder.clone().run(events, router.clone()));
+        for (events, applied) in partitions.into_iter().zip(applied_counters) {
+            gc.spawn(builder.clone().run(events, applied, router.clone()));
         }
+        gc.spawn(gc.metrics.graph_events.clone().sample());
         gc.spawn(run_event_sink(gc.api.clone(), sink));
         let collector = Arc::new(Collector {
             api: gc.api.clone(),

@@ -6,6 +6,10 @@
 //! the graph never keeps a node for an object its monitor no longer sees. It keeps only each
 //! object's UID, name and namespace for that purpose: kube-gc has no informer object cache.
 //!
+//! A list is read in pages, each routed as it arrives, so a monitor holds one page at a time, not
+//! the whole resource. The deletes for vanished objects wait for the last page, and the monitor
+//! reports synced only then; a list that fails midway starts over from its first page.
+//!
 //! Like an informer with resync period 0, a monitor forwards every update, unfiltered (spec §12.1).
 
 use crate::api::{ApiError, ClusterApi, Gvk, Gvr, ObjectMeta};
@@ -18,6 +22,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// Objects per list page, as client-go's pager asks for by default. Each page is routed before
+/// the next is asked for, so a monitor holds one page at a time, whatever the size of the
+/// resource.
+const LIST_PAGE_SIZE: usize = 500;
 
 /// Wait before retrying a failed list or watch; doubles up to [`MAX_RETRY_DELAY`].
 const FIRST_RETRY_DELAY: Duration = Duration::from_millis(200);
@@ -126,19 +135,21 @@ impl<C: ClusterApi> Watcher<C> {
         }
     }
 
-    /// Lists the resource and routes it as adds or updates, plus deletes for vanished objects.
+    /// Lists the resource page by page, routing each page as it arrives: objects the monitor knows
+    /// as updates, others as adds and, once the last page is in, a delete for every known object
+    /// the list did not show. Returns the list's resourceVersion, which is its first page's.
+    ///
+    /// A list that fails midway proves nothing about the objects it did not reach: they stay
+    /// known, beside those its pages routed, and the next list, which starts again from the first
+    /// page, decides about all of them.
     async fn list(&mut self) -> Result<String, ApiError> {
-        let list = self.api.list(&self.gvr).await?;
-        let mut vanished = std::mem::take(&mut self.known);
-        for item in list.items {
-            let event_type = if vanished.remove(&Uid::parse(&item.metadata.uid)).is_some() {
-                EventType::Update
-            } else {
-                EventType::Add
-            };
-            self.route(event_type, item.metadata);
+        let mut unseen = std::mem::take(&mut self.known);
+        let listed = self.route_pages(&mut unseen).await;
+        if listed.is_err() {
+            self.known.extend(unseen);
+            return listed;
         }
-        for (uid, known) in vanished {
+        for (uid, known) in unseen {
             let meta = ObjectMeta {
                 name: known.name.to_string(),
                 namespace: known.namespace.to_string(),
@@ -148,7 +159,30 @@ impl<C: ClusterApi> Watcher<C> {
             self.route(EventType::Delete, meta);
         }
         self.synced.store(true, Ordering::Release);
-        Ok(list.resource_version)
+        listed
+    }
+
+    /// Routes the pages of one list as they arrive, taking each object they show out of `unseen`;
+    /// returns the first page's resourceVersion.
+    async fn route_pages(&mut self, unseen: &mut HashMap<Uid, Known>) -> Result<String, ApiError> {
+        let mut page = self.api.list_page(&self.gvr, "", LIST_PAGE_SIZE).await?;
+        let resource_version = std::mem::take(&mut page.resource_version);
+        loop {
+            for item in std::mem::take(&mut page.items) {
+                let uid = Uid::parse(&item.metadata.uid);
+                // Known before the list, or from an earlier page of it.
+                let known = unseen.remove(&uid).is_some() || self.known.contains_key(&uid);
+                let event_type = if known { EventType::Update } else { EventType::Add };
+                self.route(event_type, item.metadata);
+            }
+            if page.continue_token.is_empty() {
+                return Ok(resource_version);
+            }
+            page = self
+                .api
+                .list_page(&self.gvr, &page.continue_token, LIST_PAGE_SIZE)
+                .await?;
+        }
     }
 
     /// Watches, resuming from the last version seen whenever the server closes the stream, until

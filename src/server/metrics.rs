@@ -2,11 +2,23 @@
 //! upstream's names (spec §9), plus kube-gc's own gauges.
 //!
 //! Upstream's: `garbagecollector_controller_resources_sync_error_total` and, per queue (label
-//! `name`), the client-go `workqueue_*` family. kube-gc's: `kube_gc_graph_nodes`,
-//! `kube_gc_api_requests_total{verb,code}` and `kube_gc_monitor_synced{resource}`. Every value
-//! comes from one snapshot per source, taken at render time.
+//! `name`), the client-go `workqueue_*` family. kube-gc's:
+//!
+//! | family | type | value |
+//! |---|---|---|
+//! | `kube_gc_graph_nodes` | gauge | nodes in the graph, virtual ones included |
+//! | `kube_gc_graph_events_total{partition}` | counter | graph events partition `i`'s builder applied |
+//! | `kube_gc_graph_events_per_second{partition}` | gauge | their rate over the last 10 s, sampled once a second |
+//! | `kube_gc_seconds_since_last_graph_event` | gauge | seconds since any builder applied an event; since the collector started before the first |
+//! | `kube_gc_api_requests_total{verb,code}` | counter | requests to the API server |
+//! | `kube_gc_monitor_synced{resource}` | gauge | 1 once the resource's monitor has synced |
+//!
+//! The graph-event figures are sampled by a task of the collector whether or not anyone scrapes;
+//! [`crate::builder::metrics`] says how exact they are. Every value comes from one snapshot per
+//! source, taken at render time.
 
 use crate::api::ClusterApi;
+use crate::builder::GraphEventStats;
 use crate::controller::GarbageCollector;
 use crate::queue::{DurationHistogram, QueueStats, DURATION_BUCKETS};
 use std::fmt::Write;
@@ -35,6 +47,7 @@ pub(super) fn render<C: ClusterApi>(gc: &GarbageCollector<C>) -> String {
         "Nodes in the dependency graph, virtual ones included",
     );
     sample(&mut out, "kube_gc_graph_nodes", "", gc.graph().len() as f64);
+    graph_event_metrics(&mut out, &gc.metrics().graph_events.stats());
     family(
         &mut out,
         "kube_gc_api_requests_total",
@@ -56,6 +69,41 @@ pub(super) fn render<C: ClusterApi>(gc: &GarbageCollector<C>) -> String {
         sample(&mut out, "kube_gc_monitor_synced", &labels, f64::from(u8::from(synced)));
     }
     out
+}
+
+fn graph_event_metrics(out: &mut String, stats: &GraphEventStats) {
+    family(
+        out,
+        "kube_gc_graph_events_total",
+        "counter",
+        "Graph events applied by each partition's builder",
+    );
+    for (p, events) in stats.partitions.iter().enumerate() {
+        let labels = format!("partition=\"{p}\"");
+        sample(out, "kube_gc_graph_events_total", &labels, events.applied as f64);
+    }
+    family(
+        out,
+        "kube_gc_graph_events_per_second",
+        "gauge",
+        "Graph events applied per second by each partition's builder, over the last 10 seconds",
+    );
+    for (p, events) in stats.partitions.iter().enumerate() {
+        let labels = format!("partition=\"{p}\"");
+        sample(out, "kube_gc_graph_events_per_second", &labels, events.per_second);
+    }
+    family(
+        out,
+        "kube_gc_seconds_since_last_graph_event",
+        "gauge",
+        "Seconds since a builder last applied a graph event; since the collector started, before the first",
+    );
+    sample(
+        out,
+        "kube_gc_seconds_since_last_graph_event",
+        "",
+        stats.seconds_since_last_event,
+    );
 }
 
 /// A per-queue metric read from a [`QueueStats`]: name, help, value.
@@ -149,5 +197,90 @@ fn sample(out: &mut String, name: &str, labels: &str, value: f64) {
         let _ = writeln!(out, "{name} {value}");
     } else {
         let _ = writeln!(out, "{name}{{{labels}}} {value}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::sim::SimCluster;
+    use crate::api::{Gvr, ObjectMeta, PartialObjectMeta};
+    use crate::controller::Config;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// The value of the unlabelled sample `name`.
+    fn value(text: &str, name: &str) -> f64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no sample {name} in:\n{text}"))
+    }
+
+    /// The values of the labelled samples of `name`, in order.
+    fn labelled(text: &str, name: &str) -> Vec<f64> {
+        text.lines()
+            .filter(|line| line.starts_with(&format!("{name}{{")))
+            .filter_map(|line| line.rsplit_once(' ')?.1.parse().ok())
+            .collect()
+    }
+
+    fn pod(i: usize) -> PartialObjectMeta {
+        PartialObjectMeta {
+            metadata: ObjectMeta {
+                name: format!("pod-{i}"),
+                namespace: "default".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn graph_event_metrics_should_count_every_object_and_age_while_idle() {
+        const OBJECTS: usize = 50;
+        let cluster = Arc::new(SimCluster::new());
+        let config = Config {
+            partitions: 2,
+            ..Config::default()
+        };
+        let gc = GarbageCollector::start(cluster.clone(), config).await;
+        assert!(gc.wait_for_sync(Duration::from_secs(60)).await, "monitors never synced");
+        let pods = Gvr::new("", "v1", "pods");
+        for i in 0..OBJECTS {
+            cluster.create(&pods, pod(i)).expect("create a pod");
+        }
+        for _ in 0..600 {
+            if gc.graph().len() >= OBJECTS {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            gc.graph().len() >= OBJECTS,
+            "likely stuck: the pods never reached the graph"
+        );
+
+        let text = render(&gc);
+        let applied = labelled(&text, "kube_gc_graph_events_total");
+        assert_eq!(applied.len(), 2, "one counter per partition:\n{text}");
+        assert!(applied.iter().sum::<f64>() >= OBJECTS as f64, "{applied:?}");
+        assert!(value(&text, "kube_gc_seconds_since_last_graph_event") < 1.0);
+
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let text = render(&gc);
+        let rates = labelled(&text, "kube_gc_graph_events_per_second");
+        assert_eq!(rates.len(), 2, "one rate per partition:\n{text}");
+        assert!(
+            rates.iter().sum::<f64>() > 0.0,
+            "the pods are within the window: {rates:?}"
+        );
+        let since = value(&text, "kube_gc_seconds_since_last_graph_event");
+        assert!((1.0..3.0).contains(&since), "idle for two seconds: {since}");
+
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let text = render(&gc);
+        assert!(value(&text, "kube_gc_seconds_since_last_graph_event") >= 31.0);
+        assert_eq!(labelled(&text, "kube_gc_graph_events_per_second"), [0.0, 0.0]);
+        gc.shutdown().await;
     }
 }

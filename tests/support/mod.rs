@@ -549,7 +549,8 @@ impl<C> Recorder<C> {
         *self.before_delete.lock() = Some(Box::new(action));
     }
 
-    /// Adds `objects` to every LIST of `gvr`, and as MODIFIED events at the start of every WATCH.
+    /// Adds `objects` to the last page of every LIST of `gvr`, and as MODIFIED events at the start
+    /// of every WATCH.
     pub fn inject(&self, gvr: Gvr, objects: Vec<PartialObjectMeta>) {
         *self.injected.lock() = Some((gvr, objects));
     }
@@ -599,11 +600,13 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
         self.inner.delete(gvr, namespace, name, options).await
     }
 
-    async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+    async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
         self.note("list", gvr, "", "");
-        let mut list = self.inner.list(gvr).await?;
-        list.items.extend(self.injected_for(gvr));
-        Ok(list)
+        let mut page = self.inner.list_page(gvr, continue_token, limit).await?;
+        if page.continue_token.is_empty() {
+            page.items.extend(self.injected_for(gvr));
+        }
+        Ok(page)
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {

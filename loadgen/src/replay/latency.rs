@@ -60,9 +60,9 @@ impl<C: ClusterApi> ClusterApi for Latent<C> {
         self.inner.delete(gvr, namespace, name, options).await
     }
 
-    async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+    async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
         self.wait().await;
-        self.inner.list(gvr).await
+        self.inner.list_page(gvr, continue_token, limit).await
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {

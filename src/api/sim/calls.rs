@@ -7,6 +7,8 @@
 //! then answered by a matching fault if one is armed (a request that fails still reached the
 //! server), and only otherwise by the store.
 
+use super::pages::Listing;
+use super::store::present;
 use super::SimCluster;
 use crate::api::{
     ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, PatchType,
@@ -19,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct ApiCalls {
     /// GETs.
     pub get: u64,
-    /// LISTs.
+    /// LISTs, one per page.
     pub list: u64,
     /// WATCHes opened.
     pub watch: u64,
@@ -46,7 +48,7 @@ impl ApiCalls {
 pub enum Verb {
     /// [`ClusterApi::get`].
     Get,
-    /// [`ClusterApi::list`].
+    /// [`ClusterApi::list_page`]: one page of a list.
     List,
     /// [`ClusterApi::watch`].
     Watch,
@@ -121,9 +123,22 @@ impl ClusterApi for SimCluster {
         self.delete_object(gvr, namespace, name, options).map(drop)
     }
 
-    async fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+    async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
         self.call(Verb::List, Some(gvr))?;
-        self.state.lock().list(gvr)
+        let token = (!continue_token.is_empty()).then_some(continue_token);
+        let page = self.pages.page(token, (limit > 0).then_some(limit), || {
+            let snapshot = self.snapshot(gvr, None)?;
+            Ok(Listing {
+                items: snapshot.items,
+                resource_version: snapshot.resource_version,
+            })
+        })?;
+        let def = self.type_def(gvr)?;
+        Ok(ObjectList {
+            items: page.items().iter().map(|o| present(o, gvr, &def)).collect(),
+            resource_version: page.listing.resource_version.to_string(),
+            continue_token: page.continue_token.unwrap_or_default(),
+        })
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {

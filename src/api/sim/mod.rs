@@ -27,6 +27,9 @@
 //! - A cluster can be saved and restored ([`SimCluster::save_state`],
 //!   [`SimCluster::load_state`]) with its types, objects and resourceVersion counter, but not its
 //!   watch history: a watch from before the restore gets 410 Gone, and its client relists.
+//! - Lists on the trait face come in pages from one snapshot, as over HTTP ([`pages`]): every
+//!   page of a list shows the collection at the first page's resourceVersion, so reading it in
+//!   pages changes nothing but when each object arrives.
 //!
 //! # Deliberate simplifications
 //!
@@ -46,6 +49,7 @@ mod delete;
 mod faults;
 pub mod http;
 mod meta;
+mod pages;
 mod patch;
 pub mod persist;
 mod status;
@@ -93,6 +97,8 @@ pub struct SimCluster {
     state: Mutex<store::State>,
     calls: calls::CallCounters,
     faults: faults::FaultTable,
+    /// The lists in progress on the [`ClusterApi`](crate::api::ClusterApi) face.
+    pages: pages::Pages,
 }
 
 impl SimCluster {
@@ -122,6 +128,7 @@ impl SimCluster {
             state: Mutex::new(state),
             calls: calls::CallCounters::default(),
             faults: faults::FaultTable::default(),
+            pages: pages::Pages::default(),
         }
     }
 
@@ -155,7 +162,7 @@ impl SimCluster {
 
     /// Every object of a type, in all namespaces; empty for an unknown type.
     pub fn list_objects(&self, gvr: &Gvr) -> Vec<PartialObjectMeta> {
-        self.state.lock().list(gvr).map(|list| list.items).unwrap_or_default()
+        self.state.lock().list(gvr).unwrap_or_default()
     }
 
     /// Replaces an object's labels, annotations, owner references, finalizers and other fields, as

@@ -16,8 +16,8 @@ use super::status::{already_exists, conflict, invalid, not_found, resource_not_f
 use super::types::TypeDef;
 use super::watch::{Change, WatchHub};
 use crate::api::{
-    validate_owner_references, ApiError, Discovery, EventRecord, Gvr, ObjectList, ObjectMeta, OwnerReference,
-    PartialObjectMeta, WatchEventType, WatchStream, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+    validate_owner_references, ApiError, Discovery, EventRecord, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta,
+    WatchEventType, WatchStream, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -334,13 +334,10 @@ impl State {
         Ok(present(obj, gvr, &ty.def))
     }
 
-    /// Lists a type in all namespaces, with the current resourceVersion.
-    pub(super) fn list(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+    /// Every object of a type, in all namespaces.
+    pub(super) fn list(&self, gvr: &Gvr) -> Result<Vec<PartialObjectMeta>, ApiError> {
         let ty = self.type_of(gvr)?;
-        Ok(ObjectList {
-            items: ty.objects.iter().map(|o| present(o, gvr, &ty.def)).collect(),
-            resource_version: self.last_rv.to_string(),
-        })
+        Ok(ty.objects.iter().map(|o| present(o, gvr, &ty.def)).collect())
     }
 
     /// Replaces an object's user-settable fields; see [`super::SimCluster::update`].

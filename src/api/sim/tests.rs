@@ -620,7 +620,7 @@ async fn unregister_should_delete_every_object_and_end_the_watch() {
     cluster.create(&widgets(), object(NS, "w1")).expect("create");
     cluster.create(&widgets(), object("other", "w2")).expect("create");
     create_pod(&cluster, "p", &[]);
-    let list = cluster.list(&widgets()).await.expect("list");
+    let list = cluster.list_page(&widgets(), "", 0).await.expect("list");
     let mut stream = cluster.watch(&widgets(), &list.resource_version).await.expect("watch");
     cluster.unregister("example.com", "widgets");
     assert_eq!(next_event(&mut stream).await.event_type, WatchEventType::Deleted);
@@ -628,7 +628,62 @@ async fn unregister_should_delete_every_object_and_end_the_watch() {
     let end = tokio::time::timeout(Duration::from_secs(5), stream.next()).await;
     assert!(matches!(end, Ok(None)), "the stream should end after the type goes");
     assert_eq!(cluster.object_count(), 1);
-    assert!(cluster.list(&widgets()).await.expect_err("gone").is_not_found());
+    assert!(cluster
+        .list_page(&widgets(), "", 0)
+        .await
+        .expect_err("gone")
+        .is_not_found());
+}
+
+fn names(page: &crate::api::ObjectList) -> Vec<&str> {
+    page.items.iter().map(|o| o.metadata.name.as_str()).collect()
+}
+
+#[tokio::test]
+async fn list_pages_should_show_the_collection_at_the_first_pages_version() {
+    let cluster = SimCluster::new();
+    for name in ["a", "b", "c"] {
+        create_pod(&cluster, name, &[]);
+    }
+    let first = cluster.list_page(&pods(), "", 2).await.expect("first page");
+    assert_eq!(names(&first), ["a", "b"]);
+    assert!(!first.continue_token.is_empty(), "a page follows");
+    create_pod(&cluster, "d", &[]);
+    cluster
+        .delete_object(&pods(), NS, "c", &DeleteOptions::default())
+        .expect("delete");
+
+    let last = cluster
+        .list_page(&pods(), &first.continue_token, 2)
+        .await
+        .expect("second page");
+    assert_eq!(names(&last), ["c"], "the snapshot's, not the present's");
+    assert_eq!(last.resource_version, first.resource_version);
+    assert!(last.continue_token.is_empty(), "the last page has no continue token");
+    assert_eq!(cluster.api_calls().list, 2, "one call per page");
+    let whole = cluster.list_page(&pods(), "", 0).await.expect("unlimited");
+    assert_eq!(names(&whole), ["a", "b", "d"]);
+    assert!(whole.continue_token.is_empty());
+}
+
+#[tokio::test]
+async fn a_finished_list_should_let_its_snapshot_go() {
+    let cluster = SimCluster::new();
+    for name in ["a", "b"] {
+        create_pod(&cluster, name, &[]);
+    }
+    let first = cluster.list_page(&pods(), "", 1).await.expect("first page");
+    let token = first.continue_token;
+    cluster.list_page(&pods(), &token, 1).await.expect("last page");
+    assert_eq!(
+        reason(cluster.list_page(&pods(), &token, 1).await),
+        StatusReason::Expired,
+        "the list must start again"
+    );
+    assert_eq!(
+        reason(cluster.list_page(&pods(), "not-a-token", 1).await),
+        StatusReason::BadRequest
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -703,7 +758,7 @@ async fn api_calls_should_count_only_calls_through_the_trait() {
     assert_eq!(cluster.api_calls().total(), 0);
 
     let pod = cluster.get(&pods(), NS, "a").await.expect("get");
-    cluster.list(&pods()).await.expect("list");
+    cluster.list_page(&pods(), "", 0).await.expect("list");
     let _stream = cluster.watch(&pods(), "").await.expect("watch");
     let body = json!({"metadata": {"labels": {"a": "b"}}});
     cluster
@@ -784,15 +839,21 @@ async fn a_fault_should_fail_matching_trait_calls_until_cleared_and_still_count_
         None,
     ));
     for _ in 0..3 {
-        assert_eq!(cluster.list(&widgets()).await.map(|_| ()), Err(broken.clone()));
+        assert_eq!(
+            cluster.list_page(&widgets(), "", 0).await.map(|_| ()),
+            Err(broken.clone())
+        );
     }
     // Other resources and other verbs of the same resource are untouched.
-    cluster.list(&pods()).await.expect("pods still list");
+    cluster.list_page(&pods(), "", 0).await.expect("pods still list");
     let _watch = cluster.watch(&widgets(), "").await.expect("widgets still watch");
     assert_eq!(cluster.api_calls().list, 4, "a failed call still reached the server");
 
     cluster.clear_faults();
-    cluster.list(&widgets()).await.expect("widgets list once cleared");
+    cluster
+        .list_page(&widgets(), "", 0)
+        .await
+        .expect("widgets list once cleared");
 }
 
 #[tokio::test]

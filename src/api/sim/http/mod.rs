@@ -11,7 +11,7 @@
 //! - Responses are JSON in the representation the `Accept` header asks for: full objects,
 //!   `PartialObjectMetadata`, or a `Table` ([`represent`]). Every error is a `metav1.Status` with
 //!   the code and reason of the cluster's [`ApiError`].
-//! - Lists page through consistent snapshots ([`pages`]); watches stream one JSON event per line
+//! - Lists page through consistent snapshots ([`super::pages`]); watches stream one JSON event per line
 //!   ([`watch`]).
 //! - A bad request gets a `Status` and affects nothing else: no input can panic a handler, and a
 //!   handler's failure is the response of that request only.
@@ -29,7 +29,6 @@ pub mod audit;
 mod discovery;
 mod faults;
 mod kubeconfig;
-mod pages;
 mod represent;
 mod request;
 mod resources;
@@ -92,7 +91,7 @@ impl Default for ServerOptions {
 /// What every request handler shares.
 struct Server {
     cluster: Arc<SimCluster>,
-    pages: pages::Pages,
+    pages: super::pages::Pages,
     admission: faults::Admission,
     options: ServerOptions,
     /// Cancelled when the server stops; ends every open watch.
@@ -108,7 +107,7 @@ pub fn router(cluster: Arc<SimCluster>, options: ServerOptions) -> Router {
 fn app(cluster: Arc<SimCluster>, options: ServerOptions, stopping: CancellationToken) -> Router {
     let server = Server {
         cluster,
-        pages: pages::Pages::default(),
+        pages: super::pages::Pages::default(),
         admission: faults::Admission::new(options.faults.clone()),
         options,
         stopping,

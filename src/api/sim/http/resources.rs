@@ -8,11 +8,11 @@
 //! the server's limit, and the body's apiVersion, kind, namespace and name agree with the URL.
 //! `dryRun` is refused rather than ignored, so that a dry run never writes.
 
-use super::pages::{Listing, Page};
 use super::represent::{json_response, success, ListMeta, Presentation};
 use super::request::{negotiate, HttpVerb, Params, ResourcePath};
 use super::watch::{self, WatchLimits};
 use super::Server;
+use crate::api::sim::pages::Listing;
 use crate::api::sim::TypeDef;
 use crate::api::{ApiError, DeleteOptions, PartialObjectMeta, PatchType, StatusReason};
 use axum::body::Body;
@@ -22,7 +22,6 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 impl Server {
     /// Serves a request on a resource path, with the verb and query its
@@ -90,25 +89,16 @@ impl Server {
     }
 
     fn list(&self, path: &ResourcePath, params: &Params, presentation: &Presentation) -> Result<Response, ApiError> {
-        let (listing, offset, id) = match &params.continue_token {
-            Some(token) => {
-                let (listing, offset, id) = self.pages.resume(token)?;
-                (listing, offset, Some(id))
-            }
-            None => (Arc::new(self.listing(path, params)?), 0, None),
-        };
-        let Page {
-            items,
-            continue_token,
-            remaining,
-        } = self.pages.page(&listing, offset, params.limit, id);
+        let page = self.pages.page(params.continue_token.as_deref(), params.limit, || {
+            self.listing(path, params)
+        })?;
         let api_version = path.gvr.api_version();
         let kind = self.cluster.type_def(&path.gvr)?.kind;
-        let items: Vec<PartialObjectMeta> = items.iter().map(|o| stamped(o, &api_version, &kind)).collect();
+        let items: Vec<PartialObjectMeta> = page.items().iter().map(|o| stamped(o, &api_version, &kind)).collect();
         let meta = ListMeta {
-            resource_version: listing.resource_version,
-            continue_token,
-            remaining: Some(remaining),
+            resource_version: page.listing.resource_version,
+            continue_token: page.continue_token,
+            remaining: Some(page.remaining),
         };
         Ok(json_response(
             StatusCode::OK,
