@@ -495,11 +495,16 @@ async fn a_foreground_deletion_should_wait_for_a_blocking_dependent_until_its_fi
         "kube_gc_monitor_synced{resource=\"apps/v1/replicasets\"} 1",
         "kube_gc_api_requests_total{verb=\"delete\",code=\"200\"}",
         "kube_gc_api_requests_total{verb=\"list\",code=\"200\"}",
+        "workqueue_depth{name=\"garbage_collector_graph_changes\"} 0",
+        "kube_gc_graph_events_total{partition=\"0\"}",
+        "kube_gc_graph_events_per_second{partition=\"0\"}",
     ] {
         assert!(metrics.contains(needle), "no {needle} in\n{metrics}");
     }
     let nodes = sample(&metrics, "kube_gc_graph_nodes");
     assert!(nodes >= 2.0, "the Deployment and the ReplicaSet at least: {nodes}");
+    let idle = sample(&metrics, "kube_gc_seconds_since_last_graph_event");
+    assert!(idle < 30.0, "the last graph event was moments ago: {idle}");
 
     let release = json!({"metadata": {"finalizers": null}});
     replica_sets

@@ -201,6 +201,12 @@ impl<C: ClusterApi> GarbageCollector<C> {
         &self.attempt_to_orphan
     }
 
+    /// Graph events routed to the builders and not applied yet: the depth of upstream's
+    /// `graphChanges` queue, which kube-gc's partitions replace.
+    pub fn graph_changes_pending(&self) -> usize {
+        self.router.in_flight()
+    }
+
     /// The controller's own counters.
     pub fn metrics(&self) -> &ControllerMetrics {
         &self.metrics

@@ -2,7 +2,11 @@
 //! upstream's names (spec §9), plus kube-gc's own gauges.
 //!
 //! Upstream's: `garbagecollector_controller_resources_sync_error_total` and, per queue (label
-//! `name`), the client-go `workqueue_*` family. kube-gc's:
+//! `name`), the client-go `workqueue_*` family. `garbage_collector_graph_changes` is the builders'
+//! partitioned FIFOs in kube-gc: it has `workqueue_depth` (events routed and not applied yet),
+//! `workqueue_adds_total` (events routed) and `workqueue_retries_total` (always 0: a graph event is
+//! never retried), but no per-item durations, which would cost two clock reads per event on the
+//! builders' hot path. kube-gc's:
 //!
 //! | family | type | value |
 //! |---|---|---|
@@ -20,7 +24,7 @@
 use crate::api::ClusterApi;
 use crate::builder::GraphEventStats;
 use crate::controller::GarbageCollector;
-use crate::queue::{DurationHistogram, QueueStats, DURATION_BUCKETS};
+use crate::queue::{DurationHistogram, QueueStats, DURATION_BUCKETS, GRAPH_CHANGES};
 use std::fmt::Write;
 
 /// The exposition text.
@@ -39,7 +43,13 @@ pub(super) fn render<C: ClusterApi>(gc: &GarbageCollector<C>) -> String {
         gc.metrics().sync_errors.get() as f64,
     );
     let queues = [gc.attempt_to_delete().stats(), gc.attempt_to_orphan().stats()];
-    queue_metrics(&mut out, &queues);
+    let graph_events = gc.metrics().graph_events.stats();
+    let pending = gc.graph_changes_pending() as u64;
+    let graph_changes = GraphChanges {
+        depth: pending,
+        adds_total: graph_events.partitions.iter().map(|p| p.applied).sum::<u64>() + pending,
+    };
+    queue_metrics(&mut out, &queues, &graph_changes);
     family(
         &mut out,
         "kube_gc_graph_nodes",
@@ -47,7 +57,7 @@ pub(super) fn render<C: ClusterApi>(gc: &GarbageCollector<C>) -> String {
         "Nodes in the dependency graph, virtual ones included",
     );
     sample(&mut out, "kube_gc_graph_nodes", "", gc.graph().len() as f64);
-    graph_event_metrics(&mut out, &gc.metrics().graph_events.stats());
+    graph_event_metrics(&mut out, &graph_events);
     family(
         &mut out,
         "kube_gc_api_requests_total",
@@ -148,10 +158,31 @@ const HISTOGRAMS: [Histogram; 2] = [
     ),
 ];
 
-fn queue_metrics(out: &mut String, queues: &[QueueStats]) {
+/// What the graph-changes queue has of a work queue's figures (see the [module docs](self)).
+struct GraphChanges {
+    depth: u64,
+    adds_total: u64,
+}
+
+impl GraphChanges {
+    /// The value of the scalar `name`, if this queue has it.
+    fn scalar(&self, name: &str) -> Option<f64> {
+        match name {
+            "workqueue_depth" => Some(self.depth as f64),
+            "workqueue_adds_total" => Some(self.adds_total as f64),
+            "workqueue_retries_total" => Some(0.0),
+            _ => None,
+        }
+    }
+}
+
+fn queue_metrics(out: &mut String, queues: &[QueueStats], graph_changes: &GraphChanges) {
     for (name, help, value) in SCALARS {
         let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
         family(out, name, kind, help);
+        if let Some(v) = graph_changes.scalar(name) {
+            sample(out, name, &format!("name=\"{GRAPH_CHANGES}\""), v);
+        }
         for q in queues {
             sample(out, name, &format!("name=\"{}\"", q.name), value(q));
         }
@@ -276,6 +307,17 @@ mod tests {
         );
         let since = value(&text, "kube_gc_seconds_since_last_graph_event");
         assert!((1.0..3.0).contains(&since), "idle for two seconds: {since}");
+        let graph_changes = |name: &str| {
+            let sample = format!("{name}{{name=\"garbage_collector_graph_changes\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&sample)?.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no {sample} in:\n{text}"))
+        };
+        assert_eq!(graph_changes("workqueue_depth"), 0.0, "every event applied");
+        let applied: f64 = labelled(&text, "kube_gc_graph_events_total").iter().sum();
+        assert_eq!(graph_changes("workqueue_adds_total"), applied);
+        assert!(applied >= OBJECTS as f64);
+        assert_eq!(graph_changes("workqueue_retries_total"), 0.0);
 
         tokio::time::sleep(Duration::from_secs(30)).await;
         let text = render(&gc);
