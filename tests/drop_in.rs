@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::http_get;
 use support::process::{kubectl, kubectl_available, Child};
+use support::{crd_manifest, http_get};
 
 /// How long a cascade may take between processes on a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -362,27 +362,14 @@ async fn a_dependent_whose_owner_never_existed_should_be_collected() {
     stop_both(collector, server);
 }
 
-/// A namespaced custom resource definition of `example.com/v1` `plural`.
-fn crd(plural: &str, kind: &str) -> Value {
-    json!({
-        "metadata": {"name": format!("{plural}.example.com")},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": plural, "kind": kind},
-            "versions": [{"name": "v1", "served": true, "storage": true}],
-        },
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_resource_chain_defined_after_the_start_should_be_collected() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let server = Server::start(dir.path(), &[]).await;
     let collector = Collector::ready(&server, dir.path(), &[]).await;
     let crds: Api<CustomResourceDefinition> = Api::all(server.client.clone());
-    create(&crds, crd("widgets", "Widget")).await;
-    create(&crds, crd("gadgets", "Gadget")).await;
+    create(&crds, crd_manifest("widgets", "Widget")).await;
+    create(&crds, crd_manifest("gadgets", "Gadget")).await;
     for resource in ["widgets", "gadgets"] {
         let synced = format!("kube_gc_monitor_synced{{resource=\"example.com/v1/{resource}\"}} 1");
         eventually(&format!("a synced monitor of {resource}"), async || {

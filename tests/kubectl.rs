@@ -19,10 +19,9 @@ use kube_gc::api::sim::SimCluster;
 use kube_gc::api::{Gvr, PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
-use support::process::{kubectl_available, run_bounded, Run};
+use support::process::{kubectl_available, kubectl_command, run_bounded, Run};
 
 /// How long one kubectl call may take before it is killed and the test fails. Every call here
 /// answers in well under a second; the margin is for a loaded CI machine.
@@ -140,18 +139,8 @@ impl Sim {
 
     /// Runs kubectl with `args`, killing it after [`KUBECTL_TIMEOUT`].
     fn kubectl(&self, args: &[&str]) -> Run {
-        let home = self.dir.path().join("home");
-        run_bounded(
-            Command::new("kubectl")
-                .arg("--kubeconfig")
-                .arg(&self.kubeconfig)
-                .arg("--cache-dir")
-                .arg(home.join("cache"))
-                .args(args)
-                .env_remove("KUBECONFIG")
-                .env("HOME", &home),
-            KUBECTL_TIMEOUT,
-        )
+        let mut command = kubectl_command(&self.kubeconfig, self.dir.path(), args);
+        run_bounded(&mut command, KUBECTL_TIMEOUT)
     }
 
     /// Runs kubectl, which must succeed; its stdout.

@@ -26,19 +26,28 @@ struct Served {
     server: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
+/// Serves `cluster` on a loopback port; a kube-rs client of it, and the server's task.
+async fn serve(cluster: &Arc<SimCluster>) -> (kube::Client, tokio::task::JoinHandle<std::io::Result<()>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let server = tokio::spawn(http::serve(
+        listener,
+        cluster.clone(),
+        ServerOptions::default(),
+        std::future::pending(),
+    ));
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("client config");
+    (kube::Client::try_from(config).expect("client"), server)
+}
+
 impl Served {
     /// A server with `cluster`, and the collector against it, synced.
     async fn start(cluster: SimCluster) -> Served {
         let cluster = Arc::new(cluster);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("address");
-        let options = ServerOptions::default();
-        let server = tokio::spawn(http::serve(listener, cluster.clone(), options, std::future::pending()));
-        let kubeconfig = kube::config::Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("kubeconfig");
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .expect("client config");
-        let client = kube::Client::try_from(config).expect("client");
+        let (client, server) = serve(&cluster).await;
         let api = KubeApi::new(client, kube_gc::api::DEFAULT_QPS * 100.0, kube_gc::api::DEFAULT_BURST);
         let config = Config {
             sync_period: Duration::from_millis(500),
@@ -155,16 +164,7 @@ async fn a_dependent_of_an_owner_that_never_existed_should_be_collected() {
 async fn a_custom_resource_defined_after_the_start_should_be_monitored_and_collected() {
     let s = Served::start(SimCluster::new()).await;
     let crds = Gvr::new("apiextensions.k8s.io", "v1", "customresourcedefinitions");
-    let crd: PartialObjectMeta = serde_json::from_value(json!({
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true}],
-        },
-    }))
-    .expect("crd");
+    let crd: PartialObjectMeta = serde_json::from_value(support::crd_manifest("widgets", "Widget")).expect("crd");
     s.cluster.create(&crds, crd).expect("create the CRD");
     let widgets = Gvr::new("example.com", "v1", "widgets");
     eventually("a monitor of widgets", || {
@@ -272,19 +272,7 @@ async fn endpoints_should_serve_the_graph_explanations_metrics_and_readiness() {
 async fn one_replica_at_a_time_should_hold_the_leader_lease() {
     use kube_gc::controller::leader::{LeaderElector, LeaseConfig};
     let cluster = Arc::new(SimCluster::new());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("address");
-    let server = tokio::spawn(http::serve(
-        listener,
-        cluster.clone(),
-        ServerOptions::default(),
-        std::future::pending(),
-    ));
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("config");
-    let client = kube::Client::try_from(config).expect("client");
+    let (client, server) = serve(&cluster).await;
     let elector = |identity: &str| {
         let lease = LeaseConfig {
             namespace: "kube-system".into(),
@@ -352,19 +340,7 @@ async fn a_fenced_client_should_send_no_writes_once_its_tenure_has_ended() {
     use kube_gc::api::ClusterApi;
     use kube_gc::controller::leader::Tenure;
     let cluster = Arc::new(SimCluster::new());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("address");
-    let server = tokio::spawn(http::serve(
-        listener,
-        cluster.clone(),
-        ServerOptions::default(),
-        std::future::pending(),
-    ));
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("config");
-    let client = kube::Client::try_from(config).expect("client");
+    let (client, server) = serve(&cluster).await;
     let api = KubeApi::new(client, 0.0, 1).fenced(Tenure::new());
     let pod = create_in(&cluster, &pods(), meta("default", "p", vec![]));
 

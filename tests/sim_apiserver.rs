@@ -9,6 +9,8 @@
 //! is bounded in real time instead: each request by the client's read timeout, and each stream read,
 //! hand-written exchange and condition by [`within`], which names what it waited for.
 
+mod support;
+
 use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolume};
@@ -968,24 +970,11 @@ async fn discovery_should_describe_the_version_core_pods_and_apps_deployments() 
 // ---------------------------------------------------------------------------------------------
 // CustomResourceDefinitions
 
+/// The widgets CRD, with the short name `wd`.
 fn widget_crd() -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
-            "versions": [{
-                "name": "v1",
-                "served": true,
-                "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-            }],
-        },
-    }))
-    .expect("a valid CRD")
+    let mut manifest = support::crd_manifest("widgets", "Widget");
+    manifest["spec"]["names"]["shortNames"] = json!(["wd"]);
+    serde_json::from_value(manifest).expect("a valid CRD")
 }
 
 #[tokio::test]

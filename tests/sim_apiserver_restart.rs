@@ -24,6 +24,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
+use support::crd_manifest;
 use support::process::Child;
 
 /// How long the server may take to answer, or exit after SIGTERM. Its stop drains for one second
@@ -83,23 +84,6 @@ fn spawn(listen: &str, log: &Path, args: &[&str]) -> Child {
     Child::kube_gc(&all, log)
 }
 
-fn widget_crd() -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                          "schema": {"openAPIV3Schema": {"type": "object",
-                                     "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    }))
-    .expect("a CRD")
-}
-
 fn widgets(client: Client) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
     Api::namespaced_with(client, "default", &ApiResource::from_gvk(&gvk))
@@ -145,7 +129,8 @@ async fn a_restarted_server_should_keep_its_objects_and_send_older_watches_away_
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let kept = cms.create(&PostParams::default(), &config_map("kept")).await.unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &widget_crd()).await.unwrap();
+    let crd: CustomResourceDefinition = serde_json::from_value(crd_manifest("widgets", "Widget")).unwrap();
+    crds.create(&PostParams::default(), &crd).await.unwrap();
     let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget",
                                       "metadata": {"name": "w"}, "spec": {"size": 3}}))
     .unwrap();

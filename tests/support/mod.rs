@@ -131,6 +131,27 @@ pub async fn eventually(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
+/// A `CustomResourceDefinition` serving the namespaced `example.com/v1` resource `plural` of
+/// `kind`, with a schema that keeps every field.
+pub fn crd_manifest(plural: &str, kind: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.example.com")},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{
+                "name": "v1",
+                "served": true,
+                "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            }],
+        },
+    })
+}
+
 /// How long [`http_get`] waits for an answer.
 pub const HTTP_PATIENCE: Duration = Duration::from_secs(30);
 

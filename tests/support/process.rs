@@ -196,21 +196,25 @@ pub fn kubectl_available() -> bool {
     }
 }
 
-/// Runs kubectl against `kubeconfig` (with a private home under `dir`), which must succeed; its
-/// stdout.
-pub fn kubectl(kubeconfig: &Path, dir: &Path, args: &[&str]) -> String {
+/// A kubectl command against `kubeconfig` only: `KUBECONFIG` removed, and `HOME` and the discovery
+/// cache under `dir`, so neither the user's clusters nor their cache are ever involved.
+pub fn kubectl_command(kubeconfig: &Path, dir: &Path, args: &[&str]) -> Command {
     let home = dir.join("home");
-    let run = run_bounded(
-        Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--cache-dir")
-            .arg(home.join("cache"))
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .env("HOME", &home),
-        Duration::from_secs(60),
-    );
+    let mut command = Command::new("kubectl");
+    command
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(home.join("cache"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", &home);
+    command
+}
+
+/// Runs kubectl against `kubeconfig` (see [`kubectl_command`]), which must succeed; its stdout.
+pub fn kubectl(kubeconfig: &Path, dir: &Path, args: &[&str]) -> String {
+    let run = run_bounded(&mut kubectl_command(kubeconfig, dir, args), Duration::from_secs(60));
     assert!(
         run.status.success(),
         "kubectl {args:?} failed ({}):\n{}{}",
