@@ -20,12 +20,7 @@ use kube_gc::api::{Gvr, PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHA
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
-use support::process::{kubectl_available, kubectl_command, run_bounded, Run};
-
-/// How long one kubectl call may take before it is killed and the test fails. Every call here
-/// answers in well under a second; the margin is for a loaded CI machine.
-const KUBECTL_TIMEOUT: Duration = Duration::from_secs(30);
+use support::process::{kubectl, kubectl_available, kubectl_command, run_bounded, Run, KUBECTL_TIMEOUT};
 
 fn deployments() -> Gvr {
     Gvr::new("apps", "v1", "deployments")
@@ -145,15 +140,7 @@ impl Sim {
 
     /// Runs kubectl, which must succeed; its stdout.
     fn ok(&self, args: &[&str]) -> String {
-        let run = self.kubectl(args);
-        assert!(
-            run.status.success(),
-            "kubectl {args:?} failed ({}):\n{}{}",
-            run.status,
-            run.stdout,
-            run.stderr
-        );
-        run.stdout
+        kubectl(&self.kubeconfig, self.dir.path(), args)
     }
 
     /// Runs kubectl, which must fail; its stderr.

@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+/// How long one kubectl call may take before it is killed and the test fails. Every call answers
+/// in well under a second; the margin is for a loaded CI machine.
+pub const KUBECTL_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How long a started program may take to print what a test waits for.
 pub const STARTUP: Duration = Duration::from_secs(60);
 
@@ -214,7 +218,7 @@ pub fn kubectl_command(kubeconfig: &Path, dir: &Path, args: &[&str]) -> Command 
 
 /// Runs kubectl against `kubeconfig` (see [`kubectl_command`]), which must succeed; its stdout.
 pub fn kubectl(kubeconfig: &Path, dir: &Path, args: &[&str]) -> String {
-    let run = run_bounded(&mut kubectl_command(kubeconfig, dir, args), Duration::from_secs(60));
+    let run = run_bounded(&mut kubectl_command(kubeconfig, dir, args), KUBECTL_TIMEOUT);
     assert!(
         run.status.success(),
         "kubectl {args:?} failed ({}):\n{}{}",
