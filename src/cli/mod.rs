@@ -82,3 +82,41 @@ pub fn positive_duration(s: &str) -> Result<std::time::Duration, String> {
     }
     Ok(d)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The container arguments of `deploy/deployment.yaml`: the `- ` items under `args:`.
+    fn deployment_args() -> Vec<String> {
+        let manifest = include_str!("../../deploy/deployment.yaml");
+        let mut lines = manifest.lines().skip_while(|l| l.trim() != "args:").skip(1);
+        let mut args = vec!["kube-gc".to_string()];
+        args.extend(
+            lines
+                .by_ref()
+                .map_while(|l| l.trim().strip_prefix("- ").map(str::to_string)),
+        );
+        args
+    }
+
+    #[test]
+    fn the_deployment_manifest_should_pass_flags_kube_gc_run_accepts() {
+        let args = deployment_args();
+        assert!(args.len() > 2, "no args in the manifest: {args:?}");
+        match Cli::try_parse_from(&args) {
+            Ok(Cli {
+                command: Command::Run(run),
+            }) => assert!(run.leader_elect, "two replicas need --leader-elect"),
+            Ok(_) => panic!("the manifest does not run `kube-gc run`: {args:?}"),
+            Err(e) => panic!("the manifest's flags are refused: {e}"),
+        }
+    }
+
+    #[test]
+    fn a_zero_period_should_be_refused() {
+        let refused = Cli::try_parse_from(["kube-gc", "run", "--report-every", "0s"]);
+        let error = refused.err().expect("a zero period is refused").to_string();
+        assert!(error.contains("must be more than zero"), "{error}");
+    }
+}

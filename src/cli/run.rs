@@ -50,7 +50,7 @@ pub struct RunArgs {
     /// Collect only while holding a coordination.k8s.io Lease, so that one of several replicas
     /// collects at a time.
     #[arg(long)]
-    leader_elect: bool,
+    pub(super) leader_elect: bool,
     /// How long a lease lasts without renewal.
     #[arg(long, default_value = "15s", value_parser = super::positive_duration)]
     leader_elect_lease_duration: Duration,
