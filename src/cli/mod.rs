@@ -115,8 +115,13 @@ mod tests {
 
     #[test]
     fn a_zero_period_should_be_refused() {
-        let refused = Cli::try_parse_from(["kube-gc", "run", "--report-every", "0s"]);
-        let error = refused.err().expect("a zero period is refused").to_string();
-        assert!(error.contains("must be more than zero"), "{error}");
+        for args in [
+            ["kube-gc", "run", "--report-every", "0s"],
+            ["kube-gc", "sim-apiserver", "--bookmark-interval", "0ms"],
+        ] {
+            let refused = Cli::try_parse_from(args);
+            let error = refused.err().expect("a zero period is refused").to_string();
+            assert!(error.contains("must be more than zero"), "{error}");
+        }
     }
 }

@@ -52,7 +52,7 @@ pub struct SimApiserverArgs {
     #[arg(long, default_value_t = kube_gc::api::sim::DEFAULT_HISTORY)]
     watch_history: usize,
     /// Interval of watch bookmarks, for watches that allow them.
-    #[arg(long, default_value = "60s", value_parser = http::parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = super::positive_duration)]
     bookmark_interval: Duration,
     /// Wait before serving each request: 2ms, 1ms..5ms (uniform) or exp:2ms (exponential mean).
     #[arg(long, default_value = "0s")]
@@ -71,7 +71,7 @@ pub struct SimApiserverArgs {
     #[arg(long)]
     drop_watch_after_events: Option<usize>,
     /// End every watch after this long.
-    #[arg(long, value_parser = http::parse_duration)]
+    #[arg(long, value_parser = super::positive_duration)]
     drop_watch_after: Option<Duration>,
 }
 
