@@ -13,6 +13,7 @@ use anyhow::Context;
 use kube_gc::api::KubeApi;
 use kube_gc::controller::leader::{LeaderElector, LeaseConfig};
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
+use kube_gc::queue::RateLimiterConfig;
 use kube_gc::server::Slot;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,6 +41,15 @@ pub struct RunArgs {
     /// Requests the rate limiter lets through at once after a quiet spell.
     #[arg(long, default_value_t = kube_gc::api::DEFAULT_BURST)]
     kube_api_burst: u32,
+    /// Retries the work queues let through per second, shared by all items (the global bucket of
+    /// the client-go controller rate limiter, 10). After an API server outage every item that
+    /// failed waits its turn here, so a large cluster recovers faster with a higher value; the
+    /// load on the server stays bounded by --kube-api-qps. 0 leaves only the per-item backoff.
+    #[arg(long, default_value_t = RateLimiterConfig::default().qps)]
+    retry_qps: f64,
+    /// Retries let through at once after a quiet spell (the same bucket's size, 100).
+    #[arg(long, default_value_t = RateLimiterConfig::default().burst)]
+    retry_burst: u32,
     /// How often discovery is read again, to monitor new resources (CRDs) and stop monitoring
     /// removed ones; kube-controller-manager's is a fixed 30 s.
     #[arg(long, default_value = "30s", value_parser = super::positive_duration)]
@@ -108,6 +118,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         collector: args.collector.config(),
         sync_period: args.resource_sync_period,
+        rate_limiter: RateLimiterConfig {
+            qps: args.retry_qps,
+            burst: args.retry_burst,
+            ..RateLimiterConfig::default()
+        },
         ..Config::default()
     };
     if !args.ignored_resources.is_empty() {
