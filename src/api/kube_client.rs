@@ -209,6 +209,15 @@ fn path(gvr: &Gvr, namespace: &str, name: Option<&str>) -> String {
     path
 }
 
+/// `path?query`, each value percent-encoded: a continue token or resourceVersion is opaque and may
+/// hold characters a query string reserves.
+fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish();
+    format!("{path}?{query}")
+}
+
 fn request(
     method: Method,
     uri: &str,
@@ -327,11 +336,12 @@ impl ClusterApi for KubeApi {
     }
 
     async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
-        let mut uri = format!("{}?limit={limit}", path(gvr, "", None));
+        let limit = limit.to_string();
+        let mut query = vec![("limit", limit.as_str())];
         if !continue_token.is_empty() {
-            uri.push_str("&continue=");
-            uri.push_str(continue_token);
+            query.push(("continue", continue_token));
         }
+        let uri = with_query(&path(gvr, "", None), &query);
         let page: MetadataList = self
             .send("list", request(Method::GET, &uri, ACCEPT_METADATA_LIST, None)?)
             .await?;
@@ -343,10 +353,14 @@ impl ClusterApi for KubeApi {
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        let uri = format!(
-            "{}?watch=true&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT_SECONDS}&resourceVersion={resource_version}",
-            path(gvr, "", None)
-        );
+        let timeout = WATCH_TIMEOUT_SECONDS.to_string();
+        let query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", timeout.as_str()),
+            ("resourceVersion", resource_version),
+        ];
+        let uri = with_query(&path(gvr, "", None), &query);
         let req = request(Method::GET, &uri, ACCEPT_METADATA, None)?;
         let events = self
             .call("watch", self.client.request_events::<PartialObjectMeta>(req))
@@ -427,6 +441,12 @@ mod tests {
             (0.99..1.01).contains(&elapsed),
             "10 more at 10/s take a second, took {elapsed}"
         );
+    }
+
+    #[test]
+    fn query_values_should_be_percent_encoded() {
+        let uri = with_query("/api/v1/pods", &[("limit", "500"), ("continue", "a+b/c=&d")]);
+        assert_eq!(uri, "/api/v1/pods?limit=500&continue=a%2Bb%2Fc%3D%26d");
     }
 
     #[test]
