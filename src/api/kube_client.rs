@@ -15,11 +15,16 @@
 //! reserved before the wait, so callers are served in the order they asked and the long-run rate
 //! never exceeds `qps`, however many workers call at once.
 //!
+//! While the server cannot be reached at all, requests wait out a doubling backoff first
+//! ([`Outage`]), so that workers keep their items until it is back instead of failing the whole
+//! work queue in a moment.
+//!
 //! A client [fenced](KubeApi::fenced) by a leader's [`Tenure`] refuses every write (a PATCH, a
 //! DELETE, an Event) once the tenure has ended, checked after the throttle's wait, right before
 //! the request is sent: a replica that lost the lease, or froze long enough for another to take
 //! it, never writes in its stead.
 
+use super::outage::Outage;
 use super::{
     ApiError, ApiResource, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
     PatchType, StatusReason, WatchEvent, WatchEventType, WatchStream,
@@ -102,6 +107,8 @@ pub struct KubeApi {
     calls: parking_lot::Mutex<BTreeMap<(&'static str, u16), u64>>,
     /// When set, writes are sent only while it is current.
     fence: Option<Tenure>,
+    /// Paces requests while the server cannot be reached.
+    outage: Outage,
 }
 
 impl KubeApi {
@@ -113,6 +120,7 @@ impl KubeApi {
             kinds: RwLock::new(HashMap::new()),
             calls: parking_lot::Mutex::new(BTreeMap::new()),
             fence: None,
+            outage: Outage::default(),
         }
     }
 
@@ -124,14 +132,15 @@ impl KubeApi {
         }
     }
 
-    /// Every request goes through here: a token from the throttle, the request, the error mapped,
-    /// and one count for its verb and outcome. `request` is lazy, so nothing is sent before the
-    /// token.
+    /// Every request goes through here: the wait of an [outage](Outage), a token from the
+    /// throttle, the fence, the request, the error mapped, and one count for its verb and
+    /// outcome. `request` is lazy, so nothing is sent before all of these allow it.
     async fn call<T>(
         &self,
         verb: &'static str,
         request: impl std::future::Future<Output = Result<T, ::kube::Error>>,
     ) -> Result<T, ApiError> {
+        self.outage.wait().await;
         self.throttle.acquire().await;
         if WRITES.contains(&verb) && self.fence.as_ref().is_some_and(|t| !t.is_current()) {
             return Err(ApiError::status(
@@ -139,7 +148,12 @@ impl KubeApi {
                 "not sent: this replica's leader tenure has ended",
             ));
         }
-        let result = request.await.map_err(api_error);
+        let result = request.await;
+        match &result {
+            Err(e) if unreachable(e) => self.outage.unreachable(),
+            _ => self.outage.answered(),
+        }
+        let result = result.map_err(api_error);
         let code = match &result {
             Ok(_) => 200,
             Err(e) => e.reason().map_or(500, StatusReason::code),
@@ -236,6 +250,12 @@ fn request(
 }
 
 /// A kube-rs failure as the API layer's error.
+/// Whether `err` means the request never got an answer from the server: no connection, or one
+/// that broke before a response.
+fn unreachable(err: &::kube::Error) -> bool {
+    matches!(err, ::kube::Error::HyperError(_) | ::kube::Error::Service(_))
+}
+
 fn api_error(err: ::kube::Error) -> ApiError {
     match err {
         ::kube::Error::Api(status) => {

@@ -9,6 +9,7 @@
 mod error;
 mod kube_client;
 mod mapper;
+mod outage;
 pub mod sim;
 mod types;
 mod validation;
