@@ -372,3 +372,41 @@ async fn a_fenced_client_should_send_no_writes_once_its_tenure_has_ended() {
     );
     server.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_to_an_unreachable_server_should_wait_instead_of_spinning() {
+    use kube_gc::api::ClusterApi;
+    const CALLERS: usize = 20;
+    // A loopback port nobody listens on: every connection is refused at once.
+    let addr = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        listener.local_addr().expect("address")
+    };
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("client config");
+    let api = Arc::new(KubeApi::new(kube::Client::try_from(config).expect("client"), 0.0, 1));
+    let until = std::time::Instant::now() + Duration::from_secs(1);
+    let callers: Vec<_> = (0..CALLERS)
+        .map(|_| {
+            let api = api.clone();
+            tokio::spawn(async move {
+                while std::time::Instant::now() < until {
+                    let failed = api.get(&pods(), "default", "p").await.expect_err("no server");
+                    assert_eq!(failed.reason(), Some(kube_gc::api::StatusReason::ServiceUnavailable));
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.await.expect("a caller");
+    }
+    let attempts: u64 = api.call_counts().iter().map(|c| c.count).sum();
+    // Backoffs of 100, 200 and 400 ms leave room for five rounds in a second at most; without
+    // them each caller fails thousands of times.
+    assert!(
+        attempts >= CALLERS as u64 && attempts <= 5 * CALLERS as u64,
+        "{attempts} attempts by {CALLERS} callers in one second"
+    );
+}
