@@ -15,9 +15,9 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::process::{kubectl, kubectl_available, Child};
-use support::{crd_manifest, http_get};
+use support::{crd_manifest, http_get, within_real_time};
 
 /// How long a cascade may take between processes on a loaded machine.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -136,11 +136,7 @@ impl Collector {
 
 /// Waits until `cond` holds; fails naming `what` after [`PATIENCE`].
 async fn eventually(what: &str, cond: impl AsyncFn() -> bool) {
-    let deadline = Instant::now() + PATIENCE;
-    while !cond().await {
-        assert!(Instant::now() < deadline, "never saw {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    within_real_time(what, PATIENCE, cond).await;
 }
 
 /// Creates the object `manifest` describes.

@@ -15,7 +15,9 @@ use kube_gc::graph::Uid;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{blocking_ref_to, create_in, deployments, http_get, meta, pods, policy, replicasets};
+use support::{
+    blocking_ref_to, client_of, create_in, deployments, http_get, meta, pods, policy, replicasets, within_real_time,
+};
 
 /// How long a condition may take to come true over HTTP.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -36,11 +38,7 @@ async fn serve(cluster: &Arc<SimCluster>) -> (kube::Client, tokio::task::JoinHan
         ServerOptions::default(),
         std::future::pending(),
     ));
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("client config");
-    (kube::Client::try_from(config).expect("client"), server)
+    (client_of(addr).await, server)
 }
 
 impl Served {
@@ -88,11 +86,7 @@ impl Served {
 }
 
 async fn eventually(what: &str, cond: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + PATIENCE;
-    while !cond() {
-        assert!(std::time::Instant::now() < deadline, "never saw {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    within_real_time(what, PATIENCE, async || cond()).await;
 }
 
 /// A Deployment → ReplicaSet → two Pods tree in `ns`.
@@ -382,11 +376,7 @@ async fn calls_to_an_unreachable_server_should_wait_instead_of_spinning() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         listener.local_addr().expect("address")
     };
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("client config");
-    let api = Arc::new(KubeApi::new(kube::Client::try_from(config).expect("client"), 0.0, 1));
+    let api = Arc::new(KubeApi::new(client_of(addr).await, 0.0, 1));
     let until = std::time::Instant::now() + Duration::from_secs(1);
     let callers: Vec<_> = (0..CALLERS)
         .map(|_| {

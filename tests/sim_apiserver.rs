@@ -20,7 +20,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch, PatchParams,
     PostParams, Preconditions, WatchEvent, WatchParams,
 };
-use kube::config::{Config, KubeConfigOptions, Kubeconfig};
+use kube::config::Config;
 use kube::core::Status;
 use kube::discovery::{verbs, Discovery};
 use kube::runtime::wait::{await_condition, conditions};
@@ -108,10 +108,7 @@ async fn client_for(addr: SocketAddr, retry: bool) -> Client {
 
 /// The client configuration of [`client_for`].
 async fn config_for(addr: SocketAddr, retry: bool) -> Config {
-    let kubeconfig = Kubeconfig::from_yaml(&http::kubeconfig(addr)).expect("the server's kubeconfig parses");
-    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("the server's kubeconfig makes a client config");
+    let mut config = support::client_config(addr).await;
     assert_eq!(config.default_namespace, NS);
     config.default_retry = retry;
     // Bounds every response the client waits for, watches included (their bookmarks and events

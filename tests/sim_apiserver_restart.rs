@@ -16,9 +16,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams, WatchEvent, WatchParams};
-use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
-use kube_gc::api::sim::http;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -65,10 +63,7 @@ impl Server {
     }
 
     async fn client(&self) -> Client {
-        let kubeconfig = Kubeconfig::from_yaml(&http::kubeconfig(self.addr)).expect("the kubeconfig parses");
-        let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .expect("a client config");
+        let mut config = support::client_config(self.addr).await;
         config.default_retry = false;
         config.read_timeout = Some(PATIENCE);
         config

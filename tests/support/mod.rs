@@ -152,6 +152,31 @@ pub fn crd_manifest(plural: &str, kind: &str) -> serde_json::Value {
     })
 }
 
+/// The client configuration a user gets from the kubeconfig a simulated API server on `addr`
+/// hands out.
+pub async fn client_config(addr: std::net::SocketAddr) -> kube::Config {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&kube_gc::api::sim::http::kubeconfig(addr))
+        .expect("the server's kubeconfig parses");
+    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("the server's kubeconfig makes a client config")
+}
+
+/// A kube-rs client of the simulated API server on `addr`, configured as [`client_config`] says.
+pub async fn client_of(addr: std::net::SocketAddr) -> kube::Client {
+    kube::Client::try_from(client_config(addr).await).expect("a plain-HTTP client")
+}
+
+/// Waits, in real time, until `cond` holds; fails naming `what` after `patience`. For tests
+/// with sockets or processes, which do not follow tokio's paused clock.
+pub async fn within_real_time(what: &str, patience: Duration, cond: impl AsyncFn() -> bool) {
+    let deadline = std::time::Instant::now() + patience;
+    while !cond().await {
+        assert!(std::time::Instant::now() < deadline, "never saw {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// How long [`http_get`] waits for an answer.
 pub const HTTP_PATIENCE: Duration = Duration::from_secs(30);
 
