@@ -203,8 +203,8 @@ impl Rig {
 
     /// Drops the virtual delete events workers routed (no builder applies them here).
     fn drain(&self, routed: &mut PartitionReceiver) {
-        while routed.try_recv().is_ok() {
-            self.router.applied();
+        while routed.try_recv().is_some() {
+            routed.applied();
         }
     }
 }
@@ -295,7 +295,7 @@ impl Case {
             Outcome::Marked(f) => result.is_ok() && marked_with(f),
             Outcome::VirtualDelete => {
                 matches!(result, Err(CollectError::EnqueuedVirtualDeleteEvent(_)))
-                    && routed.try_recv().is_ok_and(|e| e.is_virtual)
+                    && routed.try_recv().is_some_and(|e| e.is_virtual)
             }
         };
         assert!(ok, "{}: expected {:?}, got {result:?}", self.name, self.outcome);

@@ -1,22 +1,17 @@
 //! The builders' metrics: graph events applied per partition, and what a once-a-second sampler
 //! derives from those counts (a recent rate per partition, the time since the last event).
 //!
-//! Invariant: partition `i`'s count is written only through its [`AppliedCounter`], which only
-//! [`GraphEventMetrics::new`] makes, one per partition, and which is not `Clone`. The single writer
-//! keeps its running total and publishes it with a plain store, never a read-modify-write, on a
-//! cache line of its own: the hot path (millions of events a second per builder) pays one
-//! uncontended store per event, and no clock.
+//! The counts are the router's ([`crate::router`]): each partition's receiver publishes its
+//! applied count with one uncontended plain store per event, on a cache line of its own, and no
+//! clock; nothing here adds to the builders' hot path.
 //!
 //! # Model
 //!
-//! - Writers: each partition's builder, after each event it applies ([`AppliedCounter::add`]).
 //! - The sampler ([`GraphEventMetrics::sample`]) reads every count once per [`SAMPLE_PERIOD`] of
 //!   the runtime's clock and keeps the samples of the last [`RATE_WINDOW`]. It is a task of the
 //!   collector, so the rates do not depend on how often `/metrics` is scraped, and it ends with
 //!   the collector.
 //! - Readers take a [`GraphEventStats`]: counts as of the read, rates as of the last sample.
-//! - Relaxed loads and stores throughout: the values are statistics and order nothing else, so a
-//!   reader may see a count slightly behind its builder.
 //!
 //! # What the time since the last event means
 //!
@@ -25,10 +20,9 @@
 //! the first event it is the time since the metrics were made, at the collector's start, so a
 //! collector that never receives an event looks as stale as one whose events stopped.
 
-use crossbeam_utils::CachePadded;
+use crate::router::Router;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -44,8 +38,8 @@ pub const RATE_WINDOW: Duration = Duration::from_secs(10);
 /// `/metrics`. See the [module docs](self).
 #[derive(Debug)]
 pub struct GraphEventMetrics {
-    /// Events applied, by partition. Each is stored by that partition's [`AppliedCounter`] only.
-    applied: Box<[CachePadded<AtomicU64>]>,
+    /// Whose applied counts these are.
+    router: Router,
     /// Written by the sampler only; read by [`GraphEventMetrics::stats`].
     window: Mutex<Window>,
 }
@@ -64,25 +58,6 @@ struct Window {
 struct Sample {
     at: Instant,
     totals: Vec<u64>,
-}
-
-/// One partition's writer of its count, for its builder alone (see the [module docs](self)).
-#[derive(Debug)]
-#[must_use = "a partition's count is written only through its counter"]
-pub struct AppliedCounter {
-    metrics: Arc<GraphEventMetrics>,
-    partition: usize,
-    /// The partition's count, which only this counter changes.
-    total: u64,
-}
-
-impl AppliedCounter {
-    /// Counts one applied event.
-    pub fn add(&mut self) {
-        self.total += 1;
-        // Relaxed: a statistic; see the module docs.
-        self.metrics.applied[self.partition].store(self.total, Ordering::Relaxed);
-    }
 }
 
 /// What the builders did, as of one read.
@@ -104,29 +79,17 @@ pub struct PartitionEvents {
 }
 
 impl GraphEventMetrics {
-    /// Metrics of `partitions` builders (at least one) with every count at zero, and the counter
-    /// of each partition, by index.
-    pub fn new(partitions: usize) -> (Arc<Self>, Vec<AppliedCounter>) {
-        let partitions = partitions.max(1);
+    /// Metrics of the builders behind `router`, starting from its counts now.
+    pub fn new(router: Router) -> Arc<Self> {
         let now = Instant::now();
-        let metrics = Arc::new(GraphEventMetrics {
-            applied: (0..partitions).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+        let totals = router.applied_totals();
+        Arc::new(GraphEventMetrics {
+            router,
             window: Mutex::new(Window {
-                samples: VecDeque::from([Sample {
-                    at: now,
-                    totals: vec![0; partitions],
-                }]),
+                samples: VecDeque::from([Sample { at: now, totals }]),
                 unchanged_since: now,
             }),
-        });
-        let counters = (0..partitions)
-            .map(|partition| AppliedCounter {
-                metrics: metrics.clone(),
-                partition,
-                total: 0,
-            })
-            .collect();
-        (metrics, counters)
+        })
     }
 
     /// The sampler: reads the counts every [`SAMPLE_PERIOD`], for as long as the task is polled.
@@ -155,7 +118,7 @@ impl GraphEventMetrics {
     }
 
     fn totals(&self) -> Vec<u64> {
-        self.applied.iter().map(|a| a.load(Ordering::Relaxed)).collect()
+        self.router.applied_totals()
     }
 
     /// The figures as of now.
@@ -192,18 +155,25 @@ impl GraphEventMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::router::PartitionReceiver;
 
     fn per_second(metrics: &GraphEventMetrics) -> Vec<f64> {
         metrics.stats().partitions.iter().map(|p| p.per_second).collect()
     }
 
-    fn count(counter: &mut AppliedCounter, events: usize) {
-        (0..events).for_each(|_| counter.add());
+    /// Metrics over `partitions` partitions, and each partition's receiver, to count with.
+    fn metrics(partitions: usize) -> (Arc<GraphEventMetrics>, Vec<PartitionReceiver>) {
+        let (router, receivers) = Router::new(partitions);
+        (GraphEventMetrics::new(router), receivers)
+    }
+
+    fn count(receiver: &mut PartitionReceiver, events: usize) {
+        (0..events).for_each(|_| receiver.applied());
     }
 
     #[tokio::test(start_paused = true)]
     async fn counts_should_be_per_partition() {
-        let (metrics, mut counters) = GraphEventMetrics::new(2);
+        let (metrics, mut counters) = metrics(2);
         count(&mut counters[1], 3);
         let applied: Vec<u64> = metrics.stats().partitions.iter().map(|p| p.applied).collect();
         assert_eq!(applied, [0, 3]);
@@ -211,7 +181,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn rate_should_average_over_the_window_and_forget_what_is_older() {
-        let (metrics, mut counters) = GraphEventMetrics::new(2);
+        let (metrics, mut counters) = metrics(2);
         let start = Instant::now();
         assert_eq!(per_second(&metrics), [0.0, 0.0], "no sample yet");
         for second in 1..=10 {
@@ -231,7 +201,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn seconds_since_last_event_should_count_from_start_then_from_the_sample_that_saw_it() {
-        let (metrics, mut counters) = GraphEventMetrics::new(1);
+        let (metrics, mut counters) = metrics(1);
         tokio::time::advance(Duration::from_secs(5)).await;
         assert_eq!(
             metrics.stats().seconds_since_last_event,
@@ -259,7 +229,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn sampler_should_sample_once_a_period_by_itself() {
-        let (metrics, mut counters) = GraphEventMetrics::new(1);
+        let (metrics, mut counters) = metrics(1);
         let sampler = tokio::spawn(metrics.clone().sample());
         count(&mut counters[0], 20);
         tokio::time::sleep(RATE_WINDOW * 2 + SAMPLE_PERIOD / 2).await;

@@ -16,14 +16,14 @@ pub mod metrics;
 mod recorder;
 pub mod references;
 
-pub use metrics::{AppliedCounter, GraphEventMetrics, GraphEventStats};
+pub use metrics::{GraphEventMetrics, GraphEventStats};
 pub use recorder::{EventRecorder, EventSink, REASON_OWNER_REF_INVALID_NAMESPACE, SOURCE_COMPONENT};
 
 use crate::collector::AbsentOwnerCache;
 use crate::event::{EventObject, EventType, GraphEvent};
 use crate::graph::{Graph, Handle, Linked, Observation, ObservedFinalizers, OwnerRef};
 use crate::queue::{RateLimiterConfig, WorkQueue};
-use crate::router::{PartitionReceiver, Router};
+use crate::router::PartitionReceiver;
 use references::{alternate_owner_identity, partition_dependents, references_diffs, ChangedRef};
 use std::sync::Arc;
 
@@ -68,13 +68,11 @@ impl GraphBuilder {
         )
     }
 
-    /// Applies the events of one partition until its channel closes, counting each in the
-    /// partition's `applied`.
-    pub async fn run(self, mut events: PartitionReceiver, mut applied: AppliedCounter, router: Router) {
+    /// Applies the events of one partition until its channel closes, counting each as applied.
+    pub async fn run(self, mut events: PartitionReceiver) {
         while let Some(event) = events.recv().await {
             self.process_graph_changes(event);
-            applied.add();
-            router.applied();
+            events.applied();
         }
     }
 

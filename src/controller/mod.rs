@@ -58,7 +58,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
         };
         let graph = Arc::new(Graph::with_tombstones(tombstones));
         let (router, partitions) = Router::new(config.partitions);
-        let (graph_events, applied_counters) = GraphEventMetrics::new(partitions.len());
+        let graph_events = GraphEventMetrics::new(router.clone());
         let attempt_to_delete = WorkQueue::new(queue::ATTEMPT_TO_DELETE, config.rate_limiter);
         let attempt_to_orphan = WorkQueue::new(queue::ATTEMPT_TO_ORPHAN, config.rate_limiter);
         let absent_owner_cache = Arc::new(AbsentOwnerCache::new(config.absent_owner_cache_capacity));
@@ -87,8 +87,8 @@ impl<C: ClusterApi> GarbageCollector<C> {
             absent_owner_cache.clone(),
             recorder,
         );
-        for (events, applied) in partitions.into_iter().zip(applied_counters) {
-            gc.spawn(builder.clone().run(events, applied, router.clone()));
+        for events in partitions {
+            gc.spawn(builder.clone().run(events));
         }
         gc.spawn(gc.metrics.graph_events.clone().sample());
         gc.spawn(run_event_sink(gc.api.clone(), sink));
@@ -203,7 +203,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
 
     /// Graph events routed to the builders and not applied yet: the depth of upstream's
     /// `graphChanges` queue, which kube-gc's partitions replace.
-    pub fn graph_changes_pending(&self) -> usize {
+    pub fn graph_changes_pending(&self) -> u64 {
         self.router.in_flight()
     }
 

@@ -2,13 +2,27 @@
 //!
 //! Every [`GraphEvent`] enters the graph through [`Router::route`], whether it comes from a
 //! monitor's watch or from a collector worker's virtual delete. The partition is
-//! `uid.hash64() % partitions`, the same hash the graph shards by; each partition is a FIFO channel drained by one builder, which is what
-//! keeps per-object order. `in_flight` counts events routed but not yet applied, so callers can
-//! tell when the builders are quiet.
+//! `uid.hash64() % partitions`, the same hash the graph shards by; each partition is a FIFO channel
+//! drained by one builder, which is what keeps per-object order.
+//!
+//! # Counts
+//!
+//! Each partition has two counts on cache lines of their own: events routed to it, raised by
+//! whoever routes, and events its builder applied, written by that partition's
+//! [`PartitionReceiver`] alone with a plain store (its builder pays no read-modify-write and
+//! shares no line with another builder). Everything else is derived from them: the events in
+//! flight ([`Router::in_flight`], which tells callers when the builders are quiet) and the
+//! builders' metrics ([`crate::builder::metrics`]).
+//!
+//! Invariant: an event is counted as routed before it is sent, and as applied only after its
+//! builder applied it (a Release store, read with Acquire). [`Router::in_flight`] reads every
+//! applied count before any routed count, so it never reports fewer events in flight than there
+//! were when it began, and 0 means every routed event's effects are visible.
 
 use crate::event::GraphEvent;
 use crate::graph::Uid;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -18,23 +32,54 @@ pub fn partition(uid: &Uid, partitions: usize) -> usize {
     (uid.hash64() % partitions.max(1) as u64) as usize
 }
 
-/// The receiving end of one partition, drained by its builder.
-pub type PartitionReceiver = mpsc::UnboundedReceiver<GraphEvent>;
+/// The two counts of every partition, by index.
+struct Counts {
+    routed: Box<[CachePadded<AtomicU64>]>,
+    applied: Box<[CachePadded<AtomicU64>]>,
+}
 
 /// Sends events to builder partitions. Cheap to clone.
 #[derive(Clone)]
 pub struct Router {
     partitions: Arc<[mpsc::UnboundedSender<GraphEvent>]>,
-    in_flight: Arc<AtomicUsize>,
+    counts: Arc<Counts>,
+}
+
+/// The receiving end of one partition, drained by its builder, which reports each event it has
+/// applied through [`PartitionReceiver::applied`]. Not `Clone`: it is the partition's only writer
+/// of its applied count.
+pub struct PartitionReceiver {
+    events: mpsc::UnboundedReceiver<GraphEvent>,
+    counts: Arc<Counts>,
+    partition: usize,
+    /// This partition's applied count, which only this receiver changes.
+    applied: u64,
 }
 
 impl Router {
     /// A router over `partitions` FIFOs (at least one), with the receiver of each.
     pub fn new(partitions: usize) -> (Router, Vec<PartitionReceiver>) {
-        let (senders, receivers): (Vec<_>, Vec<_>) = (0..partitions.max(1)).map(|_| mpsc::unbounded_channel()).unzip();
+        let partitions = partitions.max(1);
+        let zeros = || (0..partitions).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
+        let counts = Arc::new(Counts {
+            routed: zeros(),
+            applied: zeros(),
+        });
+        let (senders, receivers): (Vec<_>, Vec<_>) = (0..partitions)
+            .map(|partition| {
+                let (sender, events) = mpsc::unbounded_channel();
+                let receiver = PartitionReceiver {
+                    events,
+                    counts: counts.clone(),
+                    partition,
+                    applied: 0,
+                };
+                (sender, receiver)
+            })
+            .unzip();
         let router = Router {
             partitions: senders.into(),
-            in_flight: Arc::new(AtomicUsize::new(0)),
+            counts,
         };
         (router, receivers)
     }
@@ -48,24 +93,98 @@ impl Router {
     /// stopped are dropped: the graph is going away with them.
     pub fn route(&self, event: GraphEvent) {
         let p = self.partition_of(&event.object.uid);
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.counts.routed[p].fetch_add(1, Ordering::AcqRel);
         if self.partitions[p].send(event).is_err() {
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            self.counts.routed[p].fetch_sub(1, Ordering::AcqRel);
         }
     }
 
-    /// Builder only: one event was applied.
-    pub fn applied(&self) {
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    /// Events routed but not yet applied; see the [module docs](self).
+    pub fn in_flight(&self) -> u64 {
+        let applied: u64 = self.applied_totals().iter().sum();
+        let routed: u64 = self.counts.routed.iter().map(|r| r.load(Ordering::Acquire)).sum();
+        routed.saturating_sub(applied)
     }
 
-    /// Events routed but not yet applied.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::SeqCst)
+    /// Events each partition's builder has applied, by partition.
+    pub fn applied_totals(&self) -> Vec<u64> {
+        self.counts.applied.iter().map(|a| a.load(Ordering::Acquire)).collect()
     }
 
     /// Number of partitions.
     pub fn partitions(&self) -> usize {
         self.partitions.len()
+    }
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("partitions", &self.partitions.len())
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+impl PartitionReceiver {
+    /// The next event, once one is routed; `None` once every router is gone.
+    pub async fn recv(&mut self) -> Option<GraphEvent> {
+        self.events.recv().await
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_recv(&mut self) -> Option<GraphEvent> {
+        self.events.try_recv().ok()
+    }
+
+    /// Counts one received event as applied: its effects on the graph are complete.
+    pub fn applied(&mut self) {
+        self.applied += 1;
+        self.counts.applied[self.partition].store(self.applied, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventType;
+    use crate::graph::Graph;
+
+    fn event(graph: &Graph, i: usize) -> GraphEvent {
+        let meta = crate::api::ObjectMeta {
+            name: format!("p{i}"),
+            namespace: "default".into(),
+            uid: Uid::new_v4(i as u128 + 1).to_string(),
+            ..Default::default()
+        };
+        GraphEvent::observed(graph, EventType::Add, &meta, "v1", "Pod").expect("an event")
+    }
+
+    #[tokio::test]
+    async fn in_flight_should_count_routed_events_until_their_builder_applies_them() {
+        let graph = Graph::new();
+        let (router, mut receivers) = Router::new(2);
+        for i in 0..10 {
+            router.route(event(&graph, i));
+        }
+        assert_eq!(router.in_flight(), 10);
+        let mut applied = 0;
+        for receiver in &mut receivers {
+            while receiver.try_recv().is_some() {
+                receiver.applied();
+                applied += 1;
+                assert_eq!(router.in_flight(), 10 - applied);
+            }
+        }
+        assert_eq!(applied, 10);
+        let totals = router.applied_totals();
+        assert_eq!(totals.iter().sum::<u64>(), 10, "{totals:?}");
+        drop(receivers);
+        router.route(event(&graph, 11));
+        assert_eq!(
+            router.in_flight(),
+            0,
+            "an event no builder will receive is not in flight"
+        );
     }
 }

@@ -44,7 +44,7 @@ pub(super) fn render<C: ClusterApi>(gc: &GarbageCollector<C>) -> String {
     );
     let queues = [gc.attempt_to_delete().stats(), gc.attempt_to_orphan().stats()];
     let graph_events = gc.metrics().graph_events.stats();
-    let pending = gc.graph_changes_pending() as u64;
+    let pending = gc.graph_changes_pending();
     let graph_changes = GraphChanges {
         depth: pending,
         adds_total: graph_events.partitions.iter().map(|p| p.applied).sum::<u64>() + pending,

@@ -413,8 +413,8 @@ impl Rig {
     /// The events workers routed (virtual deletes), without applying them.
     pub fn take_routed(&mut self) -> Vec<GraphEvent> {
         let mut out = Vec::new();
-        while let Ok(e) = self.routed.try_recv() {
-            self.router.applied();
+        while let Some(e) = self.routed.try_recv() {
+            self.routed.applied();
             out.push(e);
         }
         out
