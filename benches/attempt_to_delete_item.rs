@@ -30,7 +30,7 @@ use kube_gc::api::{
     SharedRestMapper, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
 use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
-use kube_gc::collector::{AbsentOwnerCache, CollectError, Collector, CollectorConfig};
+use kube_gc::collector::{AbsentOwnerCache, CollectError, Collector, CollectorConfig, PartialView};
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{Graph, Handle, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
@@ -146,6 +146,7 @@ impl Rig {
             attempt_to_delete: self.attempt_to_delete.clone(),
             attempt_to_orphan: self.attempt_to_orphan.clone(),
             absent_owner_cache: Arc::new(AbsentOwnerCache::default()),
+            partial_view: PartialView::complete(),
             config: CollectorConfig {
                 verify_with_get,
                 ..CollectorConfig::default()

@@ -2,7 +2,9 @@
 
 use super::patch::{delete_owner_refs_merge, delete_owner_refs_smp, unblock_owner_refs_merge, unblock_owner_refs_smp};
 use super::{Action, CollectError, Collector, ItemState, Result};
-use crate::api::{ClusterApi, DeleteOptions, PatchType, Preconditions, PropagationPolicy, FINALIZER_FOREGROUND};
+use crate::api::{
+    ClusterApi, DeleteOptions, PartialObjectMeta, PatchType, Preconditions, PropagationPolicy, FINALIZER_FOREGROUND,
+};
 use crate::graph::{Handle, Identity, OwnerRef, Uid};
 
 /// The retries of removeFinalizer: client-go's `retry.DefaultBackoff` (4 steps from 10 ms, ×5,
@@ -31,14 +33,7 @@ impl<C: ClusterApi> Collector<C> {
         match self.attempt_to_delete_item(&item).await {
             Err(CollectError::EnqueuedVirtualDeleteEvent(_))
             | Err(CollectError::NamespacedOwnerOfClusterScopedObject { .. }) => Action::Forget,
-            Err(err) => {
-                if matches!(err, CollectError::RestMapping { .. }) {
-                    tracing::debug!(item = %item.identity(), %err, "error syncing item");
-                } else {
-                    tracing::warn!(item = %item.identity(), %err, "error syncing item");
-                }
-                Action::Requeue
-            }
+            Err(err) => Action::after_failure(&err, item.identity()),
             // Keep polling a virtual node until a watch observes it or a virtual delete removes it.
             Ok(()) if item.is_virtual() => Action::Requeue,
             Ok(()) => Action::Forget,
@@ -79,13 +74,29 @@ impl<C: ClusterApi> Collector<C> {
         if state.owners.is_empty() {
             return Ok(());
         }
-        let classes = self.classify_references(item, &state.owners).await?;
-        if !classes.solid.is_empty() {
-            if classes.dangling.is_empty() && classes.waiting.is_empty() {
+        let mut classes = self.classify_references(item, &state.owners).await?;
+        let stripped;
+        let state = if classes.orphaned.is_empty() {
+            state
+        } else {
+            // Refs to owners this collector orphaned go first; the rest is judged on the object
+            // as the patch left it.
+            let uids: Vec<Uid> = classes.orphaned.iter().map(|r| r.uid).collect();
+            stripped = ItemState::live(&self.graph, &self.remove_owner_refs(identity, state, &uids).await?);
+            if stripped.owners.is_empty() {
                 return Ok(());
             }
+            classes = self.classify_references(item, &stripped.owners).await?;
+            &stripped
+        };
+        if !classes.solid.is_empty() && classes.dangling.is_empty() && classes.waiting.is_empty() {
+            return Ok(());
+        }
+        // Every action from here rests on the dangling owners being absent.
+        self.require_owner_views(&classes.dangling, "acting on absent owners")?;
+        if !classes.solid.is_empty() {
             let uids: Vec<Uid> = classes.dangling.iter().chain(&classes.waiting).map(|r| r.uid).collect();
-            return self.remove_owner_refs(identity, state, &uids).await;
+            return self.remove_owner_refs(identity, state, &uids).await.map(drop);
         }
         if !classes.waiting.is_empty() && item.dependents_len() > 0 {
             if item.dependents().iter().any(|d| d.is_deleting_dependents()) {
@@ -105,14 +116,19 @@ impl<C: ClusterApi> Collector<C> {
         self.delete_collected(identity, state, state.deletion_policy()).await
     }
 
-    /// Strips the refs to dangling and waiting owners (`uids`) from an item that has a solid
-    /// owner. The waiting refs must go too, or those owners wait on this item forever.
-    async fn remove_owner_refs(&self, identity: &Identity, state: &ItemState, uids: &[Uid]) -> Result<()> {
+    /// Strips the refs to `uids` from an item: dangling and waiting owners of an item that has a
+    /// solid owner (the waiting refs must go too, or those owners wait on this item forever), or
+    /// owners this collector orphaned. Returns the object as the patch left it.
+    async fn remove_owner_refs(
+        &self,
+        identity: &Identity,
+        state: &ItemState,
+        uids: &[Uid],
+    ) -> Result<PartialObjectMeta> {
         let smp = delete_owner_refs_smp(&identity.uid, uids);
         let merge = |current: &ItemState| delete_owner_refs_merge(&current.resource_version, &current.owners, uids);
         self.patch_with_fallback(identity, &smp, || state.if_observed(), merge)
             .await
-            .map(drop)
     }
 
     /// Deletes an item judged garbage; a 404 becomes a virtual delete (spec §10 item 58). From an
@@ -131,9 +147,19 @@ impl<C: ClusterApi> Collector<C> {
         }
     }
 
-    /// Spec §4.2 step 4: an owner in a foreground deletion.
+    /// Spec §4.2 step 4: an owner in a foreground deletion. The finalizer goes only once every
+    /// view is complete and the graph, with every event routed so far applied, still shows no
+    /// blocking dependent ([`super::partial_view`]).
     async fn process_deleting_dependents_item(&self, item: &Handle, state: &ItemState) -> Result<()> {
-        let blocking = item.blocking_dependents();
+        let mut blocking = item.blocking_dependents();
+        if blocking.is_empty() {
+            self.require_complete_views("removing the foregroundDeletion finalizer")
+                .await?;
+            blocking = self
+                .graph
+                .get(&item.identity().uid)
+                .map_or_else(Vec::new, |n| n.blocking_dependents());
+        }
         if blocking.is_empty() {
             return self
                 .remove_finalizer(item.identity(), FINALIZER_FOREGROUND, Some(state))

@@ -15,10 +15,13 @@ pub(super) struct Classified {
     pub dangling: Vec<OwnerRef>,
     /// Owners in a foreground deletion.
     pub waiting: Vec<OwnerRef>,
+    /// Owners this collector orphaned: the ref must go, whatever the rest.
+    pub orphaned: Vec<OwnerRef>,
 }
 
 /// What one owner ref turned out to name.
 enum Owner {
+    Orphaned,
     Dangling,
     Solid,
     Waiting,
@@ -41,6 +44,7 @@ impl<C: ClusterApi> Collector<C> {
         let mut out = Classified::default();
         for r in refs {
             match self.is_dangling(item.identity(), r).await? {
+                Owner::Orphaned => out.orphaned.push(r.clone()),
                 Owner::Dangling => out.dangling.push(r.clone()),
                 Owner::Solid => out.solid.push(r.clone()),
                 Owner::Waiting => out.waiting.push(r.clone()),
@@ -49,10 +53,14 @@ impl<C: ClusterApi> Collector<C> {
         Ok(out)
     }
 
-    /// Looks an owner up: first in absentOwnerCache under two keys (cluster-scoped, then the
+    /// Looks an owner up: first among the owners this collector orphaned (by UID, which is never
+    /// reused), then in absentOwnerCache under two keys (cluster-scoped, then the
     /// item's namespace, since a virtual owner may have been cached under either), then in the
     /// graph, then live.
     async fn is_dangling(&self, item: &Identity, r: &OwnerRef) -> Result<Owner> {
+        if self.partial_view.orphaned.contains(&r.uid) {
+            return Ok(Owner::Orphaned);
+        }
         let mut key: Identity = r.identity_in(&Sym::new(""));
         if self.absent_owner_cache.has(&key) {
             return Ok(Owner::Dangling);

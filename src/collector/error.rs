@@ -50,6 +50,16 @@ pub enum CollectError {
         /// Every failure, joined.
         errors: String,
     },
+    /// The decision rests on a view that is not complete yet (see
+    /// [`partial_view`](super::partial_view)): the item waits, without counting a failure.
+    #[error("waiting before {before}: {}", waiting_on(incomplete))]
+    PartialView {
+        /// The monitored resources whose view is incomplete; empty when the builders have not
+        /// applied the events routed before the decision yet.
+        incomplete: Vec<crate::api::Gvr>,
+        /// The decision that waits.
+        before: &'static str,
+    },
     /// removeFinalizer hit a conflict on every attempt.
     #[error("updateMaxRetries({retries}) has reached. The garbage collector will retry later for owner {owner}")]
     UpdateMaxRetries {
@@ -85,6 +95,17 @@ impl CollectError {
     pub fn is_stale_write(&self) -> bool {
         self.is_conflict() || self.api_error().and_then(ApiError::reason) == Some(crate::api::StatusReason::Invalid)
     }
+}
+
+fn waiting_on(incomplete: &[crate::api::Gvr]) -> String {
+    if incomplete.is_empty() {
+        return "graph events routed earlier are not applied yet".to_string();
+    }
+    let names: Vec<String> = incomplete.iter().map(ToString::to_string).collect();
+    format!(
+        "the view of {} is incomplete (not synced, or relisting)",
+        names.join(", ")
+    )
 }
 
 /// The collector's result type.

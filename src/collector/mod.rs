@@ -57,15 +57,17 @@ mod attempt_to_delete;
 mod classify;
 mod error;
 mod orphan;
+pub mod partial_view;
 pub mod patch;
 mod state;
 
 pub use absent_owner_cache::{AbsentOwnerCache, DEFAULT_CAPACITY as DEFAULT_ABSENT_OWNER_CACHE_CAPACITY};
 pub use error::{CollectError, Result};
+pub use partial_view::{PartialView, Views, Waiting};
 
 use crate::api::{ApiError, ClusterApi, Gvr, PartialObjectMeta, PatchType, SharedRestMapper};
 use crate::event::GraphEvent;
-use crate::graph::{Graph, Handle, Identity};
+use crate::graph::{Graph, Handle, Identity, OwnerRef};
 use crate::queue::WorkQueue;
 use crate::router::Router;
 use serde_json::Value;
@@ -92,12 +94,35 @@ impl Default for CollectorConfig {
 }
 
 /// What a worker does with the item it took.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Action {
     /// Done with it: reset its backoff.
     Forget,
     /// Try again later, with backoff.
     Requeue,
+    /// Look again after [`partial_view::WAIT`], without counting a failure: the decision waits
+    /// for the views of these resources (none: for the builders to catch up).
+    Wait(Vec<Gvr>),
+}
+
+impl Action {
+    /// The action for an attempt that failed with `err`, after logging it.
+    fn after_failure(err: &CollectError, item: &Identity) -> Action {
+        match err {
+            CollectError::PartialView { incomplete, .. } => {
+                tracing::debug!(item = %item, %err, "decision deferred");
+                Action::Wait(incomplete.clone())
+            }
+            CollectError::RestMapping { .. } => {
+                tracing::debug!(item = %item, %err, "error syncing item");
+                Action::Requeue
+            }
+            _ => {
+                tracing::warn!(item = %item, %err, "error syncing item");
+                Action::Requeue
+            }
+        }
+    }
 }
 
 /// Shared state of every collector worker. Built once by the controller (or a test rig) and
@@ -117,6 +142,8 @@ pub struct Collector<C> {
     pub attempt_to_orphan: Arc<WorkQueue<Handle>>,
     /// Owners known to be absent, shared with the builder.
     pub absent_owner_cache: Arc<AbsentOwnerCache>,
+    /// What the workers know of the monitors' views, and the owners they orphaned.
+    pub partial_view: PartialView,
     /// Settings.
     pub config: CollectorConfig,
 }
@@ -150,21 +177,58 @@ impl<C: ClusterApi> Collector<C> {
         };
         let action = match self.attempt_to_orphan_worker(&owner).await {
             Ok(()) => Action::Forget,
-            Err(err) => {
-                tracing::warn!(owner = %owner.identity(), %err, "orphaning failed; will retry");
-                Action::Requeue
-            }
+            Err(err) => Action::after_failure(&err, owner.identity()),
         };
         self.finish(&self.attempt_to_orphan, owner, action);
         true
     }
 
     fn finish(&self, queue: &Arc<WorkQueue<Handle>>, item: Handle, action: Action) {
+        let waiting = &self.partial_view.waiting;
         match action {
             Action::Forget => queue.forget(&item),
             Action::Requeue => queue.add_rate_limited(item.clone()),
+            Action::Wait(_) => queue.add_after(item.clone(), partial_view::WAIT),
+        }
+        match &action {
+            Action::Wait(resources) => waiting.wait(item.identity().uid, resources),
+            _ => waiting.done(&item.identity().uid),
         }
         queue.done(&item);
+    }
+
+    /// Fails with [`CollectError::PartialView`] unless every monitor's view is complete and the
+    /// builders have applied every event routed so far: the condition for letting an owner go
+    /// (see [`partial_view`]). `before` names the decision.
+    async fn require_complete_views(&self, before: &'static str) -> Result<()> {
+        let incomplete = self.partial_view.views.incomplete(None);
+        if incomplete.is_empty() && self.router.caught_up(partial_view::BARRIER_PATIENCE).await {
+            return Ok(());
+        }
+        Err(CollectError::PartialView { incomplete, before })
+    }
+
+    /// Fails with [`CollectError::PartialView`] unless the views of the resources of `absent`
+    /// owners are complete: the condition for acting on their absence (see [`partial_view`]).
+    /// An owner whose kind maps to no resource has no view to wait for.
+    fn require_owner_views(&self, absent: &[OwnerRef], before: &'static str) -> Result<()> {
+        if absent.is_empty() {
+            return Ok(());
+        }
+        let mapper = self.mapper.load();
+        let mut resources: Vec<Gvr> = absent
+            .iter()
+            .filter_map(|r| mapper.rest_mapping(&r.api_version(), &r.kind()).ok())
+            .map(|m| m.gvr)
+            .collect();
+        resources.sort();
+        resources.dedup();
+        let incomplete = self.partial_view.views.incomplete(Some(&resources));
+        if incomplete.is_empty() {
+            Ok(())
+        } else {
+            Err(CollectError::PartialView { incomplete, before })
+        }
     }
 
     /// Routes a virtual delete for `identity` and returns the sentinel that says so.

@@ -6,15 +6,44 @@ use super::{CollectError, Collector, ItemState, Result};
 use crate::api::{ClusterApi, FINALIZER_ORPHAN};
 use crate::graph::{Handle, Identity, Uid};
 use futures::stream::{self, StreamExt};
+use std::collections::HashSet;
+
+/// Times the orphan worker looks again for dependents that reached the graph while it patched
+/// the ones it knew, before it gives the owner back to the queue.
+const ORPHAN_ROUNDS: usize = 3;
 
 impl<C: ClusterApi> Collector<C> {
-    /// Orphans the dependents of `owner`, then lets the owner go.
+    /// Orphans the dependents of `owner`, then lets the owner go: only on a complete view, and
+    /// only once a look at the graph with every event routed so far applied finds no dependent
+    /// left unpatched ([`super::partial_view`]). The owner is remembered as orphaned before its
+    /// finalizer goes, so that a dependent whose event is still on its way has the reference
+    /// removed, not the dependent.
     pub async fn attempt_to_orphan_worker(&self, owner: &Handle) -> Result<()> {
-        let dependents = owner.dependents();
-        self.orphan_dependents(owner.identity(), &dependents).await?;
-        let observed = self.observed_state(owner);
-        self.remove_finalizer(owner.identity(), FINALIZER_ORPHAN, observed.as_ref())
-            .await
+        let uid = owner.identity().uid;
+        let mut patched: HashSet<Uid> = HashSet::new();
+        for _ in 0..ORPHAN_ROUNDS {
+            self.require_complete_views("orphaning dependents").await?;
+            // The graph's node for the UID: a clone that replaced `owner` holds the newer edges.
+            let current = self.graph.get(&uid).unwrap_or_else(|| owner.clone());
+            let fresh: Vec<Handle> = current
+                .dependents()
+                .into_iter()
+                .filter(|d| !patched.contains(&d.identity().uid))
+                .collect();
+            if fresh.is_empty() {
+                self.partial_view.orphaned.record(uid);
+                let observed = self.observed_state(owner);
+                return self
+                    .remove_finalizer(owner.identity(), FINALIZER_ORPHAN, observed.as_ref())
+                    .await;
+            }
+            self.orphan_dependents(owner.identity(), &fresh).await?;
+            patched.extend(fresh.iter().map(|d| d.identity().uid));
+        }
+        Err(CollectError::PartialView {
+            incomplete: Vec::new(),
+            before: "removing the orphan finalizer (dependents kept arriving)",
+        })
     }
 
     /// Patches every dependent, `orphan_concurrency` at a time (upstream starts one goroutine per

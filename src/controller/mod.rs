@@ -16,7 +16,7 @@ pub use sync::{deletable_resources, SyncError};
 
 use crate::api::{ClusterApi, SharedRestMapper};
 use crate::builder::{EventRecorder, EventSink, GraphBuilder, GraphEventMetrics};
-use crate::collector::{AbsentOwnerCache, Collector};
+use crate::collector::{AbsentOwnerCache, Collector, PartialView, Waiting};
 use crate::graph::{Graph, Handle};
 use crate::queue::{self, WorkQueue};
 use crate::router::Router;
@@ -38,7 +38,10 @@ pub struct GarbageCollector<C> {
     mapper: Arc<SharedRestMapper>,
     attempt_to_delete: Arc<WorkQueue<Handle>>,
     attempt_to_orphan: Arc<WorkQueue<Handle>>,
-    monitors: Mutex<Monitors>,
+    /// Shared with the workers, which read the monitors' views through it.
+    monitors: Arc<Mutex<Monitors>>,
+    /// Items whose decision waits for a monitor's view.
+    waiting: Arc<Waiting>,
     metrics: ControllerMetrics,
     stop: CancellationToken,
     tasks: Mutex<JoinSet<()>>,
@@ -63,6 +66,8 @@ impl<C: ClusterApi> GarbageCollector<C> {
         let attempt_to_orphan = WorkQueue::new(queue::ATTEMPT_TO_ORPHAN, config.rate_limiter);
         let absent_owner_cache = Arc::new(AbsentOwnerCache::new(config.absent_owner_cache_capacity));
         let (recorder, sink) = EventRecorder::new();
+        let monitors = Arc::new(Mutex::new(Monitors::default()));
+        let partial_view = PartialView::new(monitors.clone());
         let gc = Arc::new(GarbageCollector {
             api,
             graph: graph.clone(),
@@ -70,7 +75,8 @@ impl<C: ClusterApi> GarbageCollector<C> {
             mapper: Arc::new(SharedRestMapper::default()),
             attempt_to_delete: attempt_to_delete.clone(),
             attempt_to_orphan: attempt_to_orphan.clone(),
-            monitors: Mutex::new(Monitors::default()),
+            monitors,
+            waiting: partial_view.waiting.clone(),
             metrics: ControllerMetrics {
                 sync_errors: metrics::Counter::default(),
                 graph_events,
@@ -100,6 +106,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
             attempt_to_delete: gc.attempt_to_delete.clone(),
             attempt_to_orphan: gc.attempt_to_orphan.clone(),
             absent_owner_cache,
+            partial_view,
             config: gc.config.collector.clone(),
         });
         gc.spawn(gc.clone().run(collector));
@@ -205,6 +212,11 @@ impl<C: ClusterApi> GarbageCollector<C> {
     /// `graphChanges` queue, which kube-gc's partitions replace.
     pub fn graph_changes_pending(&self) -> u64 {
         self.router.in_flight()
+    }
+
+    /// Items whose decision waits for a monitor's view, and on what.
+    pub fn waiting(&self) -> &Arc<Waiting> {
+        &self.waiting
     }
 
     /// The controller's own counters.

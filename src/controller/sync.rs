@@ -7,6 +7,7 @@
 
 use super::config::GroupResource;
 use crate::api::{ApiError, ApiResource, ClusterApi, Discovery, Gvk, Gvr, RestMapper};
+use crate::collector::Views;
 use crate::graph::Graph;
 use crate::monitor::{self, Monitor};
 use crate::router::Router;
@@ -68,6 +69,25 @@ impl Monitors {
         }
     }
 
+    /// The monitored resources whose view is incomplete, among `of` (every one for `None`):
+    /// what the collector's [`Views`] asks.
+    pub fn incomplete(&self, of: Option<&[Gvr]>) -> Vec<Gvr> {
+        let complete = |m: &Monitor| m.has_synced();
+        match of {
+            None => self
+                .running
+                .iter()
+                .filter(|(_, m)| !complete(m))
+                .map(|(gvr, _)| gvr.clone())
+                .collect(),
+            Some(of) => of
+                .iter()
+                .filter(|gvr| self.running.get(*gvr).is_some_and(|m| !complete(m)))
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// The monitored resources.
     pub fn resources(&self) -> BTreeSet<Gvr> {
         self.running.keys().cloned().collect()
@@ -98,6 +118,14 @@ impl Monitors {
                 self.running.insert(gvr.clone(), m);
             }
         }
+    }
+}
+
+/// The monitor set as the collector workers see it (the lock is held for a map walk, never across
+/// an await).
+impl Views for parking_lot::Mutex<Monitors> {
+    fn incomplete(&self, of: Option<&[Gvr]>) -> Vec<Gvr> {
+        self.lock().incomplete(of)
     }
 }
 

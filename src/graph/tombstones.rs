@@ -54,7 +54,8 @@ impl Tombstones {
         &self.shards[(uid.hash64() % SHARDS as u64) as usize]
     }
 
-    /// Builder only: `uid` was deleted.
+    /// `uid` is to be remembered: by the builders in the graph's set, when a watch reported it
+    /// deleted; by the collector workers in their own set of orphaned owners.
     pub fn record(&self, uid: Uid) {
         if self.generation == 0 {
             return;
@@ -66,7 +67,7 @@ impl Tombstones {
         shard.young.insert(uid);
     }
 
-    /// True when `uid` is known to be deleted.
+    /// True when `uid` is remembered.
     pub fn contains(&self, uid: &Uid) -> bool {
         let shard = self.shard(uid).lock();
         shard.young.contains(uid) || shard.old.contains(uid)

@@ -111,6 +111,34 @@ impl Router {
         self.counts.applied.iter().map(|a| a.load(Ordering::Acquire)).collect()
     }
 
+    /// Waits, at most `patience`, until every event routed before the call has been applied;
+    /// true if they were. Events routed meanwhile may still be in flight.
+    ///
+    /// This is the barrier a worker passes before a decision that rests on the graph holding
+    /// *everything* already received (DESIGN §3b): events of one watch go to different
+    /// partitions, so the event that made an item due can be applied before an earlier event of
+    /// another partition. False means the builders did not catch up in time (or stopped), and the
+    /// caller must not decide now.
+    pub async fn caught_up(&self, patience: std::time::Duration) -> bool {
+        let routed: Vec<u64> = self.counts.routed.iter().map(|r| r.load(Ordering::Acquire)).collect();
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let behind = self
+                .counts
+                .applied
+                .iter()
+                .zip(&routed)
+                .any(|(applied, &routed)| applied.load(Ordering::Acquire) < routed);
+            if !behind {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
     /// Number of partitions.
     pub fn partitions(&self) -> usize {
         self.partitions.len()
@@ -185,6 +213,37 @@ mod tests {
             router.in_flight(),
             0,
             "an event no builder will receive is not in flight"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn caught_up_should_wait_for_events_routed_before_it_and_no_others() {
+        let graph = Graph::new();
+        let (router, mut receivers) = Router::new(2);
+        for i in 0..6 {
+            router.route(event(&graph, i));
+        }
+        let patience = std::time::Duration::from_secs(1);
+        assert!(!router.caught_up(patience).await, "nothing applied yet");
+        let waiter = tokio::spawn({
+            let router = router.clone();
+            async move { router.caught_up(patience).await }
+        });
+        tokio::task::yield_now().await;
+        let later = event(&graph, 100);
+        let later_uid = later.object.uid;
+        router.route(later); // routed after the barrier began: not waited for
+        for receiver in &mut receivers {
+            while let Some(e) = receiver.try_recv() {
+                if e.object.uid != later_uid {
+                    receiver.applied();
+                }
+            }
+        }
+        assert_eq!(router.in_flight(), 1, "only the later event is left unapplied");
+        assert!(
+            waiter.await.expect("the barrier task"),
+            "every earlier event was applied"
         );
     }
 }

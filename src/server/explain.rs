@@ -2,7 +2,8 @@
 //!
 //! The answer lists the object's state in the graph, each owner with its state (not in the graph,
 //! virtual, being deleted, deleting its dependents, or present), the blocking dependents that hold
-//! a foreground deletion, and where the object is in the two work queues with its retry count.
+//! a foreground deletion, where the object is in the two work queues with its retry count, and
+//! the monitors whose incomplete view its decision waits for (`waitingOnViews`).
 //! `reasons` sums these up in words; an object the graph does not hold gets a single reason.
 
 use crate::api::ClusterApi;
@@ -34,7 +35,14 @@ pub(super) fn explain<C: ClusterApi>(gc: &GarbageCollector<C>, uid: Uid) -> Valu
         "attemptToDelete": queue_entry(gc.attempt_to_delete(), &node),
         "attemptToOrphan": queue_entry(gc.attempt_to_orphan(), &node),
     });
-    let reasons = reasons(&node, &owners, blocking.len());
+    let waiting_on: Option<Vec<String>> = gc
+        .waiting()
+        .on(&uid)
+        .map(|resources| resources.iter().map(ToString::to_string).collect());
+    let mut reasons = reasons(&node, &owners, blocking.len());
+    if let Some(resources) = &waiting_on {
+        reasons.insert(0, waiting_reason(resources));
+    }
     json!({
         "uid": uid.to_string(),
         "inGraph": true,
@@ -46,6 +54,7 @@ pub(super) fn explain<C: ClusterApi>(gc: &GarbageCollector<C>, uid: Uid) -> Valu
         "owners": owners,
         "blockingDependents": blocking,
         "queues": queues,
+        "waitingOnViews": waiting_on,
         "reasons": reasons,
     })
 }
@@ -87,6 +96,18 @@ fn queue_entry(queue: &WorkQueue<Handle>, node: &Handle) -> Value {
         QueueState::Delayed => "waitingForRetry",
     };
     json!({"state": state, "retries": queue.num_requeues(node)})
+}
+
+/// Why a decision waits for the monitors' views (the collector's partial-view rules).
+fn waiting_reason(resources: &[String]) -> String {
+    if resources.is_empty() {
+        return "its decision waits for the graph builders to apply the events received before it".to_string();
+    }
+    format!(
+        "its decision waits until the collector's view of {} is complete (listed in full, not \
+         relisting): deciding on a partial view could delete what should live",
+        resources.join(", ")
+    )
 }
 
 /// The reasons in words, most decisive first.

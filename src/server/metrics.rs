@@ -14,6 +14,7 @@
 //! | `kube_gc_graph_events_total{partition}` | counter | graph events partition `i`'s builder applied |
 //! | `kube_gc_graph_events_per_second{partition}` | gauge | their rate over the last 10 s, sampled once a second |
 //! | `kube_gc_seconds_since_last_graph_event` | gauge | seconds since any builder applied an event; since the collector started before the first |
+//! | `kube_gc_items_waiting_for_views` | gauge | work items whose decision waits for an incomplete monitor view |
 //! | `kube_gc_api_requests_total{verb,code}` | counter | requests to the API server |
 //! | `kube_gc_monitor_synced{resource}` | gauge | 1 once the resource's monitor has synced |
 //!
@@ -57,6 +58,18 @@ pub(super) fn render<C: ClusterApi>(gc: &GarbageCollector<C>) -> String {
         "Nodes in the dependency graph, virtual ones included",
     );
     sample(&mut out, "kube_gc_graph_nodes", "", gc.graph().len() as f64);
+    family(
+        &mut out,
+        "kube_gc_items_waiting_for_views",
+        "gauge",
+        "Work items whose decision waits for an incomplete monitor view",
+    );
+    sample(
+        &mut out,
+        "kube_gc_items_waiting_for_views",
+        "",
+        gc.waiting().len() as f64,
+    );
     graph_event_metrics(&mut out, &graph_events);
     family(
         &mut out,

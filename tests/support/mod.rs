@@ -17,7 +17,7 @@ use kube_gc::api::{
     PartialObjectMeta, PatchType, PropagationPolicy, RestMapper, SharedRestMapper, StatusReason, WatchStream,
 };
 use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
-use kube_gc::collector::{AbsentOwnerCache, Collector, CollectorConfig};
+use kube_gc::collector::{AbsentOwnerCache, Collector, CollectorConfig, PartialView};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{invariants, Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
@@ -355,6 +355,16 @@ impl Rig {
     /// A rig whose workers run with `config`, over a graph that keeps tombstones only when they
     /// would read them (as the controller builds it).
     pub async fn with_config(cluster: SimCluster, cache_capacity: usize, config: CollectorConfig) -> Rig {
+        Rig::with_views(cluster, cache_capacity, config, PartialView::complete()).await
+    }
+
+    /// A rig whose workers see the monitors' views through `partial_view`.
+    pub async fn with_views(
+        cluster: SimCluster,
+        cache_capacity: usize,
+        config: CollectorConfig,
+        partial_view: PartialView,
+    ) -> Rig {
         let cluster = Arc::new(cluster);
         let discovery = cluster.discover().await.expect("discovery");
         let tombstones = if config.verify_with_get {
@@ -383,6 +393,7 @@ impl Rig {
             attempt_to_delete: attempt_to_delete.clone(),
             attempt_to_orphan: attempt_to_orphan.clone(),
             absent_owner_cache: absent_owner_cache.clone(),
+            partial_view,
             config,
         });
         Rig {
@@ -499,6 +510,7 @@ impl Rig {
             attempt_to_delete: self.attempt_to_delete.clone(),
             attempt_to_orphan: self.attempt_to_orphan.clone(),
             absent_owner_cache: self.absent_owner_cache.clone(),
+            partial_view: PartialView::complete(),
             config: self.collector.config.clone(),
         })
     }
