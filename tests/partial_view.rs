@@ -203,3 +203,57 @@ async fn a_dependent_should_not_be_deleted_for_an_absent_owner_while_that_owner_
         "collected once the view is complete"
     );
 }
+
+/// The whole controller, with the Pod monitor unable to list: an Orphan delete waits for it, and
+/// `/explain` names it; once Pods can be listed the owner is orphaned and goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_should_name_the_view_an_orphan_deletion_waits_for() {
+    use kube_gc::api::sim::Verb;
+    use kube_gc::api::StatusReason;
+    let cluster = SimCluster::new();
+    cluster.inject_fault(fault(
+        Verb::List,
+        Some(("", "pods")),
+        StatusReason::InternalError,
+        "etcd is slow",
+    ));
+    let config = kube_gc::controller::Config {
+        initial_sync_timeout: std::time::Duration::from_millis(500),
+        ..Default::default()
+    };
+    let h = Harness::start_unsynced(cluster, config).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(kube_gc::server::serve(
+        listener,
+        kube_gc::server::Slot::with(h.gc.clone()),
+        std::future::pending(),
+    ));
+    let rc = h.create(&rcs(), meta(NS, "owner", vec![]));
+    let cm = h.create(&configmaps(), meta(NS, "cm", vec![ref_to(&rc)]));
+    h.wait_in_graph(&[&rc, &cm]).await;
+    h.delete(&rcs(), &rc, policy(PropagationPolicy::Orphan));
+
+    let path = format!("/explain?uid={}", rc.metadata.uid);
+    let explain = async || -> serde_json::Value { serde_json::from_str(&http_get(addr, &path).await.1).expect("JSON") };
+    within_real_time("the owner waiting for the Pod view", PATIENCE, async || {
+        explain().await["waitingOnViews"] == serde_json::json!(["v1/pods"])
+    })
+    .await;
+    let explained = explain().await;
+    let reason = explained["reasons"][0].as_str().unwrap_or_default();
+    assert!(reason.contains("view of v1/pods is complete"), "{explained}");
+    assert!(h.exists(&rcs(), &rc), "the owner waits");
+    assert_eq!(
+        h.get(&configmaps(), &cm).expect("cm").metadata.owner_references.len(),
+        1,
+        "nothing orphaned yet"
+    );
+
+    h.cluster.clear_faults();
+    h.eventually("the owner orphaned and gone", || !h.exists(&rcs(), &rc))
+        .await;
+    let cm = h.get(&configmaps(), &cm).expect("the dependent lives");
+    assert!(cm.metadata.owner_references.is_empty());
+    h.gc.shutdown().await;
+}
