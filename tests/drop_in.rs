@@ -417,6 +417,62 @@ async fn a_custom_resource_chain_defined_after_the_start_should_be_collected() {
     stop_both(collector, server);
 }
 
+/// The upstream case of a short-lived owner type: a CRD is created, given an owner instance and a
+/// dependent, and deleted again while the workers are saturated at their QPS. Discovery and the
+/// monitors have budgets of their own, so the new type is monitored within the window, its
+/// instance's deletion is seen, and the dependent is collected once the workers reach it; with one
+/// shared budget, discovery waited behind the worker backlog, the type was never monitored, and
+/// the dependent stayed forever (its owner's kind no longer maps to any resource).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_of_a_short_lived_crd_should_be_collected_while_the_workers_are_saturated() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let server = Server::start(dir.path(), &[]).await;
+    let collector = Collector::ready(&server, dir.path(), &["--kube-api-qps", "4", "--kube-api-burst", "1"]).await;
+    // A backlog of garbage: each Pod costs the workers a GET of its owner and a DELETE.
+    let pods = server.api::<Pod>("default");
+    for i in 0..30 {
+        let ghost = json!({"apiVersion": "v1", "kind": "ReplicationController", "name": format!("ghost-{i}"),
+                           "uid": format!("00000000-0000-4000-8000-{i:012}")});
+        create(
+            &pods,
+            json!({"metadata": {"name": format!("garbage-{i}"), "ownerReferences": [ghost]}}),
+        )
+        .await;
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client.clone());
+    create(&crds, crd_manifest("widgets", "Widget")).await;
+    let resource = ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let widgets = Api::<DynamicObject>::namespaced_with(server.client.clone(), "default", &resource);
+    let widget = create(
+        &widgets,
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
+    )
+    .await;
+    let widget_ref = json!({"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "uid": uid(&widget)});
+    let pod = create(
+        &pods,
+        json!({"metadata": {"name": "p", "ownerReferences": [widget_ref]}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await; // five resync periods
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .expect("delete the CRD");
+    within_real_time(
+        "the short-lived CRD's dependent collected",
+        Duration::from_secs(120),
+        async || gone(&pods, "p", &uid(&pod)).await,
+    )
+    .await;
+    stop_both(collector, server);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreground_deletion_should_wait_for_a_blocking_dependent_until_its_finalizer_goes() {
     let dir = tempfile::tempdir().expect("a temporary directory");
