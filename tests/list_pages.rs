@@ -1,12 +1,15 @@
-//! Monitors read their lists page by page: each page reaches the graph before the next is asked
-//! for, and a list that fails on a later page starts over from the first and still leaves the
-//! graph the cluster has, with a delete for every object that vanished meanwhile.
+//! Monitors read their lists page by page and keep their view under faults: each page reaches the
+//! graph before the next is asked for; a failed page is asked for again from its own continue
+//! token, and only an expired token (410) starts the list over; a watch that fails is reopened
+//! from its last resourceVersion without a list; a relist leaves the graph the cluster has, with a
+//! delete for every object that vanished meanwhile, routed only after its last page.
 //!
 //! The collector reaches the simulated cluster through [`Paging`], which watches and interferes
-//! with the LIST pages of pods only.
+//! with the LIST pages and WATCH streams of pods only.
 
 mod support;
 
+use futures::StreamExt;
 use kube_gc::api::sim::SimCluster;
 use kube_gc::api::{
     ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, PatchType,
@@ -14,7 +17,10 @@ use kube_gc::api::{
 };
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::graph::{invariants, Graph, Uid};
+use kube_gc::monitor::MonitorStatus;
 use parking_lot::Mutex;
+use rand::{rngs::SmallRng, Rng, SeedableRng};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use support::*;
@@ -39,6 +45,24 @@ struct Paging {
     earlier_pages_in_graph: Mutex<Vec<bool>>,
     /// What the next page of pods after a first fails with, once.
     fail_next_page: Mutex<Option<ApiError>>,
+    /// First pages of pods asked for: one per list started.
+    first_pages: AtomicUsize,
+    /// Every continue token asked for, in order.
+    tokens: Mutex<Vec<String>>,
+    /// The resourceVersion of every pods watch opened, in order.
+    watches: Mutex<Vec<String>>,
+    /// Ends the open pods watch with a 500 in place of its next event, once.
+    break_watch: Arc<AtomicBool>,
+    /// Fails this share of pods pages and watches (a 500), drawn from a seeded generator.
+    failure_rate: Mutex<Option<(SmallRng, f64)>>,
+    /// The pods monitor's status, once a test has set it.
+    status: OnceLock<Arc<MonitorStatus>>,
+    /// For each page of pods after a first: whether the monitor reported relisting.
+    relisting_on_pages: Mutex<Vec<bool>>,
+    /// Pods that must stay in the graph until a list's last page: checked on every later page.
+    vanished: Mutex<Vec<Uid>>,
+    /// For each page of pods after a first: whether every pod of `vanished` was still in the graph.
+    vanished_in_graph_on_pages: Mutex<Vec<bool>>,
 }
 
 impl Paging {
@@ -49,6 +73,36 @@ impl Paging {
             served: Mutex::new(Vec::new()),
             earlier_pages_in_graph: Mutex::new(Vec::new()),
             fail_next_page: Mutex::new(None),
+            first_pages: AtomicUsize::new(0),
+            tokens: Mutex::new(Vec::new()),
+            watches: Mutex::new(Vec::new()),
+            break_watch: Arc::new(AtomicBool::new(false)),
+            failure_rate: Mutex::new(None),
+            status: OnceLock::new(),
+            relisting_on_pages: Mutex::new(Vec::new()),
+            vanished: Mutex::new(Vec::new()),
+            vanished_in_graph_on_pages: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// True when the seeded generator draws a failure.
+    fn draw_failure(&self) -> bool {
+        self.failure_rate
+            .lock()
+            .as_mut()
+            .is_some_and(|(rng, rate)| rng.gen::<f64>() < *rate)
+    }
+
+    /// Writes down what a later page of a list sees of the graph and of the monitor.
+    fn record_later_page(&self) {
+        if let Some(status) = self.status.get() {
+            self.relisting_on_pages.lock().push(status.is_relisting());
+        }
+        let vanished = self.vanished.lock();
+        if !vanished.is_empty() {
+            let graph = self.graph.get().expect("the graph");
+            let in_graph = vanished.iter().all(|uid| graph.contains(uid));
+            self.vanished_in_graph_on_pages.lock().push(in_graph);
         }
     }
 
@@ -100,9 +154,15 @@ impl ClusterApi for Paging {
         if *gvr != pods() {
             return self.cluster.list_page(gvr, continue_token, limit).await;
         }
+        if self.draw_failure() {
+            return Err(ApiError::status(StatusReason::InternalError, "injected: etcd is slow"));
+        }
         if continue_token.is_empty() {
+            self.first_pages.fetch_add(1, Ordering::Relaxed);
             self.served.lock().clear();
         } else {
+            self.tokens.lock().push(continue_token.to_string());
+            self.record_later_page();
             let in_graph = self.served_pods_in_graph().await;
             self.earlier_pages_in_graph.lock().push(in_graph);
             if let Some(error) = self.fail_next_page.lock().take() {
@@ -116,7 +176,24 @@ impl ClusterApi for Paging {
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        self.cluster.watch(gvr, resource_version).await
+        if *gvr != pods() {
+            return self.cluster.watch(gvr, resource_version).await;
+        }
+        self.watches.lock().push(resource_version.to_string());
+        if self.draw_failure() {
+            return Err(ApiError::status(StatusReason::InternalError, "injected: watch refused"));
+        }
+        let stream = self.cluster.watch(gvr, resource_version).await?;
+        let broken = self.break_watch.clone();
+        let stream = stream.map(move |event| {
+            if event.is_ok() && broken.swap(false, Ordering::AcqRel) {
+                Err(ApiError::status(StatusReason::InternalError, "injected: watch broke"))
+            } else {
+                event
+            }
+        });
+        // The monitor stops reading at the first error, as it would at the end of a stream.
+        Ok(stream.boxed())
     }
 
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
@@ -156,13 +233,21 @@ async fn each_page_of_a_list_should_reach_the_graph_before_the_next_is_asked_for
     h.gc.shutdown().await;
 }
 
+/// The pods monitor's status.
+fn pods_status<C: ClusterApi>(h: &Harness<C>) -> Arc<MonitorStatus> {
+    h.gc.monitor_statuses().remove(&pods()).expect("a pods monitor")
+}
+
 /// Lists pods, loses their watch while a tenth of them are deleted and a few created, and has the
-/// relist that follows fail on its second page with `error`.
-async fn relist_failing_on_its_second_page(error: ApiError) {
+/// relist that follows fail on its second page with `error`. Returns how many lists of pods were
+/// started in all (first pages asked for).
+async fn relist_failing_on_its_second_page(error: ApiError) -> (usize, Arc<Paging>) {
     let cluster = Arc::new(SimCluster::new());
     let created = create_pods(&cluster);
     let (h, api) = start(cluster.clone()).await;
     h.wait_in_graph(&created.iter().collect::<Vec<_>>()).await;
+    let status = pods_status(&h);
+    let _ = api.status.set(status.clone());
 
     cluster.set_watch_blackout("", "pods", true);
     // Spread over every page, so that most lie beyond the page that fails.
@@ -176,6 +261,7 @@ async fn relist_failing_on_its_second_page(error: ApiError) {
     // The watch meets the changes, and loses them, while the blackout lasts.
     h.wait(Duration::from_secs(1)).await;
     assert!(gone.iter().all(|(_, pod)| h.in_graph(pod)), "the deletions were lost");
+    *api.vanished.lock() = gone.iter().map(|(_, pod)| Uid::parse(&pod.metadata.uid)).collect();
     *api.fail_next_page.lock() = Some(error);
     cluster.set_watch_blackout("", "pods", false);
     // The first event after the blackout ends the watch with 410 Gone: the monitor relists.
@@ -195,19 +281,127 @@ async fn relist_failing_on_its_second_page(error: ApiError) {
         "one node per object, no more"
     );
     invariants::assert_ok(h.gc.graph());
+    let relisting = api.relisting_on_pages.lock().clone();
+    assert!(
+        !relisting.is_empty() && relisting.iter().all(|r| *r),
+        "incomplete during the relist: {relisting:?}"
+    );
+    assert!(status.is_complete(), "complete after it");
+    assert_eq!(status.relists(), 1);
+    let kept_until_last_page = api.vanished_in_graph_on_pages.lock().clone();
+    assert!(
+        kept_until_last_page.iter().all(|k| *k),
+        "vanished pods are deleted only after the relist's last page: {kept_until_last_page:?}"
+    );
+    let lists = api.first_pages.load(Ordering::Relaxed);
     h.gc.shutdown().await;
+    (lists, api)
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_relist_whose_continue_token_expires_should_start_over_and_delete_what_vanished() {
-    relist_failing_on_its_second_page(ApiError::status(
+    let (lists, _) = relist_failing_on_its_second_page(ApiError::status(
         StatusReason::Expired,
         "The provided continue parameter is too old to display a consistent list result.",
     ))
     .await;
+    assert_eq!(
+        lists, 3,
+        "the first list, the relist, and the relist started over after 410"
+    );
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_relist_failing_midway_should_start_over_and_delete_what_vanished() {
-    relist_failing_on_its_second_page(ApiError::status(StatusReason::InternalError, "etcd timeout")).await;
+async fn a_relist_failing_midway_should_retry_its_page_and_delete_what_vanished() {
+    let (lists, api) =
+        relist_failing_on_its_second_page(ApiError::status(StatusReason::InternalError, "etcd timeout")).await;
+    assert_eq!(lists, 2, "the failed page was retried, the list not started over");
+    let tokens = api.tokens.lock().clone();
+    let repeated = tokens.windows(2).filter(|w| w[0] == w[1]).count();
+    assert_eq!(
+        repeated, 1,
+        "the failed page was asked for again with its own token: {tokens:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_page_of_the_first_list_should_be_asked_for_again_from_its_token() {
+    let cluster = Arc::new(SimCluster::new());
+    create_pods(&cluster);
+    let api = Arc::new(Paging::new(cluster.clone()));
+    *api.fail_next_page.lock() = Some(ApiError::status(StatusReason::InternalError, "etcd timeout"));
+    let gc = GarbageCollector::start(api.clone(), Config::default()).await;
+    let _ = api.graph.set(gc.graph().clone());
+    assert!(gc.wait_for_sync(PATIENCE).await, "monitors never synced");
+    let h = Harness { cluster, gc };
+    assert_eq!(api.first_pages.load(Ordering::Relaxed), 1, "never started over");
+    let tokens = api.tokens.lock().clone();
+    assert_eq!(tokens.len(), 3, "pages two (twice) and three: {tokens:?}");
+    assert_eq!(tokens[0], tokens[1]);
+    let status = pods_status(&h);
+    assert_eq!(status.page_retries(), 1);
+    assert!(status.is_complete() && status.last_successful_list().is_some());
+    h.gc.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_failing_with_500_should_resume_from_its_last_version_without_a_list() {
+    let cluster = Arc::new(SimCluster::new());
+    let created = create_pods(&cluster);
+    let (h, api) = start(cluster.clone()).await;
+    h.wait_in_graph(&created.iter().collect::<Vec<_>>()).await;
+    let before = h.create(&pods(), meta(NS, "pod-before", vec![]));
+    h.wait_in_graph(&[&before]).await;
+    let watches_before = api.watches.lock().len();
+
+    api.break_watch.store(true, Ordering::Release);
+    // Its event is the one the broken stream swallows: the resumed watch must deliver it again.
+    let during = h.create(&pods(), meta(NS, "pod-during", vec![]));
+    h.wait_in_graph(&[&during]).await;
+
+    assert_eq!(
+        api.first_pages.load(Ordering::Relaxed),
+        1,
+        "no list after a watch error"
+    );
+    let watches = api.watches.lock().clone();
+    assert_eq!(watches.len(), watches_before + 1, "one watch reopened: {watches:?}");
+    assert_eq!(
+        watches.last(),
+        Some(&before.metadata.resource_version),
+        "reopened from the last version seen"
+    );
+    let status = pods_status(&h);
+    assert_eq!((status.watch_resumes(), status.relists()), (1, 0));
+    assert!(status.is_complete());
+    h.gc.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_twelve_page_list_should_sync_while_a_fifth_of_its_pages_and_watches_fail() {
+    let cluster = Arc::new(SimCluster::new());
+    for i in 0..6000 {
+        create_in(&cluster, &pods(), meta(NS, &format!("pod-{i:05}"), vec![]));
+    }
+    let api = Arc::new(Paging::new(cluster.clone()));
+    *api.failure_rate.lock() = Some((SmallRng::seed_from_u64(14), 0.2));
+    let gc = GarbageCollector::start(api.clone(), Config::default()).await;
+    let _ = api.graph.set(gc.graph().clone());
+    assert!(
+        gc.wait_for_sync(Duration::from_secs(120)).await,
+        "the pods monitor never synced under a 20 % failure rate"
+    );
+    let h = Harness {
+        cluster: cluster.clone(),
+        gc,
+    };
+    let status = pods_status(&h);
+    assert!(status.page_retries() > 0, "some pages failed and were retried");
+    assert_eq!(
+        api.first_pages.load(Ordering::Relaxed),
+        1,
+        "no failure started the list over"
+    );
+    assert_eq!(h.gc.graph().len(), cluster.object_count());
+    h.gc.shutdown().await;
 }

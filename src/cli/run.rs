@@ -179,14 +179,25 @@ async fn report(gc: &GarbageCollector<KubeApi>, every: Duration) {
     let mut every = tokio::time::interval(every);
     loop {
         every.tick().await;
-        let monitors = gc.monitor_states();
-        let synced = monitors.values().filter(|s| **s).count();
+        let monitors = gc.monitor_statuses();
+        let synced = monitors.values().filter(|s| s.is_synced()).count();
+        let blind: Vec<String> = monitors
+            .iter()
+            .filter(|(_, s)| !s.is_complete())
+            .map(|(gvr, s)| format!("{gvr} ({})", if s.is_synced() { "relisting" } else { "not synced" }))
+            .collect();
+        let blind = if blind.is_empty() {
+            String::new()
+        } else {
+            format!("; incomplete views: {}", blind.join(", "))
+        };
         eprintln!(
-            "kube-gc run: {} objects in the graph, {synced}/{} resources synced, {} to delete, {} to orphan",
+            "kube-gc run: {} objects in the graph, {synced}/{} resources synced, {} to delete, {} to orphan, {} waiting for views{blind}",
             gc.graph().len(),
             monitors.len(),
             gc.attempt_to_delete().len(),
             gc.attempt_to_orphan().len(),
+            gc.waiting().len(),
         );
     }
 }

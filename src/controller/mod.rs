@@ -234,6 +234,11 @@ impl<C: ClusterApi> GarbageCollector<C> {
             .collect()
     }
 
+    /// Each monitored resource with the state of its view: synced, relisting, and its counters.
+    pub fn monitor_statuses(&self) -> BTreeMap<crate::api::Gvr, Arc<crate::monitor::MonitorStatus>> {
+        self.monitors.lock().statuses()
+    }
+
     /// True when no event waits for a builder and no item is queued, in process or delayed.
     pub fn is_quiet(&self) -> bool {
         self.router.in_flight() == 0 && self.attempt_to_delete.is_idle() && self.attempt_to_orphan.is_idle()

@@ -9,7 +9,7 @@ use super::config::GroupResource;
 use crate::api::{ApiError, ApiResource, ClusterApi, Discovery, Gvk, Gvr, RestMapper};
 use crate::collector::Views;
 use crate::graph::Graph;
-use crate::monitor::{self, Monitor};
+use crate::monitor::{self, Monitor, MonitorStatus};
 use crate::router::Router;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -72,7 +72,7 @@ impl Monitors {
     /// The monitored resources whose view is incomplete, among `of` (every one for `None`):
     /// what the collector's [`Views`] asks.
     pub fn incomplete(&self, of: Option<&[Gvr]>) -> Vec<Gvr> {
-        let complete = |m: &Monitor| m.has_synced();
+        let complete = |m: &Monitor| m.status().is_complete();
         match of {
             None => self
                 .running
@@ -86,6 +86,14 @@ impl Monitors {
                 .cloned()
                 .collect(),
         }
+    }
+
+    /// Each monitored resource with the state of its view.
+    pub fn statuses(&self) -> BTreeMap<Gvr, Arc<MonitorStatus>> {
+        self.running
+            .iter()
+            .map(|(gvr, m)| (gvr.clone(), m.status().clone()))
+            .collect()
     }
 
     /// The monitored resources.

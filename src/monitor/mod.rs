@@ -6,11 +6,27 @@
 //! the graph never keeps a node for an object its monitor no longer sees. It keeps only each
 //! object's UID, name and namespace for that purpose: kube-gc has no informer object cache.
 //!
-//! A list is read in pages, each routed as it arrives, so a monitor holds one page at a time, not
-//! the whole resource. The deletes for vanished objects wait for the last page, and the monitor
-//! reports synced only then; a list that fails midway starts over from its first page.
+//! # Keeping the view under faults
+//!
+//! A monitor never gives up, and never throws away more than a fault forces it to:
+//!
+//! - A list is read in pages, each routed as it arrives, so a monitor holds one page at a time,
+//!   not the whole resource. A page that fails is asked for again from its own continue token;
+//!   only a 410 (the token expired) starts the list again from its first page.
+//! - The deletes for objects the list did not show wait for its last page, as an informer's
+//!   replace does, and the monitor reports synced only then.
+//! - A watch that ends with any error other than 410 is reopened from the last resourceVersion
+//!   seen (bookmarks included), so nothing is listed again; only a 410 (history expired) leads
+//!   to a relist, during which the view counts as incomplete ([`MonitorStatus::is_relisting`]).
+//! - Failures wait out a jittered, doubling [`Backoff`] that any progress resets.
 //!
 //! Like an informer with resync period 0, a monitor forwards every update, unfiltered (spec §12.1).
+
+mod backoff;
+mod status;
+
+pub use backoff::Backoff;
+pub use status::MonitorStatus;
 
 use crate::api::{ApiError, ClusterApi, Gvk, Gvr, ObjectMeta};
 use crate::event::{EventType, GraphEvent};
@@ -18,9 +34,7 @@ use crate::graph::{Graph, Name, Sym, Uid};
 use crate::router::Router;
 use futures::StreamExt;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Objects per list page, as client-go's pager asks for by default. Each page is routed before
@@ -28,15 +42,11 @@ use tokio_util::sync::CancellationToken;
 /// resource.
 const LIST_PAGE_SIZE: usize = 500;
 
-/// Wait before retrying a failed list or watch; doubles up to [`MAX_RETRY_DELAY`].
-const FIRST_RETRY_DELAY: Duration = Duration::from_millis(200);
-const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
-
 /// A running monitor of one resource.
 pub struct Monitor {
     /// The kind the resource maps to (the one stamped on its events).
     pub gvk: Gvk,
-    synced: Arc<AtomicBool>,
+    status: Arc<MonitorStatus>,
     stop: CancellationToken,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -44,7 +54,12 @@ pub struct Monitor {
 impl Monitor {
     /// True once the first list has been routed (upstream's `HasSynced`).
     pub fn has_synced(&self) -> bool {
-        self.synced.load(Ordering::Acquire)
+        self.status.is_synced()
+    }
+
+    /// The state of the monitor's view.
+    pub fn status(&self) -> &Arc<MonitorStatus> {
+        &self.status
     }
 
     /// Stops the monitor's task and waits for it to end.
@@ -79,14 +94,39 @@ struct Watcher<C> {
     gvr: Gvr,
     api_version: Sym,
     kind: Sym,
-    synced: Arc<AtomicBool>,
+    status: Arc<MonitorStatus>,
+    backoff: Backoff,
+    failures: FailureStreak,
     /// Every object the monitor has routed and not yet seen deleted.
     known: HashMap<Uid, Known>,
 }
 
+/// Logs a run of failures once, at its start, and its end.
+#[derive(Default)]
+struct FailureStreak {
+    failing: bool,
+}
+
+impl FailureStreak {
+    fn failed(&mut self, gvr: &Gvr, what: &str, err: &ApiError) {
+        if !self.failing {
+            tracing::warn!(resource = %gvr, error = %err, "{what} failed; retrying with backoff");
+            self.failing = true;
+        } else {
+            tracing::debug!(resource = %gvr, error = %err, "{what} failed again");
+        }
+    }
+
+    fn recovered(&mut self, gvr: &Gvr) {
+        if std::mem::take(&mut self.failing) {
+            tracing::info!(resource = %gvr, "monitor recovered");
+        }
+    }
+}
+
 /// Starts a monitor of `gvr`, whose objects are of kind `gvk`, on the current runtime.
 pub fn start<C: ClusterApi>(api: Arc<C>, graph: Arc<Graph>, router: Router, gvr: Gvr, gvk: Gvk) -> Monitor {
-    let synced = Arc::new(AtomicBool::new(false));
+    let status = Arc::new(MonitorStatus::default());
     let stop = CancellationToken::new();
     let watcher = Watcher {
         api_version: Sym::new(&gvk.api_version()),
@@ -95,7 +135,9 @@ pub fn start<C: ClusterApi>(api: Arc<C>, graph: Arc<Graph>, router: Router, gvr:
         graph,
         router,
         gvr,
-        synced: synced.clone(),
+        status: status.clone(),
+        backoff: Backoff::default(),
+        failures: FailureStreak::default(),
         known: HashMap::new(),
     };
     let token = stop.clone();
@@ -107,48 +149,75 @@ pub fn start<C: ClusterApi>(api: Arc<C>, graph: Arc<Graph>, router: Router, gvr:
     });
     Monitor {
         gvk,
-        synced,
+        status,
         stop,
         task: Some(task),
     }
 }
 
 impl<C: ClusterApi> Watcher<C> {
-    /// List, then watch from the list's version; relist on 410 Gone; back off on errors.
+    /// List, then watch from the list's version; list again only when the watch's history has
+    /// expired.
     async fn run(mut self) {
-        let mut delay = FIRST_RETRY_DELAY;
         loop {
-            let err = match self.list().await {
-                Ok(rv) => {
-                    delay = FIRST_RETRY_DELAY;
-                    self.watch_from(rv).await
-                }
-                Err(e) => e,
-            };
-            if err.is_gone() {
-                tracing::debug!(resource = %self.gvr, "watch expired; relisting");
-                continue;
-            }
-            tracing::warn!(resource = %self.gvr, error = %err, ?delay, "list/watch failed; retrying");
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(MAX_RETRY_DELAY);
+            let resource_version = self.list().await;
+            self.watch_from(resource_version).await;
+            tracing::debug!(resource = %self.gvr, "watch history expired; relisting");
         }
     }
 
-    /// Lists the resource page by page, routing each page as it arrives: objects the monitor knows
-    /// as updates, others as adds and, once the last page is in, a delete for every known object
-    /// the list did not show. Returns the list's resourceVersion, which is its first page's.
-    ///
-    /// A list that fails midway proves nothing about the objects it did not reach: they stay
-    /// known, beside those its pages routed, and the next list, which starts again from the first
-    /// page, decides about all of them.
-    async fn list(&mut self) -> Result<String, ApiError> {
+    /// Lists the resource page by page until a whole list is routed, and returns its
+    /// resourceVersion (its first page's). Objects the monitor knows are routed as updates,
+    /// others as adds and, once the last page is in, a delete for every known object the list
+    /// did not show. A failed page is asked for again from its own continue token; a 410 means
+    /// the token expired, and the list starts again from its first page, with every object it
+    /// had routed unseen again.
+    async fn list(&mut self) -> String {
+        self.status.list_started();
         let mut unseen = std::mem::take(&mut self.known);
-        let listed = self.route_pages(&mut unseen).await;
-        if listed.is_err() {
-            self.known.extend(unseen);
-            return listed;
+        let mut token = String::new();
+        let mut resource_version = None;
+        loop {
+            let page = match self.api.list_page(&self.gvr, &token, LIST_PAGE_SIZE).await {
+                Ok(page) => page,
+                Err(e) => {
+                    self.failures.failed(&self.gvr, "list", &e);
+                    self.status.page_retried();
+                    if e.is_gone() {
+                        unseen.extend(std::mem::take(&mut self.known));
+                        token.clear();
+                        resource_version = None;
+                    }
+                    self.backoff.wait().await;
+                    continue;
+                }
+            };
+            self.backoff.reset();
+            self.failures.recovered(&self.gvr);
+            let resource_version = resource_version.get_or_insert(page.resource_version).clone();
+            self.route_page(page.items, &mut unseen);
+            if page.continue_token.is_empty() {
+                self.route_vanished(unseen);
+                self.status.list_completed();
+                return resource_version;
+            }
+            token = page.continue_token;
         }
+    }
+
+    /// Routes one list page, taking each object it shows out of `unseen`.
+    fn route_page(&mut self, items: Vec<crate::api::PartialObjectMeta>, unseen: &mut HashMap<Uid, Known>) {
+        for item in items {
+            let uid = Uid::parse(&item.metadata.uid);
+            // Known before the list, or from an earlier page of it.
+            let known = unseen.remove(&uid).is_some() || self.known.contains_key(&uid);
+            let event_type = if known { EventType::Update } else { EventType::Add };
+            self.route(event_type, item.metadata);
+        }
+    }
+
+    /// Routes a delete for every object a whole list did not show.
+    fn route_vanished(&mut self, unseen: HashMap<Uid, Known>) {
         for (uid, known) in unseen {
             let meta = ObjectMeta {
                 name: known.name.to_string(),
@@ -158,56 +227,53 @@ impl<C: ClusterApi> Watcher<C> {
             };
             self.route(EventType::Delete, meta);
         }
-        self.synced.store(true, Ordering::Release);
-        listed
     }
 
-    /// Routes the pages of one list as they arrive, taking each object they show out of `unseen`;
-    /// returns the first page's resourceVersion.
-    async fn route_pages(&mut self, unseen: &mut HashMap<Uid, Known>) -> Result<String, ApiError> {
-        let mut page = self.api.list_page(&self.gvr, "", LIST_PAGE_SIZE).await?;
-        let resource_version = std::mem::take(&mut page.resource_version);
+    /// Watches from `rv`, reopening the watch from the last version seen whenever it ends, after
+    /// a backoff when it ended with an error or delivered nothing; returns once the server says
+    /// the version is too old (410).
+    async fn watch_from(&mut self, mut rv: String) {
         loop {
-            for item in std::mem::take(&mut page.items) {
-                let uid = Uid::parse(&item.metadata.uid);
-                // Known before the list, or from an earlier page of it.
-                let known = unseen.remove(&uid).is_some() || self.known.contains_key(&uid);
-                let event_type = if known { EventType::Update } else { EventType::Add };
-                self.route(event_type, item.metadata);
+            let (delivered, ended) = match self.api.watch(&self.gvr, &rv).await {
+                Ok(stream) => self.follow(stream, &mut rv).await,
+                Err(e) => (false, Some(e)),
+            };
+            if delivered {
+                self.backoff.reset();
+                self.failures.recovered(&self.gvr);
             }
-            if page.continue_token.is_empty() {
-                return Ok(resource_version);
+            match ended {
+                Some(e) if e.is_gone() => return,
+                Some(e) => {
+                    self.failures.failed(&self.gvr, "watch", &e);
+                    self.status.watch_resumed();
+                    self.backoff.wait().await;
+                }
+                // A server that keeps closing watches at once is not spun on.
+                None if !delivered => self.backoff.wait().await,
+                None => {}
             }
-            page = self
-                .api
-                .list_page(&self.gvr, &page.continue_token, LIST_PAGE_SIZE)
-                .await?;
         }
     }
 
-    /// Watches, resuming from the last version seen whenever the server closes the stream, until
-    /// a watch fails.
-    async fn watch_from(&mut self, mut rv: String) -> ApiError {
-        loop {
-            let mut stream = match self.api.watch(&self.gvr, &rv).await {
-                Ok(stream) => stream,
-                Err(e) => return e,
+    /// Routes a watch's events until it ends; returns whether it delivered any, and its error.
+    async fn follow(&mut self, mut stream: crate::api::WatchStream, rv: &mut String) -> (bool, Option<ApiError>) {
+        let mut delivered = false;
+        while let Some(event) = stream.next().await {
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => return (delivered, Some(e)),
             };
-            while let Some(event) = stream.next().await {
-                let event = match event {
-                    Ok(event) => event,
-                    Err(e) => return e,
-                };
-                let meta = event.object.metadata;
-                if !meta.resource_version.is_empty() {
-                    rv.clone_from(&meta.resource_version);
-                }
-                let Some(event_type) = EventType::of_watch(event.event_type) else {
-                    continue;
-                };
+            delivered = true;
+            let meta = event.object.metadata;
+            if !meta.resource_version.is_empty() {
+                rv.clone_from(&meta.resource_version);
+            }
+            if let Some(event_type) = EventType::of_watch(event.event_type) {
                 self.route(event_type, meta);
             }
         }
+        (delivered, None)
     }
 
     fn route(&mut self, event_type: EventType, meta: ObjectMeta) {

@@ -17,16 +17,25 @@
 //! | `kube_gc_items_waiting_for_views` | gauge | work items whose decision waits for an incomplete monitor view |
 //! | `kube_gc_api_requests_total{verb,code}` | counter | requests to the API server |
 //! | `kube_gc_monitor_synced{resource}` | gauge | 1 once the resource's monitor has synced |
+//! | `kube_gc_monitor_relisting{resource}` | gauge | 1 while the monitor relists after a 410 |
+//! | `kube_gc_monitor_relists_total{resource}` | counter | lists after the first sync |
+//! | `kube_gc_monitor_page_retries_total{resource}` | counter | list pages asked for again after a failure |
+//! | `kube_gc_monitor_watch_resumes_total{resource}` | counter | watches reopened from the last resourceVersion after an error |
+//! | `kube_gc_monitor_last_list_timestamp_seconds{resource}` | gauge | Unix time of the last complete list |
 //!
 //! The graph-event figures are sampled by a task of the collector whether or not anyone scrapes;
 //! [`crate::builder::metrics`] says how exact they are. Every value comes from one snapshot per
 //! source, taken at render time.
 
 use crate::api::ClusterApi;
+use crate::api::Gvr;
 use crate::builder::GraphEventStats;
 use crate::controller::GarbageCollector;
+use crate::monitor::MonitorStatus;
 use crate::queue::{DurationHistogram, QueueStats, DURATION_BUCKETS, GRAPH_CHANGES};
+use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// The exposition text.
 pub(super) fn render<C: ClusterApi>(gc: &GarbageCollector<C>) -> String {
@@ -81,17 +90,61 @@ pub(super) fn render<C: ClusterApi>(gc: &GarbageCollector<C>) -> String {
         let labels = format!("verb=\"{}\",code=\"{}\"", c.verb, c.code);
         sample(&mut out, "kube_gc_api_requests_total", &labels, c.count as f64);
     }
-    family(
-        &mut out,
-        "kube_gc_monitor_synced",
-        "gauge",
-        "1 when the resource's monitor has synced, else 0",
-    );
-    for (gvr, synced) in gc.monitor_states() {
-        let labels = format!("resource=\"{gvr}\"");
-        sample(&mut out, "kube_gc_monitor_synced", &labels, f64::from(u8::from(synced)));
-    }
+    monitor_metrics(&mut out, &gc.monitor_statuses());
     out
+}
+
+/// One family per field of a monitor's status, a sample per resource.
+fn monitor_metrics(out: &mut String, statuses: &BTreeMap<Gvr, Arc<MonitorStatus>>) {
+    type Field = fn(&MonitorStatus) -> f64;
+    let families: [(&str, &str, &str, Field); 6] = [
+        (
+            "kube_gc_monitor_synced",
+            "gauge",
+            "1 when the resource's monitor has synced, else 0",
+            |s| f64::from(u8::from(s.is_synced())),
+        ),
+        (
+            "kube_gc_monitor_relisting",
+            "gauge",
+            "1 while the monitor relists after its watch history expired",
+            |s| f64::from(u8::from(s.is_relisting())),
+        ),
+        (
+            "kube_gc_monitor_relists_total",
+            "counter",
+            "Lists started after the first sync",
+            |s| s.relists() as f64,
+        ),
+        (
+            "kube_gc_monitor_page_retries_total",
+            "counter",
+            "List pages asked for again after a failure",
+            |s| s.page_retries() as f64,
+        ),
+        (
+            "kube_gc_monitor_watch_resumes_total",
+            "counter",
+            "Watches reopened from the last resourceVersion after an error",
+            |s| s.watch_resumes() as f64,
+        ),
+        (
+            "kube_gc_monitor_last_list_timestamp_seconds",
+            "gauge",
+            "Unix time of the last complete list; 0 before the first",
+            |s| {
+                s.last_successful_list()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0.0, |d| d.as_secs_f64())
+            },
+        ),
+    ];
+    for (name, kind, help, field) in families {
+        family(out, name, kind, help);
+        for (gvr, status) in statuses {
+            sample(out, name, &format!("resource=\"{gvr}\""), field(status));
+        }
+    }
 }
 
 fn graph_event_metrics(out: &mut String, stats: &GraphEventStats) {

@@ -1,0 +1,93 @@
+//! [`MonitorStatus`]: how complete one monitor's view of its resource is, and how it got there.
+//!
+//! Invariant: only the monitor's own task writes a status; the controller, the collector workers
+//! and `/metrics` read it. Each field is one atomic, so a reader may see one field a moment newer
+//! than another, never a torn value. `synced` never goes back to false.
+//!
+//! The collector workers gate decisions on [`MonitorStatus::is_complete`]: a view that is not
+//! synced yet, or that is being rebuilt by a relist after its watch history expired (410), may
+//! miss objects the cluster has, or hold objects it no longer has.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// One monitor's view state; see the [module docs](self).
+#[derive(Debug, Default)]
+pub struct MonitorStatus {
+    synced: AtomicBool,
+    relisting: AtomicBool,
+    relists: AtomicU64,
+    page_retries: AtomicU64,
+    watch_resumes: AtomicU64,
+    /// Milliseconds since the Unix epoch of the last complete list; 0 before the first.
+    last_list_ms: AtomicU64,
+}
+
+impl MonitorStatus {
+    /// True once a whole list has been routed (upstream's `HasSynced`).
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// True while a list after the first sync is under way: from its first request until its
+    /// last page and the deletes of vanished objects are routed.
+    pub fn is_relisting(&self) -> bool {
+        self.relisting.load(Ordering::Acquire)
+    }
+
+    /// Synced and not relisting: the view holds every object the watch has delivered, and
+    /// nothing it was told is gone.
+    pub fn is_complete(&self) -> bool {
+        self.is_synced() && !self.is_relisting()
+    }
+
+    /// Lists started after the first sync (each after a 410).
+    pub fn relists(&self) -> u64 {
+        self.relists.load(Ordering::Relaxed)
+    }
+
+    /// List pages asked for again after a failure.
+    pub fn page_retries(&self) -> u64 {
+        self.page_retries.load(Ordering::Relaxed)
+    }
+
+    /// Watches reopened from the last resourceVersion after an error other than 410.
+    pub fn watch_resumes(&self) -> u64 {
+        self.watch_resumes.load(Ordering::Relaxed)
+    }
+
+    /// When the last complete list ended, if any did.
+    pub fn last_successful_list(&self) -> Option<SystemTime> {
+        match self.last_list_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(UNIX_EPOCH + Duration::from_millis(ms)),
+        }
+    }
+
+    /// Monitor task only: a list begins.
+    pub(super) fn list_started(&self) {
+        if self.is_synced() {
+            self.relists.fetch_add(1, Ordering::Relaxed);
+            self.relisting.store(true, Ordering::Release);
+        }
+    }
+
+    /// Monitor task only: a list's last page and its deletes are routed.
+    pub(super) fn list_completed(&self) {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        self.last_list_ms
+            .store(u64::try_from(now.as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.synced.store(true, Ordering::Release);
+        self.relisting.store(false, Ordering::Release);
+    }
+
+    /// Monitor task only: a page is asked for again.
+    pub(super) fn page_retried(&self) {
+        self.page_retries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Monitor task only: a watch is reopened after an error.
+    pub(super) fn watch_resumed(&self) {
+        self.watch_resumes.fetch_add(1, Ordering::Relaxed);
+    }
+}
