@@ -105,6 +105,7 @@ fn invalid_message<T: std::fmt::Debug>(what: &str, result: Result<T, ApiError>) 
         Err(ApiError::Status {
             reason: StatusReason::Invalid,
             message,
+            ..
         }) => message,
         other => panic!("{what}: expected 422 Invalid, got {other:?}"),
     }

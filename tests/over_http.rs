@@ -7,6 +7,7 @@
 
 mod support;
 
+use kube_gc::api::layers::{self, Budget, Budgets, Fence, Stack};
 use kube_gc::api::sim::http::{self, ServerOptions};
 use kube_gc::api::sim::SimCluster;
 use kube_gc::api::{Gvr, KubeApi, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy};
@@ -16,7 +17,8 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use support::{
-    blocking_ref_to, client_of, create_in, deployments, http_get, meta, pods, policy, replicasets, within_real_time,
+    blocking_ref_to, client_config, client_of, create_in, deployments, http_get, meta, pods, policy, replicasets,
+    within_real_time,
 };
 
 /// How long a condition may take to come true over HTTP.
@@ -24,21 +26,37 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 struct Served {
     cluster: Arc<SimCluster>,
-    gc: Arc<GarbageCollector<KubeApi>>,
+    gc: Arc<GarbageCollector<Stack<KubeApi>>>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 /// Serves `cluster` on a loopback port; a kube-rs client of it, and the server's task.
 async fn serve(cluster: &Arc<SimCluster>) -> (kube::Client, tokio::task::JoinHandle<std::io::Result<()>>) {
+    serve_with(cluster, ServerOptions::default()).await
+}
+
+/// [`serve`] with `options`. The client leaves retries to the collector's layers, as
+/// `kube-gc run` builds it.
+async fn serve_with(
+    cluster: &Arc<SimCluster>,
+    options: ServerOptions,
+) -> (kube::Client, tokio::task::JoinHandle<std::io::Result<()>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
-    let server = tokio::spawn(http::serve(
-        listener,
-        cluster.clone(),
-        ServerOptions::default(),
-        std::future::pending(),
-    ));
-    (client_of(addr).await, server)
+    let server = tokio::spawn(http::serve(listener, cluster.clone(), options, std::future::pending()));
+    let mut config = client_config(addr).await;
+    config.default_retry = false;
+    (kube::Client::try_from(config).expect("a client"), server)
+}
+
+/// The collector's layers over `client`, with no rate limit and the fence `fence`.
+fn layered(client: kube::Client, fence: Fence) -> Stack<KubeApi> {
+    let unlimited = Budget::UNLIMITED;
+    layers::stack(
+        KubeApi::new(client),
+        Budgets::new(unlimited, unlimited, unlimited),
+        fence,
+    )
 }
 
 impl Served {
@@ -46,7 +64,7 @@ impl Served {
     async fn start(cluster: SimCluster) -> Served {
         let cluster = Arc::new(cluster);
         let (client, server) = serve(&cluster).await;
-        let api = KubeApi::new(client, kube_gc::api::DEFAULT_QPS * 100.0, kube_gc::api::DEFAULT_BURST);
+        let api = layered(client, Fence::open());
         let config = Config {
             sync_period: Duration::from_millis(500),
             ..Config::default()
@@ -275,6 +293,7 @@ async fn one_replica_at_a_time_should_hold_the_leader_lease() {
             lease_duration: Duration::from_secs(2),
             renew_deadline: Duration::from_millis(1200),
             retry_period: Duration::from_millis(200),
+            budget: kube_gc::api::layers::Budget::CONTROLLER_MANAGER,
         };
         lease.check().expect("valid timing");
         LeaderElector::new(client.clone(), lease)
@@ -335,7 +354,8 @@ async fn a_fenced_client_should_send_no_writes_once_its_tenure_has_ended() {
     use kube_gc::controller::leader::Tenure;
     let cluster = Arc::new(SimCluster::new());
     let (client, server) = serve(&cluster).await;
-    let api = KubeApi::new(client, 0.0, 1).fenced(Tenure::new());
+    let tenure = Tenure::new();
+    let api = layered(client, Fence::new(move || tenure.is_current()));
     let pod = create_in(&cluster, &pods(), meta("default", "p", vec![]));
 
     let read = api.get(&pods(), "default", "p").await.expect("reads pass the fence");
@@ -376,14 +396,14 @@ async fn calls_to_an_unreachable_server_should_wait_instead_of_spinning() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         listener.local_addr().expect("address")
     };
-    let api = Arc::new(KubeApi::new(client_of(addr).await, 0.0, 1));
+    let api = Arc::new(layered(client_of(addr).await, Fence::open()));
     let until = std::time::Instant::now() + Duration::from_secs(1);
     let callers: Vec<_> = (0..CALLERS)
         .map(|_| {
             let api = api.clone();
             tokio::spawn(async move {
                 while std::time::Instant::now() < until {
-                    let failed = api.get(&pods(), "default", "p").await.expect_err("no server");
+                    let failed = get_pod(&*api).await.expect_err("no server");
                     assert_eq!(failed.reason(), Some(kube_gc::api::StatusReason::ServiceUnavailable));
                 }
             })
@@ -399,4 +419,55 @@ async fn calls_to_an_unreachable_server_should_wait_instead_of_spinning() {
         attempts >= CALLERS as u64 && attempts <= 5 * CALLERS as u64,
         "{attempts} attempts by {CALLERS} callers in one second"
     );
+}
+
+/// Reads the Pod `default/p` through the trait, as the collector's tasks do: the trait declares
+/// its futures `Send`, which the compiler cannot prove of the concrete stack's own futures inside
+/// `tokio::spawn` (a limit of its higher-ranked lifetime checks, not of the stack).
+fn get_pod<C: kube_gc::api::ClusterApi>(
+    api: &C,
+) -> impl std::future::Future<Output = Result<PartialObjectMeta, kube_gc::api::ApiError>> + Send + '_ {
+    api.get(&PODS, "default", "p")
+}
+
+static PODS: std::sync::LazyLock<Gvr> = std::sync::LazyLock::new(pods);
+
+/// A 429 storm with Retry-After: every request of the collector's stack is retried inside the
+/// request until the server lets it through, so the caller never sees the throttling; the server
+/// answered 429s meanwhile, and the counts show each try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_requests_should_be_retried_inside_the_request() {
+    use kube_gc::api::sim::http::{ErrorRate, HttpFaults, InjectedError};
+    use kube_gc::api::ClusterApi;
+    let cluster = Arc::new(SimCluster::new());
+    let faults = HttpFaults {
+        error_rates: vec![ErrorRate {
+            verb: None,
+            rate: 0.5,
+            error: InjectedError::Throttled,
+        }],
+        ..HttpFaults::default()
+    };
+    let options = ServerOptions {
+        faults,
+        ..ServerOptions::default()
+    };
+    let (client, server) = serve_with(&cluster, options).await;
+    let api = layered(client, Fence::open());
+    let pod = create_in(&cluster, &pods(), meta("default", "p", vec![]));
+    for _ in 0..6 {
+        let read = api.get(&pods(), "default", "p").await.expect("the 429s are absorbed");
+        assert_eq!(read.metadata.uid, pod.metadata.uid);
+    }
+    let counts = api.call_counts();
+    let count = |code| {
+        counts
+            .iter()
+            .filter(|c| c.verb == "get" && c.code == code)
+            .map(|c| c.count)
+            .sum::<u64>()
+    };
+    assert_eq!(count(200), 6);
+    assert!(count(429) > 0, "the server throttled some tries: {counts:?}");
+    server.abort();
 }

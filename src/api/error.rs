@@ -116,6 +116,9 @@ pub enum ApiError {
         reason: StatusReason,
         /// The server's message.
         message: String,
+        /// How long the server asked the client to wait before trying again (its Retry-After,
+        /// which the API server also writes as `details.retryAfterSeconds`).
+        retry_after: Option<std::time::Duration>,
     },
     /// The REST mapper knows no resource for this apiVersion and kind: an unknown kind, one not
     /// discovered yet, or a version no longer served.
@@ -134,6 +137,28 @@ impl ApiError {
         ApiError::Status {
             reason,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// The same error, asking the client to wait `wait` before trying again.
+    #[must_use]
+    pub fn with_retry_after(self, wait: std::time::Duration) -> Self {
+        match self {
+            ApiError::Status { reason, message, .. } => ApiError::Status {
+                reason,
+                message,
+                retry_after: Some(wait),
+            },
+            other => other,
+        }
+    }
+
+    /// How long the server asked the client to wait before trying again, if it did.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ApiError::Status { retry_after, .. } => *retry_after,
+            ApiError::NoKindMatch { .. } => None,
         }
     }
 

@@ -10,164 +10,71 @@
 //! Discovery reads each group-version on its own, so one broken aggregated API only lands in
 //! [`Discovery::failed`] and never hides the rest.
 //!
-//! Every request first takes a token from one [`Throttle`] shared by all callers, as client-go's
-//! token-bucket rate limiter does: a steady `qps` with bursts of up to `burst`. A token is
-//! reserved before the wait, so callers are served in the order they asked and the long-run rate
-//! never exceeds `qps`, however many workers call at once.
-//!
 //! While the server cannot be reached at all, requests wait out a doubling backoff first
 //! ([`Outage`]), so that workers keep their items until it is back instead of failing the whole
 //! work queue in a moment.
 //!
-//! A client [fenced](KubeApi::fenced) by a leader's [`Tenure`] refuses every write (a PATCH, a
-//! DELETE, an Event) once the tenure has ended, checked after the throttle's wait, right before
-//! the request is sent: a replica that lost the lease, or froze long enough for another to take
-//! it, never writes in its stead.
+//! This is the transport only: one request per call. Rate limits, retries of throttled requests,
+//! the leader's write fence and the request counts are the [layers](super::layers) stacked over
+//! it. The kube-rs client's own retry must be off (`kube::Config::default_retry = false`, as
+//! `kube-gc run` builds it), or throttled requests would be retried beneath the layers: unseen by
+//! the counts and without waiting for a token of the budget.
 
 use super::outage::Outage;
 use super::{
     ApiError, ApiResource, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
     PatchType, StatusReason, WatchEvent, WatchEventType, WatchStream,
 };
-use crate::controller::leader::Tenure;
 use futures::StreamExt;
 use http::{header, Method, Request};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use parking_lot::RwLock;
 use serde::Deserialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// What a metadata GET, PATCH or watch asks for; JSON objects as a fallback.
 const ACCEPT_METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 /// What a metadata LIST asks for.
 const ACCEPT_METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
-/// The verb discovery requests are counted under.
-const DISCOVERY: &str = "discovery";
-/// The verbs that change the cluster, which a [fence](KubeApi::fenced) holds back.
-const WRITES: [&str; 3] = ["patch", "delete", "create"];
 /// How long the server keeps a watch open before the monitor resumes it (kube-rs' default).
 const WATCH_TIMEOUT_SECONDS: u32 = 290;
-
-/// The request rate of kube-controller-manager's collector client: its `--kube-api-qps` default
-/// of 20, doubled for the collector because upstream spends two calls per deleted object.
-pub const DEFAULT_QPS: f64 = 40.0;
-/// kube-controller-manager's `--kube-api-burst` default.
-pub const DEFAULT_BURST: u32 = 30;
-
-/// A token bucket: `qps` tokens a second, at most `burst` saved up.
-pub struct Throttle {
-    qps: f64,
-    burst: f64,
-    /// Tokens available (negative: reserved ahead) as of the instant.
-    bucket: parking_lot::Mutex<(f64, tokio::time::Instant)>,
-}
-
-impl Throttle {
-    /// A bucket that starts full. A `qps` of 0 or less means no limit.
-    pub fn new(qps: f64, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
-        Throttle {
-            qps,
-            burst,
-            bucket: parking_lot::Mutex::new((burst, tokio::time::Instant::now())),
-        }
-    }
-
-    /// Waits for a token.
-    pub async fn acquire(&self) {
-        if self.qps <= 0.0 {
-            return;
-        }
-        let wait = {
-            let mut bucket = self.bucket.lock();
-            let now = tokio::time::Instant::now();
-            let (tokens, last) = &mut *bucket;
-            *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.qps).min(self.burst);
-            *last = now;
-            *tokens -= 1.0;
-            if *tokens >= 0.0 {
-                std::time::Duration::ZERO
-            } else {
-                std::time::Duration::from_secs_f64(-*tokens / self.qps)
-            }
-        };
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
-    }
-}
 
 /// [`ClusterApi`] over a kube-rs client; see the [module docs](self).
 pub struct KubeApi {
     client: ::kube::Client,
-    throttle: Throttle,
     /// Kind of each discovered resource, to stamp objects read through it.
     kinds: RwLock<HashMap<Gvr, String>>,
-    /// Requests made, by verb and the HTTP code they ended with.
-    calls: parking_lot::Mutex<BTreeMap<(&'static str, u16), u64>>,
-    /// When set, writes are sent only while it is current.
-    fence: Option<Tenure>,
     /// Paces requests while the server cannot be reached.
     outage: Outage,
 }
 
 impl KubeApi {
-    /// Wraps a client, limited to `qps` requests a second with bursts of `burst`.
-    pub fn new(client: ::kube::Client, qps: f64, burst: u32) -> Self {
+    /// Wraps a client.
+    pub fn new(client: ::kube::Client) -> Self {
         KubeApi {
             client,
-            throttle: Throttle::new(qps, burst),
             kinds: RwLock::new(HashMap::new()),
-            calls: parking_lot::Mutex::new(BTreeMap::new()),
-            fence: None,
             outage: Outage::default(),
         }
     }
 
-    /// Sends writes only while `tenure` is current; see the [module docs](self).
-    pub fn fenced(self, tenure: Tenure) -> Self {
-        KubeApi {
-            fence: Some(tenure),
-            ..self
-        }
-    }
-
-    /// Every request goes through here: the wait of an [outage](Outage), a token from the
-    /// throttle, the fence, the request, the error mapped, and one count for its verb and
-    /// outcome. `request` is lazy, so nothing is sent before all of these allow it.
+    /// Every request goes through here: the wait of an [outage](Outage), the request, and the
+    /// error mapped. `request` is lazy, so nothing is sent before the wait is over.
     async fn call<T>(
         &self,
-        verb: &'static str,
         request: impl std::future::Future<Output = Result<T, ::kube::Error>>,
     ) -> Result<T, ApiError> {
         self.outage.wait().await;
-        self.throttle.acquire().await;
-        if WRITES.contains(&verb) && self.fence.as_ref().is_some_and(|t| !t.is_current()) {
-            return Err(ApiError::status(
-                StatusReason::ServiceUnavailable,
-                "not sent: this replica's leader tenure has ended",
-            ));
-        }
         let result = request.await;
         match &result {
             Err(e) if unreachable(e) => self.outage.unreachable(),
             _ => self.outage.answered(),
         }
-        let result = result.map_err(api_error);
-        let code = match &result {
-            Ok(_) => 200,
-            Err(e) => e.reason().map_or(500, StatusReason::code),
-        };
-        *self.calls.lock().entry((verb, code)).or_default() += 1;
-        result
+        result.map_err(api_error)
     }
 
-    async fn send<T: serde::de::DeserializeOwned>(
-        &self,
-        verb: &'static str,
-        request: Request<Vec<u8>>,
-    ) -> Result<T, ApiError> {
-        self.call(verb, self.client.request(request)).await
+    async fn send<T: serde::de::DeserializeOwned>(&self, request: Request<Vec<u8>>) -> Result<T, ApiError> {
+        self.call(self.client.request(request)).await
     }
 
     /// `obj` as read through `gvr`.
@@ -182,11 +89,10 @@ impl KubeApi {
     /// The resources of one group-version, as discovery entries.
     async fn group_version(&self, group: &str, version: &str, preferred: bool) -> Result<Vec<ApiResource>, ApiError> {
         let list: APIResourceList = if group.is_empty() {
-            self.call(DISCOVERY, self.client.list_core_api_resources(version)).await
+            self.call(self.client.list_core_api_resources(version)).await
         } else {
             let group_version = format!("{group}/{version}");
-            self.call(DISCOVERY, self.client.list_api_group_resources(&group_version))
-                .await
+            self.call(self.client.list_api_group_resources(&group_version)).await
         }?;
         Ok(list
             .resources
@@ -256,10 +162,16 @@ fn unreachable(err: &::kube::Error) -> bool {
     matches!(err, ::kube::Error::HyperError(_) | ::kube::Error::Service(_))
 }
 
+/// A `Status` answer keeps its reason and the wait it asked for (`details.retryAfterSeconds`,
+/// which the API server writes whenever it sends a Retry-After header).
 fn api_error(err: ::kube::Error) -> ApiError {
     match err {
         ::kube::Error::Api(status) => {
-            ApiError::status(StatusReason::from_status(&status.reason, status.code), status.message)
+            let error = ApiError::status(StatusReason::from_status(&status.reason, status.code), status.message);
+            match status.details.map(|d| d.retry_after_seconds) {
+                Some(secs) if secs > 0 => error.with_retry_after(std::time::Duration::from_secs(secs.into())),
+                _ => error,
+            }
         }
         other => ApiError::status(StatusReason::ServiceUnavailable, other.to_string()),
     }
@@ -284,23 +196,15 @@ struct ListMeta {
 }
 
 impl ClusterApi for KubeApi {
-    fn call_counts(&self) -> Vec<super::CallCount> {
-        let calls = self.calls.lock();
-        calls
-            .iter()
-            .map(|(&(verb, code), &count)| super::CallCount { verb, code, count })
-            .collect()
-    }
-
     async fn discover(&self) -> Result<Discovery, ApiError> {
         let mut discovery = Discovery::default();
         let mut group_versions: Vec<(String, String, bool)> = Vec::new();
-        let core = self.call(DISCOVERY, self.client.list_core_api_versions()).await?;
+        let core = self.call(self.client.list_core_api_versions()).await?;
         for version in core.versions {
             let preferred = version == "v1";
             group_versions.push((String::new(), version, preferred));
         }
-        let groups = self.call(DISCOVERY, self.client.list_api_groups()).await?;
+        let groups = self.call(self.client.list_api_groups()).await?;
         for group in groups.groups {
             let preferred = group.preferred_version.map(|p| p.version).unwrap_or_default();
             for v in group.versions {
@@ -327,7 +231,7 @@ impl ClusterApi for KubeApi {
 
     async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
         let req = request(Method::GET, &path(gvr, namespace, Some(name)), ACCEPT_METADATA, None)?;
-        Ok(self.stamp(gvr, self.send("get", req).await?))
+        Ok(self.stamp(gvr, self.send(req).await?))
     }
 
     async fn patch(
@@ -340,7 +244,7 @@ impl ClusterApi for KubeApi {
     ) -> Result<PartialObjectMeta, ApiError> {
         let body = Some((patch_type.content_type(), body.to_string().into_bytes()));
         let req = request(Method::PATCH, &path(gvr, namespace, Some(name)), ACCEPT_METADATA, body)?;
-        Ok(self.stamp(gvr, self.send("patch", req).await?))
+        Ok(self.stamp(gvr, self.send(req).await?))
     }
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
@@ -351,7 +255,7 @@ impl ClusterApi for KubeApi {
             ACCEPT_METADATA,
             Some(("application/json", body)),
         )?;
-        self.call("delete", self.client.request_text(req)).await?;
+        self.call(self.client.request_text(req)).await?;
         Ok(())
     }
 
@@ -363,7 +267,7 @@ impl ClusterApi for KubeApi {
         }
         let uri = with_query(&path(gvr, "", None), &query);
         let page: MetadataList = self
-            .send("list", request(Method::GET, &uri, ACCEPT_METADATA_LIST, None)?)
+            .send(request(Method::GET, &uri, ACCEPT_METADATA_LIST, None)?)
             .await?;
         Ok(ObjectList {
             items: page.items.into_iter().map(|o| self.stamp(gvr, o)).collect(),
@@ -382,9 +286,7 @@ impl ClusterApi for KubeApi {
         ];
         let uri = with_query(&path(gvr, "", None), &query);
         let req = request(Method::GET, &uri, ACCEPT_METADATA, None)?;
-        let events = self
-            .call("watch", self.client.request_events::<PartialObjectMeta>(req))
-            .await?;
+        let events = self.call(self.client.request_events::<PartialObjectMeta>(req)).await?;
         let api_version = gvr.api_version();
         let kind = self.kinds.read().get(gvr).cloned().unwrap_or_default();
         let stream = StreamExt::map(
@@ -435,7 +337,7 @@ impl ClusterApi for KubeApi {
             "application/json",
             body,
         )?;
-        self.call("create", self.client.request_text(req)).await?;
+        self.call(self.client.request_text(req)).await?;
         Ok(())
     }
 }
@@ -443,25 +345,6 @@ impl ClusterApi for KubeApi {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    #[tokio::test(start_paused = true)]
-    async fn throttle_should_pass_a_burst_then_hold_the_rate() {
-        let throttle = Throttle::new(10.0, 5);
-        let start = tokio::time::Instant::now();
-        for _ in 0..5 {
-            throttle.acquire().await;
-        }
-        assert_eq!(start.elapsed(), Duration::ZERO, "the burst passes at once");
-        for _ in 0..10 {
-            throttle.acquire().await;
-        }
-        let elapsed = start.elapsed().as_secs_f64();
-        assert!(
-            (0.99..1.01).contains(&elapsed),
-            "10 more at 10/s take a second, took {elapsed}"
-        );
-    }
 
     #[test]
     fn query_values_should_be_percent_encoded() {

@@ -8,6 +8,7 @@
 
 mod error;
 mod kube_client;
+pub mod layers;
 mod mapper;
 mod outage;
 pub mod sim;
@@ -15,7 +16,7 @@ mod types;
 mod validation;
 
 pub use error::{ApiError, StatusReason};
-pub use kube_client::{KubeApi, Throttle, DEFAULT_BURST, DEFAULT_QPS};
+pub use kube_client::KubeApi;
 pub use mapper::{RestMapper, SharedRestMapper};
 pub use types::*;
 pub use validation::{validate_owner_references, InvalidOwnerReference};

@@ -83,6 +83,16 @@ pub fn positive_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
+/// A rate flag: a finite number of requests per second, 0 for no limit.
+pub fn non_negative_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(qps) if qps.is_finite() && qps >= 0.0 => Ok(qps),
+        _ => Err(format!(
+            "{s:?} is not a rate: expected a number of requests per second, 0 or more"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +132,42 @@ mod tests {
             let refused = Cli::try_parse_from(args);
             let error = refused.err().expect("a zero period is refused").to_string();
             assert!(error.contains("must be more than zero"), "{error}");
+        }
+    }
+
+    #[test]
+    fn each_budget_should_refuse_a_bad_rate_or_burst() {
+        for flag in [
+            "--kube-api-qps",
+            "--discovery-qps",
+            "--monitor-qps",
+            "--leader-elect-qps",
+        ] {
+            for bad in ["-1", "fast", "inf", "NaN"] {
+                let arg = format!("{flag}={bad}");
+                let error = Cli::try_parse_from(["kube-gc", "run", &arg]).err();
+                let error = error.unwrap_or_else(|| panic!("{flag} {bad} accepted")).to_string();
+                assert!(error.contains("is not a rate"), "{flag} {bad}: {error}");
+            }
+            assert!(
+                Cli::try_parse_from(["kube-gc", "run", flag, "0"]).is_ok(),
+                "{flag} 0: no limit"
+            );
+        }
+        for flag in [
+            "--kube-api-burst",
+            "--discovery-burst",
+            "--monitor-burst",
+            "--leader-elect-burst",
+        ] {
+            assert!(
+                Cli::try_parse_from(["kube-gc", "run", flag, "0"]).is_err(),
+                "{flag} 0 refused"
+            );
+            assert!(
+                Cli::try_parse_from(["kube-gc", "run", flag, "1"]).is_ok(),
+                "{flag} 1 accepted"
+            );
         }
     }
 }

@@ -10,6 +10,7 @@
 //! kube-controller-manager does; a graceful stop releases the lease for the next replica.
 
 use anyhow::Context;
+use kube_gc::api::layers::{self, Budget, Budgets, Fence};
 use kube_gc::api::KubeApi;
 use kube_gc::controller::leader::{LeaderElector, LeaseConfig};
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
@@ -34,13 +35,33 @@ pub struct RunArgs {
     /// Default: events and events.events.k8s.io, as kube-controller-manager ignores them.
     #[arg(long = "ignored-resource")]
     ignored_resources: Vec<GroupResource>,
-    /// Requests per second to the API server, shared by every worker and monitor (as
-    /// kube-controller-manager's collector client: its --kube-api-qps, doubled).
-    #[arg(long, default_value_t = kube_gc::api::DEFAULT_QPS)]
+    /// Requests per second of the collector workers (GET, PATCH, DELETE, Events), as
+    /// kube-controller-manager's collector client: its --kube-api-qps of 20, doubled.
+    #[arg(long, default_value_t = Budget::WORKERS.qps, value_parser = super::non_negative_rate)]
     kube_api_qps: f64,
-    /// Requests the rate limiter lets through at once after a quiet spell.
-    #[arg(long, default_value_t = kube_gc::api::DEFAULT_BURST)]
+    /// Worker requests let through at once after a quiet spell.
+    #[arg(long, default_value_t = Budget::WORKERS.burst, value_parser = clap::value_parser!(u32).range(1..))]
     kube_api_burst: u32,
+    /// Requests per second of discovery, which notices new resources (CRDs) every
+    /// --resource-sync-period; a budget of its own, so a worker backlog never delays it.
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = super::non_negative_rate)]
+    discovery_qps: f64,
+    /// Discovery requests let through at once.
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.burst, value_parser = clap::value_parser!(u32).range(1..))]
+    discovery_burst: u32,
+    /// Requests per second of the monitors' lists and watches, a budget of their own.
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = super::non_negative_rate)]
+    monitor_qps: f64,
+    /// Monitor requests let through at once.
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.burst, value_parser = clap::value_parser!(u32).range(1..))]
+    monitor_burst: u32,
+    /// Requests per second of leader election, a budget of its own, so a renewal never waits
+    /// behind the collector's requests.
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = super::non_negative_rate)]
+    leader_elect_qps: f64,
+    /// Leader election requests let through at once.
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.burst, value_parser = clap::value_parser!(u32).range(1..))]
+    leader_elect_burst: u32,
     /// Retries the work queues let through per second, shared by all items (the global bucket of
     /// the client-go controller rate limiter, 10). After an API server outage every item that
     /// failed waits its turn here, so a large cluster recovers faster with a higher value; the
@@ -101,6 +122,9 @@ pub async fn client(kubeconfig: Option<&std::path::Path>, identity: &str) -> any
     let agent = format!("kube-gc/{} ({identity})", env!("CARGO_PKG_VERSION"));
     let agent = http::HeaderValue::from_str(&agent).context("the identity is not a valid header value")?;
     config.headers.push((http::header::USER_AGENT, agent));
+    // Throttled requests are retried by the collector's own layer, which takes a token of the
+    // budget for each try and counts it; kube-rs's retry beneath it would do neither.
+    config.default_retry = false;
     kube::Client::try_from(config).context("building the API client")
 }
 
@@ -149,10 +173,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             () = &mut shutdown => return Ok(()),
         }
     }
-    let mut api = KubeApi::new(client, args.kube_api_qps, args.kube_api_burst);
-    if let Some(elector) = &elector {
-        api = api.fenced(elector.tenure());
-    }
+    let fence = match &elector {
+        Some(elector) => {
+            let tenure = elector.tenure();
+            Fence::new(move || tenure.is_current())
+        }
+        None => Fence::open(),
+    };
+    let api = layers::stack(KubeApi::new(client), args.budgets(), fence);
     let gc = GarbageCollector::start(Arc::new(api), config).await;
     slot.fill(gc.clone());
     let lost = async {
@@ -175,7 +203,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// Logs the collector's progress every `every`; never returns.
-async fn report(gc: &GarbageCollector<KubeApi>, every: Duration) {
+async fn report(gc: &GarbageCollector<layers::Stack<KubeApi>>, every: Duration) {
     let mut every = tokio::time::interval(every);
     loop {
         every.tick().await;
@@ -203,6 +231,24 @@ async fn report(gc: &GarbageCollector<KubeApi>, every: Duration) {
 }
 
 impl RunArgs {
+    /// The client-side rate limits of discovery, the monitors and the workers.
+    fn budgets(&self) -> Budgets {
+        Budgets::new(
+            Budget {
+                qps: self.discovery_qps,
+                burst: self.discovery_burst,
+            },
+            Budget {
+                qps: self.monitor_qps,
+                burst: self.monitor_burst,
+            },
+            Budget {
+                qps: self.kube_api_qps,
+                burst: self.kube_api_burst,
+            },
+        )
+    }
+
     /// The lease to elect a leader with, when `--leader-elect`.
     fn lease(&self, identity: &str) -> anyhow::Result<Option<LeaseConfig>> {
         if !self.leader_elect {
@@ -215,6 +261,10 @@ impl RunArgs {
             lease_duration: self.leader_elect_lease_duration,
             renew_deadline: self.leader_elect_renew_deadline,
             retry_period: self.leader_elect_retry_period,
+            budget: Budget {
+                qps: self.leader_elect_qps,
+                burst: self.leader_elect_burst,
+            },
         };
         lease.check()?;
         Ok(Some(lease))

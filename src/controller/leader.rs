@@ -17,8 +17,11 @@
 //!   `lease_duration` after it first saw that renewal, which was written after its start; so the
 //!   tenure ends `lease_duration - renew_deadline` before any other replica can lead, even when
 //!   this process was frozen (a stopped process, a paused VM) and wakes up with work in flight.
-//!   Writes check the tenure just before they are sent ([`crate::api::KubeApi::fenced`]).
+//!   Writes check the tenure just before they are sent ([`crate::api::layers::Fence`]).
+//! - The lease's requests take tokens of a budget of their own (`LeaseConfig::budget`), so a
+//!   renewal never waits behind the collector's requests.
 
+use crate::api::layers::{Budget, Throttle};
 use anyhow::Context;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -43,6 +46,8 @@ pub struct LeaseConfig {
     pub renew_deadline: Duration,
     /// How often to try to acquire or renew (2 s).
     pub retry_period: Duration,
+    /// The client-side rate limit of the lease's own requests.
+    pub budget: Budget,
 }
 
 impl LeaseConfig {
@@ -113,6 +118,8 @@ impl Default for Tenure {
 /// One replica's side of the election.
 pub struct LeaderElector {
     leases: Api<Lease>,
+    /// The lease requests' own budget.
+    throttle: Throttle,
     config: LeaseConfig,
     /// The last lease record seen (holder, renew time) and when this replica first saw it.
     observed: Option<((String, Option<MicroTime>), Instant)>,
@@ -124,6 +131,7 @@ impl LeaderElector {
     pub fn new(client: kube::Client, config: LeaseConfig) -> Self {
         LeaderElector {
             leases: Api::namespaced(client, &config.namespace),
+            throttle: Throttle::new(config.budget.qps, config.budget.burst),
             config,
             observed: None,
             tenure: Tenure::new(),
@@ -182,6 +190,7 @@ impl LeaderElector {
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(now());
+        self.throttle.acquire().await;
         self.leases
             .replace(&self.config.name, &PostParams::default(), &lease)
             .await
@@ -190,6 +199,7 @@ impl LeaderElector {
     }
 
     async fn read(&self) -> anyhow::Result<Option<Lease>> {
+        self.throttle.acquire().await;
         self.leases
             .get_opt(&self.config.name)
             .await
@@ -236,6 +246,7 @@ impl LeaderElector {
         spec.holder_identity = Some(self.config.identity.clone());
         spec.lease_duration_seconds = Some(self.lease_seconds());
         spec.renew_time = Some(now());
+        self.throttle.acquire().await;
         match self
             .leases
             .replace(&self.config.name, &PostParams::default(), &lease)
@@ -263,6 +274,7 @@ impl LeaderElector {
                 ..LeaseSpec::default()
             }),
         };
+        self.throttle.acquire().await;
         match self.leases.create(&PostParams::default(), &lease).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),

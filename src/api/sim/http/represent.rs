@@ -120,7 +120,7 @@ fn metadata(obj: &PartialObjectMeta) -> Value {
 /// A `metav1.Status` failure for `err`.
 pub(super) fn failure(err: &ApiError) -> Value {
     let (reason, message) = match err {
-        ApiError::Status { reason, message } => (*reason, message.clone()),
+        ApiError::Status { reason, message, .. } => (*reason, message.clone()),
         other => (StatusReason::InternalError, other.to_string()),
     };
     let mut status = json!({
