@@ -73,6 +73,10 @@ pub struct SimApiserverArgs {
     /// End every watch after this long.
     #[arg(long, value_parser = super::positive_duration)]
     drop_watch_after: Option<Duration>,
+    /// Inject the faults above only into requests whose User-Agent contains this text (e.g.
+    /// `kube-gc/`, the collector), so that other clients see a healthy server.
+    #[arg(long)]
+    fault_target: Option<String>,
 }
 
 pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
@@ -112,6 +116,7 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
             timeout: args.fault_timeout,
             watch_drop_events: args.drop_watch_after_events,
             watch_drop_after: args.drop_watch_after,
+            target: args.fault_target,
         },
         bookmark_interval: args.bookmark_interval,
         audit,

@@ -143,6 +143,9 @@ pub struct HttpFaults {
     pub watch_drop_events: Option<usize>,
     /// End every watch after this long.
     pub watch_drop_after: Option<Duration>,
+    /// Inject faults only into requests whose `User-Agent` contains this; `None`: every request.
+    /// A fault suite aims them at the collector while its own workload sees a healthy server.
+    pub target: Option<String>,
 }
 
 /// The running state of the faults: the QPS ceiling's token bucket.
@@ -162,6 +165,14 @@ impl Admission {
 
     pub(super) fn faults(&self) -> &HttpFaults {
         &self.faults
+    }
+
+    /// True when faults apply to a request with these headers (see [`HttpFaults::target`]).
+    pub(super) fn targets(&self, headers: &axum::http::HeaderMap) -> bool {
+        self.faults
+            .target
+            .as_ref()
+            .is_none_or(|t| super::audit::user_agent(headers).contains(t.as_str()))
     }
 
     /// Waits the injected latency, then admits a `verb` request (`None` for discovery) or fails
@@ -269,5 +280,22 @@ mod tests {
         let err = admission.admit(Some(HttpVerb::Patch)).await.unwrap_err();
         assert_eq!(err.reason(), Some(StatusReason::InternalError));
         assert!(admission.admit(Some(HttpVerb::Get)).await.is_ok());
+    }
+
+    #[test]
+    fn faults_should_hit_only_the_targeted_user_agent() {
+        let admission = Admission::new(HttpFaults {
+            target: Some("kube-gc/".into()),
+            ..HttpFaults::default()
+        });
+        let headers = |agent: &str| {
+            let mut headers = axum::http::HeaderMap::new();
+            headers.insert(axum::http::header::USER_AGENT, agent.parse().expect("a header value"));
+            headers
+        };
+        assert!(admission.targets(&headers("kube-gc/0.1.0 (host-abc)")));
+        assert!(!admission.targets(&headers("kubectl/v1.33.0")));
+        assert!(!admission.targets(&axum::http::HeaderMap::new()));
+        assert!(Admission::new(HttpFaults::default()).targets(&headers("anyone")));
     }
 }

@@ -176,7 +176,9 @@ impl Server {
         if call.target == Target::Health {
             return Ok((StatusCode::OK, "ok").into_response());
         }
-        self.admission.admit(None).await?;
+        if self.admission.targets(&parts.headers) {
+            self.admission.admit(None).await?;
+        }
         let document = match &call.target {
             Target::Version => Some(discovery::version()),
             Target::CoreVersions => Some(discovery::core_versions()),

@@ -37,7 +37,10 @@ impl Server {
         let query = query.as_ref().map_err(|e| bad_request(format!("invalid query: {e}")))?;
         let params = Params::parse(query)?;
         let verb = verb.ok_or_else(method_not_allowed)?;
-        self.admission.admit(Some(verb)).await?;
+        let targeted = self.admission.targets(&parts.headers);
+        if targeted {
+            self.admission.admit(Some(verb)).await?;
+        }
         let def = self.cluster.type_def(&path.gvr)?;
         check_scope(&def, path, verb)?;
         if query.contains_key("dryRun") {
@@ -57,7 +60,7 @@ impl Server {
         Ok(match verb {
             HttpVerb::Get => ok(StatusCode::OK, &self.cluster.get_object(gvr, &namespace, &name)?),
             HttpVerb::List => self.list(path, &params, &presentation)?,
-            HttpVerb::Watch => self.watch(path.clone(), params, presentation)?,
+            HttpVerb::Watch => self.watch(path.clone(), params, presentation, targeted)?,
             HttpVerb::Create => {
                 let obj = self.object_body(&parts, body, &def, path).await?;
                 ok(StatusCode::CREATED, &self.cluster.create(gvr, obj)?)
@@ -118,12 +121,20 @@ impl Server {
         })
     }
 
-    fn watch(&self, path: ResourcePath, params: Params, presentation: Presentation) -> Result<Response, ApiError> {
+    /// A watch; the injected drops apply when the request is `targeted` by the faults.
+    fn watch(
+        &self,
+        path: ResourcePath,
+        params: Params,
+        presentation: Presentation,
+        targeted: bool,
+    ) -> Result<Response, ApiError> {
         let faults = self.admission.faults();
-        let deadline = [params.timeout, faults.watch_drop_after].into_iter().flatten().min();
+        let drop_after = faults.watch_drop_after.filter(|_| targeted);
+        let deadline = [params.timeout, drop_after].into_iter().flatten().min();
         let limits = WatchLimits {
             deadline,
-            max_events: faults.watch_drop_events,
+            max_events: faults.watch_drop_events.filter(|_| targeted),
             bookmark_every: Some(self.options.bookmark_interval),
             stopping: self.stopping.clone(),
         };

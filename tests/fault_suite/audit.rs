@@ -1,0 +1,124 @@
+//! What the simulated API server's audit logs say the collector did: who deleted what, when each
+//! object was removed, and whether two replicas ever wrote in turns.
+//!
+//! A server restarted from its state file writes a new log, numbered from 1 again, so a request's
+//! place in time is (incarnation, seq). An object's *removal* is the last successful write to it
+//! (a DELETE, or the PATCH that removed its last finalizer); the workload never recreates a name,
+//! so a name stands for one object.
+
+use super::oracle::Key;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// One line of an audit log.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Line {
+    pub seq: u64,
+    pub verb: String,
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub resource: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub name: String,
+    pub code: u16,
+    #[serde(default)]
+    pub user_agent: String,
+    /// The server's incarnation: the index of the log it came from.
+    #[serde(skip)]
+    pub incarnation: usize,
+}
+
+impl Line {
+    pub fn key(&self) -> Key {
+        Key {
+            group: self.group.clone(),
+            resource: self.resource.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+
+    pub fn when(&self) -> (usize, u64) {
+        (self.incarnation, self.seq)
+    }
+
+    pub fn is_write(&self) -> bool {
+        matches!(self.verb.as_str(), "patch" | "delete" | "update" | "create")
+    }
+
+    pub fn succeeded(&self) -> bool {
+        (200..300).contains(&self.code)
+    }
+
+    pub fn by_collector(&self) -> bool {
+        self.user_agent.contains("kube-gc/")
+    }
+}
+
+/// Every line of the logs, in order.
+pub fn read(logs: &[impl AsRef<Path>]) -> Vec<Line> {
+    let mut lines = Vec::new();
+    for (incarnation, path) in logs.iter().enumerate() {
+        let text = std::fs::read_to_string(path.as_ref()).unwrap_or_default();
+        for raw in text.lines().filter(|l| !l.trim().is_empty()) {
+            let mut line: Line = serde_json::from_str(raw).unwrap_or_else(|e| panic!("an audit line ({e}): {raw}"));
+            line.incarnation = incarnation;
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// When each object was removed: its last successful DELETE or PATCH.
+pub fn removals(lines: &[Line]) -> HashMap<Key, (usize, u64)> {
+    let mut out = HashMap::new();
+    for line in lines
+        .iter()
+        .filter(|l| l.succeeded() && matches!(l.verb.as_str(), "delete" | "patch"))
+    {
+        out.insert(line.key(), line.when());
+    }
+    out
+}
+
+/// The collector's successful DELETEs.
+pub fn collector_deletes(lines: &[Line]) -> impl Iterator<Item = &Line> {
+    lines
+        .iter()
+        .filter(|l| l.verb == "delete" && l.succeeded() && l.by_collector())
+}
+
+/// Requests the collector sent.
+pub fn collector_requests(lines: &[Line]) -> usize {
+    lines.iter().filter(|l| l.by_collector()).count()
+}
+
+/// A pair of replicas whose writes interleave, if any: once a replica has written after another,
+/// the other must never write again.
+pub fn interleaved_writes(lines: &[Line]) -> Option<String> {
+    let writes: Vec<&Line> = lines.iter().filter(|l| l.by_collector() && l.is_write()).collect();
+    let mut finished: Vec<&str> = Vec::new();
+    let mut current: Option<&str> = None;
+    for w in writes {
+        let agent = w.user_agent.as_str();
+        if current == Some(agent) {
+            continue;
+        }
+        if finished.contains(&agent) {
+            return Some(format!(
+                "{agent} wrote again (request {:?}) after another replica had written",
+                w.when()
+            ));
+        }
+        if let Some(previous) = current {
+            finished.push(previous);
+        }
+        current = Some(agent);
+    }
+    None
+}

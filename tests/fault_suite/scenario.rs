@@ -1,0 +1,534 @@
+//! One scenario of the fault suite, end to end: `kube-gc sim-apiserver` with the scenario's faults
+//! aimed at the collector (`--fault-target kube-gc/`), one or two `kube-gc run` processes, the
+//! workload, a disruption, convergence against the oracle, and the checks. Everything is real
+//! time and every wait is bounded.
+
+use super::audit;
+use super::oracle::{Expected, Key, Obj, Universe};
+use super::support::process::Child;
+use super::support::{crd_manifest, http_get};
+use super::workload;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::discovery::{verbs, Discovery};
+use kube::Client;
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The bound on convergence after the workload's end (DESIGN §5).
+pub const CONVERGENCE: Duration = Duration::from_secs(120);
+/// The bound on the collector's monitors syncing.
+const SYNC_PATIENCE: Duration = Duration::from_secs(90);
+
+/// What happens to the processes while the cascade runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Disruption {
+    None,
+    /// The collector is stopped (SIGSTOP) through the deletions and this long after, then resumed.
+    Freeze(Duration),
+    /// The collector is killed (SIGKILL) mid-cascade and started again.
+    KillCollector,
+    /// The API server is stopped (SIGTERM, saving its state) mid-cascade and restarted on its port.
+    RestartServer,
+    /// The leader of two replicas is killed (SIGKILL) mid-cascade.
+    KillLeader,
+}
+
+/// A named scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub name: &'static str,
+    /// Fault flags of `kube-gc sim-apiserver`.
+    pub faults: &'static [&'static str],
+    pub disruption: Disruption,
+}
+
+/// One row of the report.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub scenario: String,
+    pub faults: String,
+    pub seed: u64,
+    /// Seconds from the workload's end until the cluster matched the oracle.
+    pub converged_in: Option<f64>,
+    pub wrongful: usize,
+    /// Requests the collector sent (audit lines).
+    pub requests: usize,
+    /// Seconds until the slowest monitor synced, and which.
+    pub slowest_sync: (f64, String),
+    /// Every broken rule, in words.
+    pub failures: Vec<String>,
+}
+
+/// A running simulated API server.
+struct Server {
+    process: Child,
+    dir: PathBuf,
+    port: u16,
+    seed: u64,
+    faults: Vec<String>,
+    incarnation: usize,
+}
+
+impl Server {
+    fn start(dir: &Path, faults: &[&str], seed: u64) -> Server {
+        let faults: Vec<String> = faults.iter().map(|f| f.to_string()).collect();
+        let (process, port) = spawn_server(dir, &faults, seed, 0, 0);
+        Server {
+            process,
+            dir: dir.to_path_buf(),
+            port,
+            seed,
+            faults,
+            incarnation: 0,
+        }
+    }
+
+    /// Stops the server (it saves its state), waits, and starts it again on the same port.
+    fn restart(&mut self) {
+        self.process.stop();
+        std::thread::sleep(Duration::from_secs(2));
+        self.incarnation += 1;
+        let (process, _) = spawn_server(&self.dir, &self.faults, self.seed, self.port, self.incarnation);
+        self.process = process;
+    }
+
+    fn audit_logs(&self) -> Vec<PathBuf> {
+        (0..=self.incarnation)
+            .map(|i| self.dir.join(format!("audit-{i}.jsonl")))
+            .collect()
+    }
+
+    async fn client(&self) -> Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(self.dir.join("kubeconfig")).expect("the kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("a client config");
+        Client::try_from(config).expect("a client")
+    }
+}
+
+/// Starts incarnation `incarnation` of the server on `port` (0: any), the first from the
+/// `small` preset, later ones from the state file; returns it with the port it bound.
+fn spawn_server(dir: &Path, faults: &[String], seed: u64, port: u16, incarnation: usize) -> (Child, u16) {
+    let path = |name: String| dir.join(name).to_str().expect("a UTF-8 path").to_string();
+    let mut args: Vec<String> = vec![
+        "sim-apiserver".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--write-kubeconfig".into(),
+        path("kubeconfig".into()),
+        "--audit-log".into(),
+        path(format!("audit-{incarnation}.jsonl")),
+        "--state-file".into(),
+        path("state.jsonl".into()),
+        "--fault-target".into(),
+        "kube-gc/".into(),
+    ];
+    if incarnation == 0 {
+        args.extend(["--preset".into(), "small".into(), "--seed".into(), seed.to_string()]);
+    }
+    args.extend(faults.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut process = Child::kube_gc(&args, &dir.join(format!("sim-apiserver-{incarnation}.log")));
+    let port = Child::address_in(&process.wait_for_line("serving")).port();
+    (process, port)
+}
+
+/// A running `kube-gc run`.
+struct Collector {
+    process: Child,
+    addr: SocketAddr,
+    name: String,
+    killed: bool,
+}
+
+impl Collector {
+    /// Starts a replica; `FAULT_COLLECTOR_BIN` and `FAULT_COLLECTOR_FLAGS` (space-separated) run
+    /// another build or add flags, for comparisons.
+    fn start(dir: &Path, name: &str, leader_elect: bool) -> Collector {
+        let bin = std::env::var("FAULT_COLLECTOR_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_kube-gc").to_string());
+        let mut command = std::process::Command::new(bin);
+        command.args(["run", "--kubeconfig"]).arg(dir.join("kubeconfig"));
+        command.args([
+            "--bind-address",
+            "127.0.0.1:0",
+            "--resource-sync-period",
+            "2s",
+            "--report-every",
+            "5s",
+        ]);
+        if leader_elect {
+            command.args([
+                "--leader-elect",
+                "--leader-elect-lease-duration",
+                "4s",
+                "--leader-elect-renew-deadline",
+                "3s",
+                "--leader-elect-retry-period",
+                "1s",
+            ]);
+        }
+        if let Ok(flags) = std::env::var("FAULT_COLLECTOR_FLAGS") {
+            command.args(flags.split_whitespace());
+        }
+        let mut process = Child::spawn(&mut command, &dir.join(format!("{name}.log")));
+        let addr = Child::address_in(&process.wait_for_line("serving /healthz"));
+        Collector {
+            process,
+            addr,
+            name: name.to_string(),
+            killed: false,
+        }
+    }
+
+    fn leads(&self) -> bool {
+        self.process.log().contains("kube-gc run: leading")
+    }
+
+    fn kill(&mut self) {
+        self.process.signal(libc::SIGKILL);
+        self.process.wait(Duration::from_secs(10));
+        self.killed = true;
+    }
+}
+
+/// Seconds until each monitor of the collector on `addr` reported synced, read from `/metrics`.
+async fn monitor_sync_times(addr: SocketAddr) -> Result<BTreeMap<String, f64>, String> {
+    let started = Instant::now();
+    let mut synced: BTreeMap<String, f64> = BTreeMap::new();
+    while started.elapsed() < SYNC_PATIENCE {
+        let (code, metrics) = http_get(addr, "/metrics").await;
+        let monitors: Vec<(String, bool)> = metrics
+            .lines()
+            .filter_map(|l| l.strip_prefix("kube_gc_monitor_synced{resource=\""))
+            .filter_map(|l| l.split_once("\"} "))
+            .map(|(resource, value)| (resource.to_string(), value.trim() == "1"))
+            .collect();
+        for (resource, done) in &monitors {
+            if *done {
+                synced
+                    .entry(resource.clone())
+                    .or_insert(started.elapsed().as_secs_f64());
+            }
+        }
+        let ready = http_get(addr, "/readyz").await.0 == 200;
+        if code == 200 && ready && !monitors.is_empty() && monitors.iter().all(|(_, done)| *done) {
+            return Ok(synced);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(format!(
+        "monitors not synced after {SYNC_PATIENCE:?}: synced {synced:?}"
+    ))
+}
+
+/// Every listable resource of the cluster, by (group, plural).
+async fn listable(client: &Client) -> BTreeMap<(String, String), ApiResource> {
+    let discovery = Discovery::new(client.clone()).run().await.expect("discovery");
+    let mut out = BTreeMap::new();
+    for group in discovery.groups() {
+        for (ar, caps) in group.recommended_resources() {
+            if caps.supports_operation(verbs::LIST) && ar.plural != "events" {
+                out.insert((ar.group.clone(), ar.plural.clone()), ar);
+            }
+        }
+    }
+    out
+}
+
+/// Every object of `resources`; `None` when the server could not answer (it may be restarting).
+async fn list_all(client: &Client, resources: &BTreeMap<(String, String), ApiResource>) -> Option<Vec<Obj>> {
+    let mut out = Vec::new();
+    for ((group, plural), ar) in resources {
+        let api = Api::<DynamicObject>::all_with(client.clone(), ar);
+        let list = match api.list(&ListParams::default()).await {
+            Ok(list) => list,
+            Err(kube::Error::Api(e)) if e.code == 404 => continue, // a CRD's type that went away
+            Err(_) => return None,
+        };
+        for o in list.items {
+            out.push(Obj {
+                key: Key {
+                    group: group.clone(),
+                    resource: plural.clone(),
+                    namespace: o.metadata.namespace.clone().unwrap_or_default(),
+                    name: o.metadata.name.clone().unwrap_or_default(),
+                },
+                uid: o.metadata.uid.clone().unwrap_or_default(),
+                owners: o
+                    .metadata
+                    .owner_references
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|r| (r.uid, r.block_owner_deletion.unwrap_or(false)))
+                    .collect(),
+            });
+        }
+    }
+    Some(out)
+}
+
+/// How the cluster differs from the oracle: what is still to happen, and what can never be
+/// undone (an object that must live is gone, or lost a reference to a living owner).
+#[derive(Default)]
+struct Diff {
+    pending: Vec<String>,
+    broken: Vec<String>,
+}
+
+fn compare(universe: &Universe, expected: &Expected, current: &[Obj]) -> Diff {
+    let now: HashMap<&str, BTreeSet<&str>> = current
+        .iter()
+        .map(|o| (o.uid.as_str(), o.owners.iter().map(|(u, _)| u.as_str()).collect()))
+        .collect();
+    let mut diff = Diff::default();
+    for (uid, obj) in &universe.objects {
+        let key = &obj.key;
+        match (expected.live.get(uid), now.get(uid.as_str())) {
+            (Some(_), None) => diff.broken.push(format!("{key} must live but is gone")),
+            (Some(owners), Some(refs)) => {
+                let want: BTreeSet<&str> = owners.iter().map(String::as_str).collect();
+                if !want.is_subset(refs) {
+                    diff.broken.push(format!(
+                        "{key} lost a reference to a living owner: has {refs:?}, must keep {want:?}"
+                    ));
+                } else if want != *refs {
+                    diff.pending.push(format!("{key} still names gone owners: {refs:?}"));
+                }
+            }
+            (None, Some(_)) if expected.gone.contains(uid) => diff.pending.push(format!("{key} must go")),
+            (None, Some(_)) => {} // its fate depends on timing
+            (None, None) => {}
+        }
+    }
+    diff
+}
+
+/// Runs `scenario` with `seed` at `scale` (trees per kind, in units of 2–4).
+pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("fault-suite")
+        .join(format!("{}-{seed}", scenario.name));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the scenario's directory");
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut failures = Vec::new();
+
+    let mut server = Server::start(&dir, scenario.faults, seed);
+    let client = server.client().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = serde_json::from_value(crd_manifest("widgets", "Widget")).expect("a CRD");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("the widgets CRD");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let resources = listable(&client).await;
+    let mut universe = Universe::default();
+    for obj in list_all(&client, &resources).await.expect("the first snapshot") {
+        universe.add(obj);
+    }
+
+    let two = scenario.disruption == Disruption::KillLeader;
+    let mut collectors = vec![Collector::start(&dir, "kube-gc-run-0", two)];
+    if two {
+        collectors.push(Collector::start(&dir, "kube-gc-run-1", true));
+    }
+    let leader = wait_for_leader(&collectors).await;
+    let slowest_sync = match monitor_sync_times(collectors[leader].addr).await {
+        Ok(times) => {
+            let line: Vec<String> = times.iter().map(|(r, t)| format!("{r}={t:.1}s")).collect();
+            std::fs::write(dir.join("monitor-sync.txt"), line.join("\n")).expect("write");
+            times
+                .into_iter()
+                .map(|(r, t)| (t, r))
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .unwrap_or((0.0, String::new()))
+        }
+        Err(e) => {
+            failures.push(e);
+            (f64::NAN, String::new())
+        }
+    };
+
+    let (roots, replica_sets) = workload::create_trees(&client, &mut universe, scale).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    workload::create_late_dependents(&client, &mut universe, &replica_sets, &mut rng).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    if let Disruption::Freeze(_) = scenario.disruption {
+        collectors[leader].process.signal(libc::SIGSTOP);
+    }
+    let frozen_at = Instant::now();
+    // The other disruptions strike halfway through the deletions, with the cascade under way.
+    workload::delete_roots(&client, &mut universe, &roots, &mut rng, || match scenario.disruption {
+        Disruption::KillCollector => {
+            collectors[leader].kill();
+            collectors.push(Collector::start(&dir, "kube-gc-run-restarted", false));
+        }
+        Disruption::RestartServer => server.restart(),
+        Disruption::KillLeader => collectors[leader].kill(),
+        Disruption::None | Disruption::Freeze(_) => {}
+    })
+    .await;
+    let workload_end = Instant::now();
+    if let Disruption::Freeze(frozen) = scenario.disruption {
+        workload::churn(&client, 120).await;
+        tokio::time::sleep(frozen.saturating_sub(frozen_at.elapsed())).await;
+        collectors[leader].process.signal(libc::SIGCONT);
+    }
+
+    let expected = universe.expected();
+    let client = server.client().await;
+    let (converged_in, last) = converge(&client, &resources, &universe, &expected, workload_end).await;
+    match (&converged_in, last) {
+        (Some(_), _) => {}
+        (None, diff) => {
+            failures.extend(diff.broken.iter().take(20).cloned());
+            let pending: Vec<&String> = diff.pending.iter().take(10).collect();
+            failures.push(format!(
+                "not converged within {CONVERGENCE:?} of the workload's end; {} differences, e.g. {pending:?}",
+                diff.pending.len()
+            ));
+        }
+    }
+
+    for collector in collectors.iter_mut().filter(|c| !c.killed) {
+        collector.process.signal(libc::SIGTERM);
+        let status = collector.process.wait(Duration::from_secs(30));
+        if !status.success() {
+            failures.push(format!("{} exited with {status} on SIGTERM", collector.name));
+        }
+    }
+    server.process.stop();
+    for log in std::fs::read_dir(&dir).expect("the directory").flatten() {
+        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+        if text.contains("panicked") {
+            failures.push(format!("a panic in {}", log.path().display()));
+        }
+    }
+
+    let lines = audit::read(&server.audit_logs());
+    let wrongful = wrongful_deletions(&universe, &expected, &lines);
+    failures.extend(wrongful.iter().cloned());
+    failures.extend(foreground_order(&universe, &expected, &lines));
+    if let Some(interleaved) = audit::interleaved_writes(&lines) {
+        failures.push(interleaved);
+    }
+    Row {
+        scenario: scenario.name.to_string(),
+        faults: faults_text(scenario),
+        seed,
+        converged_in,
+        wrongful: wrongful.len(),
+        requests: audit::collector_requests(&lines),
+        slowest_sync,
+        failures,
+    }
+}
+
+fn faults_text(s: &Scenario) -> String {
+    let mut parts: Vec<String> = s.faults.iter().map(|f| f.to_string()).collect();
+    match s.disruption {
+        Disruption::None => {}
+        Disruption::Freeze(d) => parts.push(format!("collector frozen {}s", d.as_secs())),
+        Disruption::KillCollector => parts.push("kill -9 collector".into()),
+        Disruption::RestartServer => parts.push("API server restart".into()),
+        Disruption::KillLeader => parts.push("kill -9 leader of 2".into()),
+    }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
+/// The index of the replica that leads (the only one, without leader election).
+async fn wait_for_leader(collectors: &[Collector]) -> usize {
+    if collectors.len() == 1 {
+        return 0;
+    }
+    let started = Instant::now();
+    while started.elapsed() < SYNC_PATIENCE {
+        if let Some(i) = collectors.iter().position(Collector::leads) {
+            return i;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no replica took the lease within {SYNC_PATIENCE:?}");
+}
+
+/// Polls until the cluster matches the oracle; the seconds it took from `since`, or the last
+/// difference once [`CONVERGENCE`] has passed or something broke that cannot be undone.
+async fn converge(
+    client: &Client,
+    resources: &BTreeMap<(String, String), ApiResource>,
+    universe: &Universe,
+    expected: &Expected,
+    since: Instant,
+) -> (Option<f64>, Diff) {
+    let mut last = Diff::default();
+    while since.elapsed() < CONVERGENCE {
+        if let Some(current) = list_all(client, resources).await {
+            last = compare(universe, expected, &current);
+            if last.pending.is_empty() && last.broken.is_empty() {
+                return (Some(since.elapsed().as_secs_f64()), last);
+            }
+            if !last.broken.is_empty() {
+                return (None, last);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    (None, last)
+}
+
+/// Objects the oracle says must live that the collector deleted, each with its request.
+fn wrongful_deletions(universe: &Universe, expected: &Expected, lines: &[audit::Line]) -> Vec<String> {
+    audit::collector_deletes(lines)
+        .filter_map(|l| {
+            let uid = universe.uid_of(&l.key())?;
+            expected.live.contains_key(uid).then(|| {
+                format!(
+                    "WRONGFUL DELETION of {} by {} (request {:?})",
+                    l.key(),
+                    l.user_agent,
+                    l.when()
+                )
+            })
+        })
+        .collect()
+}
+
+/// Foreground owners removed while a blocking dependent the oracle collects was still there.
+fn foreground_order(universe: &Universe, expected: &Expected, lines: &[audit::Line]) -> Vec<String> {
+    let removed = audit::removals(lines);
+    let mut out = Vec::new();
+    for (uid, policy) in &universe.deleted {
+        if *policy != super::oracle::Policy::Foreground {
+            continue;
+        }
+        let owner = &universe.objects[uid];
+        let Some(owner_removed) = removed.get(&owner.key) else {
+            continue;
+        };
+        for dep in universe.objects.values() {
+            let blocks = dep.owners.iter().any(|(o, block)| o == uid && *block);
+            if !blocks || !expected.gone.contains(&dep.uid) {
+                continue;
+            }
+            match removed.get(&dep.key) {
+                Some(dep_removed) if dep_removed < owner_removed => {}
+                other => out.push(format!(
+                    "foreground order broken: {} removed at {owner_removed:?} before its blocking dependent {} ({other:?})",
+                    owner.key, dep.key
+                )),
+            }
+        }
+    }
+    out
+}

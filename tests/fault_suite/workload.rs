@@ -1,0 +1,248 @@
+//! The workload a scenario drives, as a user would through kube-rs: owner trees of several kinds,
+//! then deletions with all three policies. Seeded, so a failing run can be replayed.
+//!
+//! Trees: Deployments → ReplicaSets → Pods and Jobs → Pods (refs with blockOwnerDeletion, as
+//! their controllers write them), Widgets (a custom resource) → ConfigMaps, ConfigMaps owned by a
+//! Deployment and a Job at once, Pods whose owner never existed, and late dependents: Pods added to
+//! existing ReplicaSets in a second wave. Every name starts with `fs-` and none is reused.
+
+use super::oracle::{Key, Obj, Policy, Universe};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::Client;
+use rand::rngs::SmallRng;
+use rand::Rng;
+use serde_json::{json, Value};
+
+/// Every workload object lives here.
+pub const NS: &str = "default";
+
+/// Owner-less ConfigMaps that [`churn`] relabels.
+const CHURNED: usize = 4;
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    let api_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version,
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+pub fn deployments() -> ApiResource {
+    resource("apps", "v1", "Deployment", "deployments")
+}
+pub fn replicasets() -> ApiResource {
+    resource("apps", "v1", "ReplicaSet", "replicasets")
+}
+pub fn pods() -> ApiResource {
+    resource("", "v1", "Pod", "pods")
+}
+pub fn jobs() -> ApiResource {
+    resource("batch", "v1", "Job", "jobs")
+}
+pub fn configmaps() -> ApiResource {
+    resource("", "v1", "ConfigMap", "configmaps")
+}
+pub fn widgets() -> ApiResource {
+    resource("example.com", "v1", "Widget", "widgets")
+}
+
+/// A reference to `owner`, of kind `ar`, as a controller writes it.
+fn owner_ref(ar: &ApiResource, owner: &Obj) -> Value {
+    json!({"apiVersion": ar.api_version, "kind": ar.kind, "name": owner.key.name, "uid": owner.uid,
+           "controller": true, "blockOwnerDeletion": true})
+}
+
+/// The objects whose deletion the workload decides.
+pub struct Roots(Vec<(ApiResource, Obj)>);
+
+/// Creates `name` of kind `ar` owned as `owners` says, and adds it to the universe.
+async fn create(client: &Client, universe: &mut Universe, ar: &ApiResource, name: &str, owners: Vec<Value>) -> Obj {
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), NS, ar);
+    let manifest = json!({"apiVersion": ar.api_version, "kind": ar.kind,
+                          "metadata": {"name": name, "ownerReferences": owners}});
+    let object: DynamicObject = serde_json::from_value(manifest).expect("a valid manifest");
+    let created = api
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("creating {} {name}: {e}", ar.plural));
+    let owners = created
+        .metadata
+        .owner_references
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.uid, r.block_owner_deletion.unwrap_or(false)))
+        .collect();
+    let obj = Obj {
+        key: Key {
+            group: ar.group.clone(),
+            resource: ar.plural.clone(),
+            namespace: NS.into(),
+            name: name.into(),
+        },
+        uid: created.metadata.uid.expect("a UID"),
+        owners,
+    };
+    universe.add(obj.clone());
+    obj
+}
+
+/// The first wave: every tree, multi-owner objects and dependents of owners that never existed.
+pub async fn create_trees(client: &Client, universe: &mut Universe, scale: usize) -> (Roots, Vec<Obj>) {
+    let (d, rs, p, j, w, cm) = (deployments(), replicasets(), pods(), jobs(), widgets(), configmaps());
+    let mut roots = Vec::new();
+    let mut replica_sets = Vec::new();
+    let mut job_objs = Vec::new();
+    for i in 0..scale * 4 {
+        let deployment = create(client, universe, &d, &format!("fs-d-{i}"), vec![]).await;
+        let set = create(
+            client,
+            universe,
+            &rs,
+            &format!("fs-rs-{i}"),
+            vec![owner_ref(&d, &deployment)],
+        )
+        .await;
+        for k in 0..2 {
+            create(
+                client,
+                universe,
+                &p,
+                &format!("fs-p-{i}-{k}"),
+                vec![owner_ref(&rs, &set)],
+            )
+            .await;
+        }
+        roots.push((d.clone(), deployment));
+        replica_sets.push(set);
+    }
+    for i in 0..scale * 2 {
+        let job = create(client, universe, &j, &format!("fs-j-{i}"), vec![]).await;
+        for k in 0..2 {
+            create(
+                client,
+                universe,
+                &p,
+                &format!("fs-jp-{i}-{k}"),
+                vec![owner_ref(&j, &job)],
+            )
+            .await;
+        }
+        roots.push((j.clone(), job.clone()));
+        job_objs.push(job);
+    }
+    for i in 0..scale * 2 {
+        let widget = create(client, universe, &w, &format!("fs-w-{i}"), vec![]).await;
+        for k in 0..2 {
+            create(
+                client,
+                universe,
+                &cm,
+                &format!("fs-cm-{i}-{k}"),
+                vec![owner_ref(&w, &widget)],
+            )
+            .await;
+        }
+        roots.push((w.clone(), widget));
+    }
+    for i in 0..scale * 2 {
+        let (deployment_kind, deployment) = &roots[i % (scale * 4)];
+        let job = &job_objs[i % job_objs.len()];
+        let mut second = owner_ref(&j, job);
+        second["controller"] = json!(false); // one controller per object
+        let owners = vec![owner_ref(deployment_kind, deployment), second];
+        create(client, universe, &cm, &format!("fs-multi-{i}"), owners).await;
+    }
+    for i in 0..CHURNED {
+        create(client, universe, &cm, &format!("fs-churn-{i}"), vec![]).await;
+    }
+    for i in 0..scale {
+        let ghost = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("fs-ghost-{i}"),
+                           "uid": format!("0000fa17-0000-4000-8000-{i:012}"), "blockOwnerDeletion": true});
+        create(client, universe, &p, &format!("fs-orphan-of-ghost-{i}"), vec![ghost]).await;
+    }
+    (Roots(roots), replica_sets)
+}
+
+/// The second wave: Pods added to existing ReplicaSets once the collector runs.
+pub async fn create_late_dependents(
+    client: &Client,
+    universe: &mut Universe,
+    replica_sets: &[Obj],
+    rng: &mut SmallRng,
+) {
+    let rs = replicasets();
+    for i in 0..replica_sets.len() / 2 {
+        let owner = &replica_sets[rng.gen_range(0..replica_sets.len())];
+        create(
+            client,
+            universe,
+            &pods(),
+            &format!("fs-late-{i}"),
+            vec![owner_ref(&rs, owner)],
+        )
+        .await;
+    }
+}
+
+/// Deletes a seeded three quarters of the roots, a third of those with each policy, and records
+/// them; `halfway` runs once half the deletions are sent.
+pub async fn delete_roots(
+    client: &Client,
+    universe: &mut Universe,
+    roots: &Roots,
+    rng: &mut SmallRng,
+    mut halfway: impl FnMut(),
+) {
+    let mut chosen: Vec<(&ApiResource, &Obj, Policy)> = Vec::new();
+    for (ar, obj) in &roots.0 {
+        let policy = match rng.gen_range(0..4) {
+            0 => continue,
+            1 => Policy::Background,
+            2 => Policy::Foreground,
+            _ => Policy::Orphan,
+        };
+        chosen.push((ar, obj, policy));
+    }
+    let half = chosen.len() / 2;
+    for (i, (ar, obj, policy)) in chosen.into_iter().enumerate() {
+        if i == half {
+            halfway();
+        }
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), NS, ar);
+        let propagation = match policy {
+            Policy::Background => PropagationPolicy::Background,
+            Policy::Foreground => PropagationPolicy::Foreground,
+            Policy::Orphan => PropagationPolicy::Orphan,
+        };
+        let params = DeleteParams {
+            propagation_policy: Some(propagation),
+            ..DeleteParams::default()
+        };
+        api.delete(&obj.key.name, &params)
+            .await
+            .unwrap_or_else(|e| panic!("deleting {}: {e}", obj.key));
+        universe.deleted.insert(obj.uid.clone(), policy);
+    }
+}
+
+/// Label changes on `n` workload objects that stay: watch events that change no decision, to
+/// push a short watch history past what a frozen collector saw.
+pub async fn churn(client: &Client, n: usize) {
+    let cm = configmaps();
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), NS, &cm);
+    for i in 0..n {
+        let name = format!("fs-churn-{}", i % CHURNED);
+        let name = name.as_str();
+        let patch = json!({"metadata": {"labels": {"churn": i.to_string()}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("labelling {name}: {e}"));
+    }
+}
