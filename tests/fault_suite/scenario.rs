@@ -504,7 +504,8 @@ fn wrongful_deletions(universe: &Universe, expected: &Expected, lines: &[audit::
         .collect()
 }
 
-/// Foreground owners removed while a blocking dependent the oracle collects was still there.
+/// Foreground owners removed while a blocking dependent the oracle collects, which has no other
+/// owner, was still there.
 fn foreground_order(universe: &Universe, expected: &Expected, lines: &[audit::Line]) -> Vec<String> {
     let removed = audit::removals(lines);
     let mut out = Vec::new();
@@ -517,7 +518,9 @@ fn foreground_order(universe: &Universe, expected: &Expected, lines: &[audit::Li
             continue;
         };
         for dep in universe.objects.values() {
-            let blocks = dep.owners.iter().any(|(o, block)| o == uid && *block);
+            // A dependent with another owner may rightly lose its ref instead (a solid owner does
+            // not let a waiting one block, spec §4.2 step 7), so only sole owners are judged.
+            let blocks = matches!(dep.owners.as_slice(), [(o, true)] if o == uid);
             if !blocks || !expected.gone.contains(&dep.uid) {
                 continue;
             }
