@@ -12,7 +12,6 @@
 //! audit logs stay in `target/tmp/fault-suite/<scenario>-<seed>/`. The tests that are not
 //! ignored are the short seeded subset CI runs.
 
-#[allow(dead_code)]
 #[path = "../support/mod.rs"]
 mod support;
 
