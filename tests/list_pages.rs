@@ -53,6 +53,8 @@ struct Paging {
     watches: Mutex<Vec<String>>,
     /// Ends the open pods watch with a 500 in place of its next event, once.
     break_watch: Arc<AtomicBool>,
+    /// Closes every pods watch after this long, as a server does at its timeout.
+    watch_lifetime: Mutex<Option<Duration>>,
     /// Fails this share of pods pages and watches (a 500), drawn from a seeded generator.
     failure_rate: Mutex<Option<(SmallRng, f64)>>,
     /// The pods monitor's status, once a test has set it.
@@ -77,6 +79,7 @@ impl Paging {
             tokens: Mutex::new(Vec::new()),
             watches: Mutex::new(Vec::new()),
             break_watch: Arc::new(AtomicBool::new(false)),
+            watch_lifetime: Mutex::new(None),
             failure_rate: Mutex::new(None),
             status: OnceLock::new(),
             relisting_on_pages: Mutex::new(Vec::new()),
@@ -193,7 +196,10 @@ impl ClusterApi for Paging {
             }
         });
         // The monitor stops reading at the first error, as it would at the end of a stream.
-        Ok(stream.boxed())
+        match *self.watch_lifetime.lock() {
+            Some(lifetime) => Ok(stream.take_until(tokio::time::sleep(lifetime)).boxed()),
+            None => Ok(stream.boxed()),
+        }
     }
 
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
@@ -403,5 +409,26 @@ async fn a_twelve_page_list_should_sync_while_a_fifth_of_its_pages_and_watches_f
         "no failure started the list over"
     );
     assert_eq!(h.gc.graph().len(), cluster.object_count());
+    h.gc.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_watch_that_stays_open_should_be_reopened_at_once() {
+    let cluster = Arc::new(SimCluster::new());
+    create_pods(&cluster);
+    let api = Arc::new(Paging::new(cluster.clone()));
+    *api.watch_lifetime.lock() = Some(Duration::from_secs(2));
+    let gc = GarbageCollector::start(api.clone(), Config::default()).await;
+    let _ = api.graph.set(gc.graph().clone());
+    assert!(gc.wait_for_sync(PATIENCE).await, "monitors never synced");
+    let h = Harness { cluster, gc };
+    let before = api.watches.lock().len();
+    h.wait(Duration::from_secs(60)).await;
+    let reopened = api.watches.lock().len() - before;
+    // Every 2 s when each quiet watch counts as progress; six or seven in a minute if the
+    // backoff grew with each (0.8 s doubling).
+    assert!(reopened >= 25, "{reopened} watches in a minute of 2 s watches");
+    let status = pods_status(&h);
+    assert_eq!((status.relists(), status.watch_resumes()), (0, 0));
     h.gc.shutdown().await;
 }

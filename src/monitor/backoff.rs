@@ -4,7 +4,8 @@
 //!
 //! Invariant: a wait is never shorter than the current step nor longer than twice [`MAX`]; the
 //! step only grows through failures and only shrinks through [`Backoff::reset`]. Progress, not
-//! time, resets it: a page that arrived, or a watch that delivered an event. Without that, a
+//! time, resets it: a page that arrived, or a watch that delivered an event or stayed open
+//! (`SHORT_WATCH` in the monitor). Without that, a
 //! 12-page list under a 20 % error rate, whose backoff only a complete list reset, crept to
 //! 30 s between pages and almost never completed.
 //!

@@ -18,7 +18,8 @@
 //! - A watch that ends with any error other than 410 is reopened from the last resourceVersion
 //!   seen (bookmarks included), so nothing is listed again; only a 410 (history expired) leads
 //!   to a relist, during which the view counts as incomplete ([`MonitorStatus::is_relisting`]).
-//! - Failures wait out a jittered, doubling [`Backoff`] that any progress resets.
+//! - Failures wait out a jittered, doubling [`Backoff`] that any progress resets: a page, an
+//!   event, or a watch that stayed open (a quiet resource's watch that the server closes on time).
 //!
 //! Like an informer with resync period 0, a monitor forwards every update, unfiltered (spec §12.1).
 
@@ -41,6 +42,11 @@ use tokio_util::sync::CancellationToken;
 /// the next is asked for, so a monitor holds one page at a time, whatever the size of the
 /// resource.
 const LIST_PAGE_SIZE: usize = 500;
+
+/// A watch that ends, without an error or an event, sooner than this after it opened is treated
+/// as a failure (client-go's reflector calls it a very short watch); one that stayed open longer
+/// made progress, even on a resource where nothing happened.
+const SHORT_WATCH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A running monitor of one resource.
 pub struct Monitor {
@@ -234,11 +240,17 @@ impl<C: ClusterApi> Watcher<C> {
     /// the version is too old (410).
     async fn watch_from(&mut self, mut rv: String) {
         loop {
+            let opened = tokio::time::Instant::now();
             let (delivered, ended) = match self.api.watch(&self.gvr, &rv).await {
                 Ok(stream) => self.follow(stream, &mut rv).await,
                 Err(e) => (false, Some(e)),
             };
-            if delivered {
+            // A watch of a quiet resource delivers nothing and still made progress if it stayed
+            // open: only one that failed, or closed at once with nothing, counts against the
+            // backoff. (Counting every quiet watch let a resource that never changes climb to
+            // the 30 s step, which its next failed list then waited out.)
+            let healthy = ended.is_none() && (delivered || opened.elapsed() >= SHORT_WATCH);
+            if delivered || healthy {
                 self.backoff.reset();
                 self.failures.recovered(&self.gvr);
             }
@@ -250,7 +262,7 @@ impl<C: ClusterApi> Watcher<C> {
                     self.backoff.wait().await;
                 }
                 // A server that keeps closing watches at once is not spun on.
-                None if !delivered => self.backoff.wait().await,
+                None if !healthy => self.backoff.wait().await,
                 None => {}
             }
         }
