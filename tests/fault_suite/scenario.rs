@@ -362,6 +362,9 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
 
     if let Disruption::Freeze(_) = scenario.disruption {
         collectors[leader].process.signal(libc::SIGSTOP);
+        // Past the server's watch drops, so the frozen collector's watches have ended and it
+        // must reopen them, after the workload, from versions the history no longer holds.
+        tokio::time::sleep(Duration::from_secs(3)).await;
     }
     let frozen_at = Instant::now();
     // The other disruptions strike halfway through the deletions, with the cascade under way.
