@@ -216,7 +216,13 @@ fn create_pods(cluster: &SimCluster) -> Vec<PartialObjectMeta> {
 
 /// The collector over `cluster` through a [`Paging`], synced.
 async fn start(cluster: Arc<SimCluster>) -> (Harness<Paging>, Arc<Paging>) {
+    start_with(cluster, |_| {}).await
+}
+
+/// [`start`], with the [`Paging`] set up by `prepare` before the monitors' first request.
+async fn start_with(cluster: Arc<SimCluster>, prepare: impl FnOnce(&Paging)) -> (Harness<Paging>, Arc<Paging>) {
     let api = Arc::new(Paging::new(cluster.clone()));
+    prepare(&api);
     let gc = GarbageCollector::start(api.clone(), Config::default()).await;
     // Before the monitors' first page: `start` only spawns them.
     let _ = api.graph.set(gc.graph().clone());
@@ -334,12 +340,10 @@ async fn a_relist_failing_midway_should_retry_its_page_and_delete_what_vanished(
 async fn a_failed_page_of_the_first_list_should_be_asked_for_again_from_its_token() {
     let cluster = Arc::new(SimCluster::new());
     create_pods(&cluster);
-    let api = Arc::new(Paging::new(cluster.clone()));
-    *api.fail_next_page.lock() = Some(ApiError::status(StatusReason::InternalError, "etcd timeout"));
-    let gc = GarbageCollector::start(api.clone(), Config::default()).await;
-    let _ = api.graph.set(gc.graph().clone());
-    assert!(gc.wait_for_sync(PATIENCE).await, "monitors never synced");
-    let h = Harness { cluster, gc };
+    let (h, api) = start_with(cluster, |api| {
+        *api.fail_next_page.lock() = Some(ApiError::status(StatusReason::InternalError, "etcd timeout"));
+    })
+    .await;
     assert_eq!(api.first_pages.load(Ordering::Relaxed), 1, "never started over");
     let tokens = api.tokens.lock().clone();
     assert_eq!(tokens.len(), 3, "pages two (twice) and three: {tokens:?}");
@@ -416,12 +420,7 @@ async fn a_twelve_page_list_should_sync_while_a_fifth_of_its_pages_and_watches_f
 async fn a_quiet_watch_that_stays_open_should_be_reopened_at_once() {
     let cluster = Arc::new(SimCluster::new());
     create_pods(&cluster);
-    let api = Arc::new(Paging::new(cluster.clone()));
-    *api.watch_lifetime.lock() = Some(Duration::from_secs(2));
-    let gc = GarbageCollector::start(api.clone(), Config::default()).await;
-    let _ = api.graph.set(gc.graph().clone());
-    assert!(gc.wait_for_sync(PATIENCE).await, "monitors never synced");
-    let h = Harness { cluster, gc };
+    let (h, api) = start_with(cluster, |api| *api.watch_lifetime.lock() = Some(Duration::from_secs(2))).await;
     let before = api.watches.lock().len();
     h.wait(Duration::from_secs(60)).await;
     let reopened = api.watches.lock().len() - before;

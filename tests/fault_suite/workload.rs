@@ -98,7 +98,6 @@ pub async fn create_trees(client: &Client, universe: &mut Universe, scale: usize
     let (d, rs, p, j, w, cm) = (deployments(), replicasets(), pods(), jobs(), widgets(), configmaps());
     let mut roots = Vec::new();
     let mut replica_sets = Vec::new();
-    let mut job_objs = Vec::new();
     for i in 0..scale * 4 {
         let deployment = create(client, universe, &d, &format!("fs-d-{i}"), vec![]).await;
         let set = create(
@@ -109,45 +108,28 @@ pub async fn create_trees(client: &Client, universe: &mut Universe, scale: usize
             vec![owner_ref(&d, &deployment)],
         )
         .await;
+        let owners = vec![owner_ref(&rs, &set)];
         for k in 0..2 {
-            create(
-                client,
-                universe,
-                &p,
-                &format!("fs-p-{i}-{k}"),
-                vec![owner_ref(&rs, &set)],
-            )
-            .await;
+            create(client, universe, &p, &format!("fs-p-{i}-{k}"), owners.clone()).await;
         }
         roots.push((d.clone(), deployment));
         replica_sets.push(set);
     }
+    let mut job_objs = Vec::new();
     for i in 0..scale * 2 {
         let job = create(client, universe, &j, &format!("fs-j-{i}"), vec![]).await;
+        let owners = vec![owner_ref(&j, &job)];
         for k in 0..2 {
-            create(
-                client,
-                universe,
-                &p,
-                &format!("fs-jp-{i}-{k}"),
-                vec![owner_ref(&j, &job)],
-            )
-            .await;
+            create(client, universe, &p, &format!("fs-jp-{i}-{k}"), owners.clone()).await;
         }
         roots.push((j.clone(), job.clone()));
         job_objs.push(job);
     }
     for i in 0..scale * 2 {
         let widget = create(client, universe, &w, &format!("fs-w-{i}"), vec![]).await;
+        let owners = vec![owner_ref(&w, &widget)];
         for k in 0..2 {
-            create(
-                client,
-                universe,
-                &cm,
-                &format!("fs-cm-{i}-{k}"),
-                vec![owner_ref(&w, &widget)],
-            )
-            .await;
+            create(client, universe, &cm, &format!("fs-cm-{i}-{k}"), owners.clone()).await;
         }
         roots.push((w.clone(), widget));
     }
