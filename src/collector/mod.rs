@@ -201,11 +201,25 @@ impl<C: ClusterApi> Collector<C> {
     /// builders have applied every event routed so far: the condition for letting an owner go
     /// (see [`partial_view`]). `before` names the decision.
     async fn require_complete_views(&self, before: &'static str) -> Result<()> {
-        let incomplete = self.partial_view.views.incomplete(None);
-        if incomplete.is_empty() && self.router.caught_up(partial_view::BARRIER_PATIENCE).await {
+        self.require_views(None, before)?;
+        if self.router.caught_up(partial_view::BARRIER_PATIENCE).await {
             return Ok(());
         }
-        Err(CollectError::PartialView { incomplete, before })
+        Err(CollectError::PartialView {
+            incomplete: Vec::new(),
+            before,
+        })
+    }
+
+    /// Fails with [`CollectError::PartialView`] unless the views of `resources` (every view, for
+    /// `None`) are complete.
+    fn require_views(&self, resources: Option<&[Gvr]>, before: &'static str) -> Result<()> {
+        let incomplete = self.partial_view.views.incomplete(resources);
+        if incomplete.is_empty() {
+            Ok(())
+        } else {
+            Err(CollectError::PartialView { incomplete, before })
+        }
     }
 
     /// Fails with [`CollectError::PartialView`] unless the views of the resources of `absent`
@@ -223,12 +237,7 @@ impl<C: ClusterApi> Collector<C> {
             .collect();
         resources.sort();
         resources.dedup();
-        let incomplete = self.partial_view.views.incomplete(Some(&resources));
-        if incomplete.is_empty() {
-            Ok(())
-        } else {
-            Err(CollectError::PartialView { incomplete, before })
-        }
+        self.require_views(Some(&resources), before)
     }
 
     /// Routes a virtual delete for `identity` and returns the sentinel that says so.
