@@ -24,7 +24,6 @@
 //! made in a near-empty store.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use kube_gc::api::sim::{ApiCalls, SimCluster};
 use kube_gc::api::{
     ClusterApi, DeleteOptions, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy, RestMapper,
     SharedRestMapper, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
@@ -35,6 +34,7 @@ use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{Graph, Handle, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::router::{PartitionReceiver, Router};
+use kube_gc::sim::{ApiCalls, SimCluster};
 use mimalloc::MiMalloc;
 use std::sync::Arc;
 use tokio::runtime::Runtime;

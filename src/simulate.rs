@@ -7,10 +7,10 @@
 //! patches take the JSON-merge fallback), and a cluster-scoped owner (a ClusterRole owning
 //! ConfigMaps in every namespace).
 
-use crate::api::sim::{SimCluster, TypeDef};
 use crate::api::{DeleteOptions, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy};
 use crate::collector::CollectorConfig;
 use crate::controller::{Config, GarbageCollector};
+use crate::sim::{SimCluster, TypeDef};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;

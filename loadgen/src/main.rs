@@ -82,7 +82,7 @@ struct ReplayArgs {
     verify_with_get: bool,
     /// Full mode: delay each of the collector's API calls by this long (2ms, 1s), as a network
     /// round trip to an API server would.
-    #[arg(long, value_parser = record::parse_duration)]
+    #[arg(long, value_parser = kube_gc::duration::parse_positive)]
     api_latency: Option<Duration>,
     /// Full mode: give up when the collector has not synced, or not settled, after this long.
     #[arg(long, default_value_t = 600)]
@@ -121,7 +121,7 @@ struct RecordArgs {
     #[arg(short, long)]
     output: PathBuf,
     /// Stop after this long (30s, 5m, 1h, 1h30m) [default: at Ctrl-C].
-    #[arg(long, value_parser = record::parse_duration)]
+    #[arg(long, value_parser = kube_gc::duration::parse_positive)]
     duration: Option<Duration>,
     /// Also record Events (core and events.k8s.io), which the garbage collector ignores.
     #[arg(long)]
@@ -292,7 +292,10 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
 async fn record_cluster(args: RecordArgs) -> anyhow::Result<()> {
     // Connected and discovered before the output file is created, so an unreachable cluster never
     // truncates an existing stream.
-    let client = record::connect(&args.kubeconfig).await?;
+    let agent = format!("loadgen/{}", env!("CARGO_PKG_VERSION"));
+    let client = kube_gc::api::connect(Some(&args.kubeconfig), &agent)
+        .await
+        .map_err(|e| record::kube_error(&e))?;
     let resources = record::discover(&client, args.include_events).await?;
     let mut writer = StreamWriter::create(&args.output)?;
     let progress = loadgen::progress::spinner(args.quiet);

@@ -9,11 +9,11 @@
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use kube_gc::api::sim::http::{self, ServerOptions};
-use kube_gc::api::sim::SimCluster;
 use kube_gc::api::{
     DeleteOptions, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PatchType, WatchEvent, WatchEventType,
 };
+use kube_gc::sim::http::{self, ServerOptions};
+use kube_gc::sim::SimCluster;
 use loadgen::stream::StreamReader;
 use serde_json::json;
 use std::collections::BTreeMap;

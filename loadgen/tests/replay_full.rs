@@ -1,7 +1,7 @@
 //! `replay --mode full`: streams read as scripts, the collector's outcome against the oracle, and
 //! the oracle against the reference model of the core's differential tests.
 
-#[path = "../../tests/support/model.rs"]
+#[path = "../../tests/it/support/model.rs"]
 #[allow(dead_code)] // the differential tests use more of the model than this file does
 mod model;
 

@@ -312,7 +312,7 @@ impl ClusterApi for KubeApi {
     }
 
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
-        let now = crate::api::sim::now_rfc3339();
+        let now = super::time::now_rfc3339();
         let body = serde_json::json!({
             "apiVersion": "v1",
             "kind": "Event",

@@ -6,15 +6,17 @@
 //! ([`sim::SimCluster`]) used by tests, benches, `loadgen` and the demo, and a kube-rs client for
 //! real clusters. Nothing in this module decides anything about garbage.
 
+mod connect;
 mod error;
 mod kube_client;
 pub mod layers;
 mod mapper;
 mod outage;
-pub mod sim;
+pub mod time;
 mod types;
 mod validation;
 
+pub use connect::{connect, ConnectError};
 pub use error::{ApiError, StatusReason};
 pub use kube_client::KubeApi;
 pub use mapper::{RestMapper, SharedRestMapper};

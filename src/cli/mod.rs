@@ -74,15 +74,6 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'stat
     }
 }
 
-/// A duration flag that must be more than zero: a period of 0 would spin.
-pub fn positive_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d = kube_gc::api::sim::http::parse_duration(s)?;
-    if d.is_zero() {
-        return Err(format!("{s:?} must be more than zero"));
-    }
-    Ok(d)
-}
-
 /// A rate flag: a finite number of requests per second, 0 for no limit.
 pub fn non_negative_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
@@ -131,7 +122,7 @@ mod tests {
         ] {
             let refused = Cli::try_parse_from(args);
             let error = refused.err().expect("a zero period is refused").to_string();
-            assert!(error.contains("must be more than zero"), "{error}");
+            assert!(error.contains("must be longer than zero"), "{error}");
         }
     }
 

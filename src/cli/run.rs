@@ -73,7 +73,7 @@ pub struct RunArgs {
     retry_burst: u32,
     /// How often discovery is read again, to monitor new resources (CRDs) and stop monitoring
     /// removed ones; kube-controller-manager's is a fixed 30 s.
-    #[arg(long, default_value = "30s", value_parser = super::positive_duration)]
+    #[arg(long, default_value = "30s", value_parser = kube_gc::duration::parse_positive)]
     resource_sync_period: Duration,
     /// Address of the HTTP endpoints: the graph dump, /explain, /metrics, /healthz, /readyz.
     #[arg(long, default_value = "127.0.0.1:10257")]
@@ -83,13 +83,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub(super) leader_elect: bool,
     /// How long a lease lasts without renewal.
-    #[arg(long, default_value = "15s", value_parser = super::positive_duration)]
+    #[arg(long, default_value = "15s", value_parser = kube_gc::duration::parse_positive)]
     leader_elect_lease_duration: Duration,
     /// How long the leader keeps trying to renew before it stops collecting.
-    #[arg(long, default_value = "10s", value_parser = super::positive_duration)]
+    #[arg(long, default_value = "10s", value_parser = kube_gc::duration::parse_positive)]
     leader_elect_renew_deadline: Duration,
     /// How often to try to acquire or renew the lease.
-    #[arg(long, default_value = "2s", value_parser = super::positive_duration)]
+    #[arg(long, default_value = "2s", value_parser = kube_gc::duration::parse_positive)]
     leader_elect_retry_period: Duration,
     /// Name of the Lease.
     #[arg(long, default_value = "kube-gc")]
@@ -98,40 +98,18 @@ pub struct RunArgs {
     #[arg(long, default_value = "kube-system")]
     leader_elect_resource_namespace: String,
     /// How often to log the graph's size and the queues' lengths.
-    #[arg(long, default_value = "30s", value_parser = super::positive_duration)]
+    #[arg(long, default_value = "30s", value_parser = kube_gc::duration::parse_positive)]
     report_every: Duration,
     #[command(flatten)]
     collector: super::CollectorArgs,
 }
 
-/// Builds the client a kubeconfig (or the environment) describes, which names itself to the
-/// server as `kube-gc/VERSION (IDENTITY)`, so that audit logs tell replicas apart.
-pub async fn client(kubeconfig: Option<&std::path::Path>, identity: &str) -> anyhow::Result<kube::Client> {
-    let mut config = match kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("using the kubeconfig {}", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("finding a kubeconfig or an in-cluster config")?,
-    };
-    let agent = format!("kube-gc/{} ({identity})", env!("CARGO_PKG_VERSION"));
-    let agent = http::HeaderValue::from_str(&agent).context("the identity is not a valid header value")?;
-    config.headers.push((http::header::USER_AGENT, agent));
-    // Throttled requests are retried by the collector's own layer, which takes a token of the
-    // budget for each try and counts it; kube-rs's retry beneath it would do neither.
-    config.default_retry = false;
-    kube::Client::try_from(config).context("building the API client")
-}
-
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let identity = kube_gc::controller::leader::default_identity();
     let lease = args.lease(&identity)?;
-    let client = client(args.kubeconfig.as_deref(), &identity).await?;
+    // The identity in the User-Agent tells replicas apart in the API server's audit log.
+    let agent = format!("kube-gc/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    let client = kube_gc::api::connect(args.kubeconfig.as_deref(), &agent).await?;
     let version = client.apiserver_version().await.context("reaching the API server")?;
     eprintln!("kube-gc run: API server {}", version.git_version);
     let mut config = Config {

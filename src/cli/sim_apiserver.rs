@@ -5,8 +5,8 @@
 //! nothing is saved that a client could still change.
 
 use anyhow::Context;
-use kube_gc::api::sim::{http, temporary_state_path, SimCluster};
 use kube_gc::api::{Gvr, ObjectMeta, PartialObjectMeta};
+use kube_gc::sim::{http, temporary_state_path, SimCluster};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,10 +49,10 @@ pub struct SimApiserverArgs {
     #[arg(long)]
     audit_log: Option<PathBuf>,
     /// Watch events each type keeps for resuming watches; older resourceVersions get 410 Gone.
-    #[arg(long, default_value_t = kube_gc::api::sim::DEFAULT_HISTORY)]
+    #[arg(long, default_value_t = kube_gc::sim::DEFAULT_HISTORY)]
     watch_history: usize,
     /// Interval of watch bookmarks, for watches that allow them.
-    #[arg(long, default_value = "60s", value_parser = super::positive_duration)]
+    #[arg(long, default_value = "60s", value_parser = kube_gc::duration::parse_positive)]
     bookmark_interval: Duration,
     /// Wait before serving each request: 2ms, 1ms..5ms (uniform) or exp:2ms (exponential mean).
     #[arg(long, default_value = "0s")]
@@ -65,13 +65,13 @@ pub struct SimApiserverArgs {
     #[arg(long = "error-rate")]
     error_rates: Vec<http::ErrorRate>,
     /// How long a request drawing a timeout hangs before its 504.
-    #[arg(long, default_value = "5s", value_parser = http::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = kube_gc::duration::parse)]
     fault_timeout: Duration,
     /// End every watch after this many events.
     #[arg(long)]
     drop_watch_after_events: Option<usize>,
     /// End every watch after this long.
-    #[arg(long, value_parser = super::positive_duration)]
+    #[arg(long, value_parser = kube_gc::duration::parse_positive)]
     drop_watch_after: Option<Duration>,
     /// Inject the faults above only into requests whose User-Agent contains this text (e.g.
     /// `kube-gc/`, the collector), so that other clients see a healthy server.

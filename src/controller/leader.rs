@@ -300,7 +300,7 @@ pub fn default_identity() -> String {
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "kube-gc".to_string());
-    format!("{host}_{}", crate::graph::Uid::new_v4(rand::random()))
+    format!("{host}_{}", uuid::Uuid::new_v4())
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! of the shared bucket, whether or not that token ends up deciding the delay: client-go's
 //! `MaxOfRateLimiter` asks both limiters every time, and so does this one.
 
+use crate::rate::TokenBucket;
 use crate::sync::Mutex;
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -53,14 +54,6 @@ struct LimiterState<T> {
     bucket: TokenBucket,
 }
 
-/// golang.org/x/time/rate's limiter reduced to `Reserve`: tokens may go negative, and a negative
-/// balance is the debt the next reservation has to wait out.
-#[derive(Debug)]
-struct TokenBucket {
-    tokens: f64,
-    last: Instant,
-}
-
 impl<T: Eq + Hash + Clone> RateLimiter<T> {
     /// A limiter with a full bucket and no failures recorded.
     pub fn new(config: RateLimiterConfig) -> Self {
@@ -68,10 +61,7 @@ impl<T: Eq + Hash + Clone> RateLimiter<T> {
             config,
             state: Mutex::new(LimiterState {
                 failures: HashMap::new(),
-                bucket: TokenBucket {
-                    tokens: f64::from(config.burst),
-                    last: Instant::now(),
-                },
+                bucket: TokenBucket::new(config.qps, config.burst),
             }),
         }
     }
@@ -85,7 +75,7 @@ impl<T: Eq + Hash + Clone> RateLimiter<T> {
         let exponent = *failures;
         *failures = failures.saturating_add(1);
         let backoff = exponential_backoff(self.config.base_delay, self.config.max_delay, exponent);
-        let bucket = state.bucket.reserve(&self.config, Instant::now());
+        let bucket = state.bucket.reserve(Instant::now());
         backoff.max(bucket)
     }
 
@@ -109,28 +99,6 @@ fn exponential_backoff(base: Duration, max: Duration, exponent: u32) -> Duration
     1u32.checked_shl(exponent)
         .and_then(|factor| base.checked_mul(factor))
         .map_or(max, |delay| delay.min(max))
-}
-
-impl TokenBucket {
-    /// Takes one token at `now` and returns how long until that token exists (zero when one was
-    /// in the bucket). Mirrors `rate.Limiter.Reserve().Delay()`.
-    fn reserve(&mut self, config: &RateLimiterConfig, now: Instant) -> Duration {
-        let qps = config.qps;
-        if !(qps.is_finite() && qps > 0.0) {
-            // Upstream treats an infinite rate as "no limit" and a zero rate as "burst, then
-            // never"; a queue that never retries again is worse than one without a bucket, so
-            // every unusable rate means no limit here.
-            return Duration::ZERO;
-        }
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * qps).min(f64::from(config.burst)) - 1.0;
-        self.last = now;
-        if self.tokens >= 0.0 {
-            return Duration::ZERO;
-        }
-        // The debt is finite and positive here, so the conversion only fails on overflow.
-        Duration::try_from_secs_f64(-self.tokens / qps).unwrap_or(Duration::MAX)
-    }
 }
 
 #[cfg(all(test, not(kube_gc_loom)))]

@@ -2,8 +2,8 @@
 //! `cargo test --release --lib queue::stress -- --ignored --nocapture`.
 //!
 //! The stress test checks conservation (every add that was not merged is processed exactly once,
-//! and no add is lost) and exclusion (no item is held by two consumers at once). The timing test
-//! prints rough per-operation costs; it asserts nothing about speed (STYLE.md rule 14).
+//! and no add is lost) and exclusion (no item is held by two consumers at once). Per-operation
+//! costs are measured by the `work_queue` bench, not here.
 
 use super::{RateLimiterConfig, WorkQueue};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -142,106 +142,4 @@ fn four_producers_and_four_consumers_should_process_every_add_once_and_never_sha
         assert_eq!(seen, added, "item {i}: its last add was never processed");
     }
     assert_eq!((stats.depth, stats.processing, stats.delayed), (0, 0, 0));
-}
-
-/// Runs `f` five times and returns the median of its duration per operation, in nanoseconds.
-fn median_ns(ops: usize, mut f: impl FnMut() -> Duration) -> f64 {
-    let mut runs: Vec<f64> = (0..5).map(|_| f().as_nanos() as f64 / ops as f64).collect();
-    runs.sort_by(f64::total_cmp);
-    runs[2]
-}
-
-#[test]
-#[ignore = "timing: run with --release -- --ignored --nocapture"]
-fn add_get_done_timing() {
-    const N: usize = 200_000;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("test runtime");
-    let new_queue = || WorkQueue::<u32>::new("timing", RateLimiterConfig::default());
-
-    let add_new = median_ns(N, || {
-        let q = new_queue();
-        let t = Instant::now();
-        (0..N as u32).for_each(|i| q.add(i));
-        t.elapsed()
-    });
-    let add_merged = median_ns(N, || {
-        let q = new_queue();
-        (0..N as u32).for_each(|i| q.add(i));
-        let t = Instant::now();
-        (0..N as u32).for_each(|i| q.add(i));
-        t.elapsed()
-    });
-    let get_done = median_ns(N, || {
-        let q = new_queue();
-        (0..N as u32).for_each(|i| q.add(i));
-        let t = Instant::now();
-        runtime.block_on(async {
-            for _ in 0..N {
-                let item = q.get().await.expect("queued");
-                q.done(&item);
-            }
-        });
-        t.elapsed()
-    });
-    let cycle = |distinct: u32| {
-        median_ns(N, || {
-            let q = new_queue();
-            let t = Instant::now();
-            runtime.block_on(async {
-                for i in 0..N as u32 {
-                    q.add(i % distinct);
-                    let item = q.get().await.expect("queued");
-                    q.done(&item);
-                }
-            });
-            t.elapsed()
-        })
-    };
-    let (cycle_new, cycle_reused) = (cycle(u32::MAX), cycle(64));
-    let contended = median_ns(N, || contended_run(N));
-    println!(
-        "uncontended, ns per op: add (new item) {add_new:.0}, add (merged) {add_merged:.0}, get+done {get_done:.0}, \
-         add+get+done of a new item {cycle_new:.0}, of one of 64 items {cycle_reused:.0}"
-    );
-    println!("contended (2 producer threads, 2 consumer tasks on 2 workers), ns per item: {contended:.0}");
-}
-
-/// Two producer threads add `n` distinct items between them while two consumer tasks take them.
-fn contended_run(n: usize) -> Duration {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .build()
-        .expect("test runtime");
-    let q = WorkQueue::<u32>::new("timing", RateLimiterConfig::default());
-    let done = Arc::new(AtomicU64::new(0));
-    let t = Instant::now();
-    let consumers: Vec<_> = (0..2)
-        .map(|_| {
-            let (q, done) = (q.clone(), done.clone());
-            runtime.spawn(async move {
-                while let Some(item) = q.get().await {
-                    q.done(&item);
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    thread::scope(|s| {
-        for half in 0..2u32 {
-            let q = &q;
-            s.spawn(move || (0..n as u32 / 2).for_each(|i| q.add(i * 2 + half)));
-        }
-    });
-    while done.load(Ordering::Relaxed) < n as u64 {
-        std::hint::spin_loop();
-    }
-    let elapsed = t.elapsed();
-    q.shut_down();
-    for consumer in consumers {
-        runtime.block_on(consumer).expect("consumer task");
-    }
-    elapsed
 }

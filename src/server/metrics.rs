@@ -300,9 +300,9 @@ fn sample(out: &mut String, name: &str, labels: &str, value: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::sim::SimCluster;
     use crate::api::{Gvr, ObjectMeta, PartialObjectMeta};
     use crate::controller::Config;
+    use crate::sim::SimCluster;
     use std::sync::Arc;
     use std::time::Duration;
 

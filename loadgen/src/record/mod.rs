@@ -31,20 +31,16 @@
 
 mod convert;
 mod discover;
-mod duration;
 mod follow;
 mod history;
 
 pub use discover::discover;
-pub use duration::parse_duration;
 
 use crate::generate::{type_name, Emit};
 use crate::stream::StreamError;
-use anyhow::Context;
 use follow::{follow, Follower, Note};
 use indicatif::ProgressBar;
 use kube::api::{Api, DynamicObject};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::PartialObjectMeta as KubePartialObjectMeta;
 use kube::discovery::ApiResource;
 use kube::runtime::{watcher, WatchStreamExt};
@@ -53,7 +49,6 @@ use kube_gc::api::{Gvr, WatchEventType};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
-use std::path::Path;
 use std::pin::pin;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -67,25 +62,9 @@ const NOTE_CAPACITY: usize = 4096;
 /// How often the spinner's counts are refreshed: its own tick, so no refresh goes unseen.
 const PROGRESS_PERIOD: Duration = Duration::from_millis(200);
 
-/// A client for the cluster of `kubeconfig`'s current context.
-pub async fn connect(kubeconfig: &Path) -> anyhow::Result<Client> {
-    let shown = kubeconfig.display();
-    let file = Kubeconfig::read_from(kubeconfig)
-        .map_err(|e| kube_error(&e))
-        .with_context(|| format!("reading the kubeconfig {shown}"))?;
-    let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| kube_error(&e))
-        .with_context(|| format!("loading the kubeconfig {shown}"))?;
-    let url = config.cluster_url.clone();
-    Client::try_from(config)
-        .map_err(|e| kube_error(&e))
-        .with_context(|| format!("making a client for {url} (from {shown})"))
-}
-
 /// An error of kube-rs as one line without repeats: its messages often end with their source's
 /// message, which is also their `source()`, and a YAML error adds a multi-line excerpt.
-fn kube_error(error: &(dyn std::error::Error + 'static)) -> anyhow::Error {
+pub fn kube_error(error: &(dyn std::error::Error + 'static)) -> anyhow::Error {
     anyhow::Error::msg(one_line(error))
 }
 
@@ -284,6 +263,7 @@ impl fmt::Display for RecordSummary {
 mod tests {
     use super::follow::tests::{config_maps, failed, served};
     use super::*;
+    use kube::config::Kubeconfig;
     use kube::runtime::watcher::Event;
     use kube_gc::api::WatchEvent;
 

@@ -32,12 +32,12 @@ use super::ReplayOptions;
 use crate::progress;
 use crate::report::{ApiCallCounts, BucketPercentiles, Report};
 use anyhow::Context;
-use kube_gc::api::sim::{ApiCalls, SimCluster, TypeDef};
 use kube_gc::api::{
     split_api_version, ApiError, ClusterApi, DeleteOptions, Gvr, PatchType, Preconditions, RestMapper, StatusReason,
 };
 use kube_gc::collector::CollectorConfig;
 use kube_gc::controller::{Config, GarbageCollector};
+use kube_gc::sim::{ApiCalls, SimCluster, TypeDef};
 use kube_gc::simulate::wait_until_quiet;
 use std::collections::HashMap;
 use std::path::Path;

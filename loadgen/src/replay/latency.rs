@@ -79,7 +79,7 @@ impl<C: ClusterApi> ClusterApi for Latent<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube_gc::api::sim::SimCluster;
+    use kube_gc::sim::SimCluster;
 
     #[tokio::test(start_paused = true)]
     async fn latent_cluster_should_answer_each_call_after_the_delay() {

@@ -8,7 +8,7 @@
 //! # Rules
 //!
 //! They are the rules of the reference model of the core's differential tests
-//! (`tests/support/model.rs`, written from gc-spec §3–§6), whose docs explain their reading of the
+//! (`tests/it/support/model.rs`, written from gc-spec §3–§6), whose docs explain their reading of the
 //! spec:
 //!
 //! - **Decide**, for a live object with owner references: each reference is *unresolvable* (its

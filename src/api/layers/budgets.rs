@@ -7,52 +7,27 @@
 //! discovery that notices a new CRD, nor the list that builds its monitor. (Leader election has a
 //! bucket of its own in [`crate::controller::leader`].)
 //!
-//! A [`Throttle`] is client-go's token bucket: `qps` tokens a second, at most `burst` saved. A
-//! token is reserved before the wait, so callers are served in the order they asked and the
-//! long-run rate never exceeds `qps`, however many callers wait at once.
+//! A [`Throttle`] is client-go's token bucket ([`crate::rate::TokenBucket`]) with a wait: a token
+//! is reserved before the wait, so callers are served in the order they asked and the long-run
+//! rate never exceeds `qps`, however many callers wait at once.
 
 use super::{Layer, Verb};
 use crate::api::ApiError;
+use crate::rate::TokenBucket;
 use std::future::Future;
-use std::time::Duration;
 
-/// A token bucket: `qps` tokens a second, at most `burst` saved up.
-pub struct Throttle {
-    qps: f64,
-    burst: f64,
-    /// Tokens available (negative: reserved ahead) as of the instant.
-    bucket: parking_lot::Mutex<(f64, tokio::time::Instant)>,
-}
+/// A token bucket that callers wait on: `qps` tokens a second, at most `burst` saved up.
+pub struct Throttle(parking_lot::Mutex<TokenBucket>);
 
 impl Throttle {
     /// A bucket that starts full. A `qps` of 0 or less means no limit.
     pub fn new(qps: f64, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
-        Throttle {
-            qps,
-            burst,
-            bucket: parking_lot::Mutex::new((burst, tokio::time::Instant::now())),
-        }
+        Throttle(parking_lot::Mutex::new(TokenBucket::new(qps, burst)))
     }
 
     /// Waits for a token.
     pub async fn acquire(&self) {
-        if self.qps <= 0.0 {
-            return;
-        }
-        let wait = {
-            let mut bucket = self.bucket.lock();
-            let now = tokio::time::Instant::now();
-            let (tokens, last) = &mut *bucket;
-            *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.qps).min(self.burst);
-            *last = now;
-            *tokens -= 1.0;
-            if *tokens >= 0.0 {
-                Duration::ZERO
-            } else {
-                Duration::from_secs_f64(-*tokens / self.qps)
-            }
-        };
+        let wait = self.0.lock().reserve(tokio::time::Instant::now());
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
@@ -128,6 +103,7 @@ impl Layer for Budgets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[tokio::test(start_paused = true)]
     async fn throttle_should_pass_a_burst_then_hold_the_rate() {

@@ -7,11 +7,42 @@ use super::{Layer, Verb};
 use crate::api::{ApiError, CallCount, StatusReason};
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The counting layer; see the [module docs](self).
+///
+/// Successes, nearly every request, are counted on a lock-free counter per verb; failures, by
+/// verb and code, under a lock.
 #[derive(Default)]
 pub struct Count {
-    calls: parking_lot::Mutex<BTreeMap<(Verb, u16), u64>>,
+    ok: [AtomicU64; Verb::ALL.len()],
+    failed: parking_lot::Mutex<BTreeMap<(Verb, u16), u64>>,
+}
+
+impl Count {
+    /// Counts one request of `verb` that ended with `result`.
+    pub fn record<T>(&self, verb: Verb, result: &Result<T, ApiError>) {
+        match result {
+            // Relaxed: the counters are statistics; they order nothing else.
+            Ok(_) => _ = self.ok[verb as usize].fetch_add(1, Ordering::Relaxed),
+            Err(e) => {
+                let code = e.reason().map_or(500, StatusReason::code);
+                *self.failed.lock().entry((verb, code)).or_default() += 1;
+            }
+        }
+    }
+
+    /// The requests of `verb` so far, whatever their outcome.
+    pub fn of(&self, verb: Verb) -> u64 {
+        let failed: u64 = self
+            .failed
+            .lock()
+            .iter()
+            .filter(|((v, _), _)| *v == verb)
+            .map(|(_, n)| n)
+            .sum();
+        self.ok[verb as usize].load(Ordering::Relaxed) + failed
+    }
 }
 
 impl Layer for Count {
@@ -22,26 +53,22 @@ impl Layer for Count {
         Fut: Future<Output = Result<T, ApiError>> + Send,
     {
         let result = call().await;
-        let code = match &result {
-            Ok(_) => 200,
-            Err(e) => e.reason().map_or(500, StatusReason::code),
-        };
-        *self.calls.lock().entry((verb, code)).or_default() += 1;
+        self.record(verb, &result);
         result
     }
 
     fn call_counts(&self) -> Option<Vec<CallCount>> {
-        let calls = self.calls.lock();
-        Some(
-            calls
-                .iter()
-                .map(|(&(verb, code), &count)| CallCount {
-                    verb: verb.as_str(),
-                    code,
-                    count,
-                })
-                .collect(),
-        )
+        let ok = Verb::ALL
+            .into_iter()
+            .map(|verb| ((verb, 200), self.ok[verb as usize].load(Ordering::Relaxed)));
+        let mut counts: BTreeMap<(Verb, u16), u64> = ok.filter(|&(_, n)| n > 0).collect();
+        counts.extend(self.failed.lock().iter().map(|(&key, &n)| (key, n)));
+        let counts = counts.into_iter().map(|((verb, code), count)| CallCount {
+            verb: verb.as_str(),
+            code,
+            count,
+        });
+        Some(counts.collect())
     }
 }
 
@@ -68,5 +95,14 @@ mod tests {
         };
         assert_eq!(find("get", 200), Some(2));
         assert_eq!(find("delete", 429), Some(1));
+        assert_eq!(
+            find("delete", 200),
+            None,
+            "no success counted for a verb that only failed"
+        );
+        assert_eq!(
+            (count.of(Verb::Get), count.of(Verb::Delete), count.of(Verb::List)),
+            (2, 1, 0)
+        );
     }
 }

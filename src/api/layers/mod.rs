@@ -52,6 +52,17 @@ pub enum Verb {
 }
 
 impl Verb {
+    /// Every verb, in order.
+    pub const ALL: [Verb; 7] = [
+        Verb::Discovery,
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Patch,
+        Verb::Delete,
+        Verb::Create,
+    ];
+
     /// The name requests are counted under.
     pub fn as_str(self) -> &'static str {
         match self {

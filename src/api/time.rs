@@ -1,0 +1,44 @@
+//! Timestamps as the API writes them: `metav1.Time` at whole seconds and `metav1.MicroTime` at
+//! microseconds, both RFC 3339 in UTC.
+
+use k8s_openapi::jiff::Timestamp;
+
+/// The current time as `metav1.Time` writes it: `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn now_rfc3339() -> String {
+    rfc3339(Timestamp::now())
+}
+
+/// The current time as `metav1.MicroTime` writes it: `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
+pub fn now_rfc3339_micros() -> String {
+    rfc3339_micros(Timestamp::now())
+}
+
+fn rfc3339(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn rfc3339_micros(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64, micros: i32) -> Timestamp {
+        Timestamp::new(seconds, micros * 1_000).unwrap()
+    }
+
+    #[test]
+    fn rfc3339_should_format_epoch_leap_day_and_a_recent_instant() {
+        assert_eq!(rfc3339(at(0, 0)), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(at(951_782_400, 0)), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(at(1_700_000_000, 999_999)), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn rfc3339_micros_should_pad_the_fraction_to_six_digits() {
+        assert_eq!(rfc3339_micros(at(1_700_000_000, 42)), "2023-11-14T22:13:20.000042Z");
+        assert_eq!(rfc3339_micros(at(1_700_000_000, 0)), "2023-11-14T22:13:20.000000Z");
+    }
+}

@@ -1,0 +1,143 @@
+//! The [`ClusterApi`] face of the simulated cluster: each trait call is counted once, by verb, and
+//! then does exactly what the matching user method does.
+//!
+//! Counting is what separates the two faces: the GC reaches the cluster only through the trait, so
+//! [`ApiCalls`] measures the GC's own traffic, while tests and the demo act as users without
+//! disturbing it. Injected [faults](super::Fault) live on the same face: a call is counted first,
+//! then answered by a matching fault if one is armed (a request that fails still reached the
+//! server), and only otherwise by the store.
+
+use super::pages::Listing;
+use super::store::present;
+use super::SimCluster;
+use crate::api::layers::{Count, Layer, Verb};
+use crate::api::{
+    ApiError, CallCount, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
+    PatchType, WatchStream,
+};
+
+/// How many [`ClusterApi`] calls were made, by verb. User actions are not counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ApiCalls {
+    /// GETs.
+    pub get: u64,
+    /// LISTs, one per page.
+    pub list: u64,
+    /// WATCHes opened.
+    pub watch: u64,
+    /// PATCHes.
+    pub patch: u64,
+    /// DELETEs.
+    pub delete: u64,
+    /// Events recorded.
+    pub create_event: u64,
+    /// Discovery requests.
+    pub discover: u64,
+}
+
+impl ApiCalls {
+    /// Every call, all verbs together.
+    pub fn total(&self) -> u64 {
+        self.get + self.list + self.watch + self.patch + self.delete + self.create_event + self.discover
+    }
+}
+
+impl ApiCalls {
+    /// The calls `count` counted, by verb.
+    pub(super) fn from_count(count: &Count) -> ApiCalls {
+        ApiCalls {
+            get: count.of(Verb::Get),
+            list: count.of(Verb::List),
+            watch: count.of(Verb::Watch),
+            patch: count.of(Verb::Patch),
+            delete: count.of(Verb::Delete),
+            create_event: count.of(Verb::Create),
+            discover: count.of(Verb::Discovery),
+        }
+    }
+}
+
+impl SimCluster {
+    /// Lets an armed fault answer a `verb` call about `gvr`, else runs `call`; counts the call
+    /// either way.
+    fn counted<T>(
+        &self,
+        verb: Verb,
+        gvr: Option<&Gvr>,
+        call: impl FnOnce() -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let result = self.faults.check(verb, gvr).and_then(|()| call());
+        self.calls.record(verb, &result);
+        result
+    }
+}
+
+impl ClusterApi for SimCluster {
+    async fn discover(&self) -> Result<Discovery, ApiError> {
+        self.counted(Verb::Discovery, None, || Ok(self.state.lock().discover()))
+    }
+
+    async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
+        self.counted(Verb::Get, Some(gvr), || self.get_object(gvr, namespace, name))
+    }
+
+    async fn patch(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        body: &serde_json::Value,
+    ) -> Result<PartialObjectMeta, ApiError> {
+        self.counted(Verb::Patch, Some(gvr), || {
+            self.patch_object(gvr, namespace, name, patch_type, body)
+        })
+    }
+
+    async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
+        self.counted(Verb::Delete, Some(gvr), || {
+            self.delete_object(gvr, namespace, name, options).map(drop)
+        })
+    }
+
+    async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
+        self.counted(Verb::List, Some(gvr), || self.list_page_now(gvr, continue_token, limit))
+    }
+
+    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+        self.counted(Verb::Watch, Some(gvr), || {
+            self.state.lock().watch(gvr, resource_version)
+        })
+    }
+
+    fn call_counts(&self) -> Vec<CallCount> {
+        self.calls.call_counts().unwrap_or_default()
+    }
+
+    async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
+        self.counted(Verb::Create, None, || {
+            self.state.lock().events.push(event.clone());
+            Ok(())
+        })
+    }
+}
+
+impl SimCluster {
+    /// One page of a list on the trait face: see [`ClusterApi::list_page`].
+    fn list_page_now(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
+        let token = (!continue_token.is_empty()).then_some(continue_token);
+        let page = self.pages.page(token, (limit > 0).then_some(limit), || {
+            let snapshot = self.snapshot(gvr, None)?;
+            Ok(Listing {
+                items: snapshot.items,
+                resource_version: snapshot.resource_version,
+            })
+        })?;
+        let def = self.type_def(gvr)?;
+        Ok(ObjectList {
+            items: page.items().iter().map(|o| present(o, gvr, &def)).collect(),
+            resource_version: page.listing.resource_version.to_string(),
+            continue_token: page.continue_token.unwrap_or_default(),
+        })
+    }
+}

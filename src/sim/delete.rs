@@ -1,0 +1,237 @@
+//! DELETE: an object with finalizers left after the delete stays, marked with a deletionTimestamp;
+//! one without goes at once.
+//!
+//! This is the registry's `Store.Delete` for a resource without graceful deletion: check the
+//! preconditions, rewrite the GC finalizers as `deletionFinalizersForGarbageCollection` does, then
+//! either mark the object as deleting or remove it. A second DELETE of an object already being
+//! deleted takes the same path, so it can add `foregroundDeletion` or `orphan` again.
+
+use super::status::conflict;
+use super::store::{present, State};
+use crate::api::{
+    ApiError, DeleteOptions, Gvr, PartialObjectMeta, Preconditions, PropagationPolicy, StatusReason, WatchEventType,
+    FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+};
+use std::collections::BTreeSet;
+
+impl State {
+    /// Deletes an object; see [`super::SimCluster::delete_object`]. Returns the object when it
+    /// stays, marked as deleting, and `None` when it is gone.
+    pub(super) fn delete(
+        &mut self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Option<PartialObjectMeta>, ApiError> {
+        let mut w = self.writer(gvr)?;
+        validate_options(opts)?;
+        let old = w.existing(namespace, name)?;
+        if let Some(preconditions) = &opts.preconditions {
+            check_preconditions(preconditions, &old)
+                .map_err(|detail| conflict(&w.ty.def, name, &format!("Precondition failed: {detail}")))?;
+        }
+        let finalizers = deletion_finalizers(&old.metadata.finalizers, opts, w.ty.def.default_policy);
+        let left = if finalizers.is_empty() {
+            w.remove(namespace, name);
+            None
+        } else {
+            let mut marked = PartialObjectMeta::clone(&old);
+            marked.metadata.finalizers = finalizers;
+            marked
+                .metadata
+                .deletion_timestamp
+                .get_or_insert_with(crate::api::time::now_rfc3339);
+            // Nothing to write when the object was already marked the same way: etcd skips no-op
+            // updates.
+            let marked = if marked == *old {
+                old
+            } else {
+                w.store(marked, WatchEventType::Modified)
+            };
+            Some(present(&marked, gvr, &w.ty.def))
+        };
+        if gvr.group.is_empty() && gvr.resource == NAMESPACES {
+            self.delete_namespace_contents(name);
+        }
+        self.after_write(gvr);
+        Ok(left)
+    }
+
+    /// Deletes every object in `namespace`, in the background, as the namespace controller does
+    /// once a namespace is being deleted. Objects with finalizers stay until those are removed.
+    fn delete_namespace_contents(&mut self, namespace: &str) {
+        let background = DeleteOptions {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..DeleteOptions::default()
+        };
+        let contents: Vec<(Gvr, String)> = self
+            .defs()
+            .filter(|def| def.namespaced)
+            .map(|def| Gvr::new(&def.group, &def.preferred, &def.resource))
+            .flat_map(|gvr| {
+                let names: Vec<String> = self
+                    .snapshot(&gvr, Some(namespace))
+                    .map(|s| s.items.iter().map(|o| o.metadata.name.clone()).collect())
+                    .unwrap_or_default();
+                names.into_iter().map(move |name| (gvr.clone(), name))
+            })
+            .collect();
+        for (gvr, name) in contents {
+            // Each object exists and the options are valid, so nothing here can fail.
+            let _ = self.delete(&gvr, namespace, &name, &background);
+        }
+    }
+}
+
+/// The resource whose deletion takes its namespace's objects with it.
+const NAMESPACES: &str = "namespaces";
+
+/// `ValidateDeleteOptions`: the legacy flag and the policy are mutually exclusive.
+fn validate_options(opts: &DeleteOptions) -> Result<(), ApiError> {
+    match (opts.orphan_dependents, opts.propagation_policy) {
+        (Some(_), Some(policy)) => Err(ApiError::status(
+            StatusReason::Invalid,
+            format!(
+                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: {:?}: \
+                 orphanDependents and deletionPropagation cannot be both set",
+                policy.as_str()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `Preconditions.Check`: UID first, then resourceVersion. Returns the failure's detail.
+fn check_preconditions(preconditions: &Preconditions, obj: &PartialObjectMeta) -> Result<(), String> {
+    if let Some(uid) = &preconditions.uid {
+        if *uid != obj.metadata.uid {
+            return Err(format!(
+                "UID in precondition: {uid}, UID in object meta: {}",
+                obj.metadata.uid
+            ));
+        }
+    }
+    if let Some(rv) = &preconditions.resource_version {
+        if *rv != obj.metadata.resource_version {
+            return Err(format!(
+                "ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                obj.metadata.resource_version
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The finalizers an object has once deleted with `opts` (`deletionFinalizersForGarbageCollection`):
+/// the GC finalizers are dropped and re-added as the options decide. When the result holds the same
+/// set as before, the existing list is kept as it was, order included.
+pub(super) fn deletion_finalizers(
+    existing: &[String],
+    opts: &DeleteOptions,
+    default_policy: PropagationPolicy,
+) -> Vec<String> {
+    let mut next: Vec<String> = existing
+        .iter()
+        .filter(|f| *f != FINALIZER_ORPHAN && *f != FINALIZER_FOREGROUND)
+        .cloned()
+        .collect();
+    if should_orphan(existing, opts, default_policy) {
+        next.push(FINALIZER_ORPHAN.to_string());
+    }
+    if should_foreground(existing, opts) {
+        next.push(FINALIZER_FOREGROUND.to_string());
+    }
+    let old_set: BTreeSet<&String> = existing.iter().collect();
+    let new_set: BTreeSet<&String> = next.iter().collect();
+    if old_set == new_set {
+        existing.to_vec()
+    } else {
+        next
+    }
+}
+
+/// `shouldOrphanDependents`: the legacy flag, then the policy, then the first GC finalizer on the
+/// object, then the type's default.
+fn should_orphan(existing: &[String], opts: &DeleteOptions, default_policy: PropagationPolicy) -> bool {
+    if let Some(orphan) = opts.orphan_dependents {
+        return orphan;
+    }
+    if let Some(policy) = opts.propagation_policy {
+        return policy == PropagationPolicy::Orphan;
+    }
+    let decided = existing.iter().find_map(|f| match f.as_str() {
+        FINALIZER_ORPHAN => Some(true),
+        FINALIZER_FOREGROUND => Some(false),
+        _ => None,
+    });
+    decided.unwrap_or(default_policy == PropagationPolicy::Orphan)
+}
+
+/// `shouldDeleteDependents`: any legacy flag means no, then the policy, then the object's own
+/// `foregroundDeletion` finalizer. The type's default never asks for foreground.
+fn should_foreground(existing: &[String], opts: &DeleteOptions) -> bool {
+    if opts.orphan_dependents.is_some() {
+        return false;
+    }
+    match opts.propagation_policy {
+        Some(policy) => policy == PropagationPolicy::Foreground,
+        None => existing.iter().any(|f| f == FINALIZER_FOREGROUND),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fins(list: &[&str]) -> Vec<String> {
+        list.iter().map(|f| f.to_string()).collect()
+    }
+
+    fn policy(p: PropagationPolicy) -> DeleteOptions {
+        DeleteOptions {
+            propagation_policy: Some(p),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn deletion_finalizers_should_follow_flag_then_policy_then_finalizers_then_default() {
+        use PropagationPolicy::*;
+        let none = DeleteOptions::default();
+        let legacy = |b| DeleteOptions {
+            orphan_dependents: Some(b),
+            ..Default::default()
+        };
+        assert_eq!(deletion_finalizers(&[], &none, Background), fins(&[]));
+        assert_eq!(deletion_finalizers(&[], &none, Orphan), fins(&["orphan"]));
+        assert_eq!(
+            deletion_finalizers(&[], &policy(Foreground), Orphan),
+            fins(&["foregroundDeletion"])
+        );
+        assert_eq!(
+            deletion_finalizers(&fins(&["orphan"]), &legacy(false), Orphan),
+            fins(&[])
+        );
+        assert_eq!(deletion_finalizers(&[], &legacy(true), Background), fins(&["orphan"]));
+        assert_eq!(
+            deletion_finalizers(&fins(&["foregroundDeletion"]), &none, Orphan),
+            fins(&["foregroundDeletion"])
+        );
+        assert_eq!(
+            deletion_finalizers(&fins(&["x/y", "orphan"]), &policy(Foreground), Background),
+            fins(&["x/y", "foregroundDeletion"])
+        );
+    }
+
+    #[test]
+    fn deletion_finalizers_should_keep_the_existing_order_when_the_set_is_unchanged() {
+        let existing = fins(&["foregroundDeletion", "x/y"]);
+        let out = deletion_finalizers(
+            &existing,
+            &policy(PropagationPolicy::Foreground),
+            PropagationPolicy::Background,
+        );
+        assert_eq!(out, existing);
+    }
+}

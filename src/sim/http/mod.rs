@@ -1,0 +1,197 @@
+//! The simulated cluster over HTTP: the Kubernetes REST API, served from the same in-memory
+//! [`SimCluster`] the tests use, so that real clients (kube-rs, kubectl) use it as a cluster.
+//!
+//! # Model
+//!
+//! - Every request is parsed ([`request`]) into a discovery document or a resource path plus a
+//!   verb, passes [admission](faults) (injected latency, QPS ceiling, error rates), and is then
+//!   answered by [`discovery`] or by one call on the cluster's user face ([`resources`]). No
+//!   semantics live here: creates, updates, patches, deletes and watches behave exactly as they do
+//!   in memory, and the cluster's lock is never held across an `.await`.
+//! - Responses are JSON in the representation the `Accept` header asks for: full objects,
+//!   `PartialObjectMetadata`, or a `Table` ([`represent`]). Every error is a `metav1.Status` with
+//!   the code and reason of the cluster's [`ApiError`].
+//! - Lists page through consistent snapshots ([`super::pages`]); watches stream one JSON event per line
+//!   ([`watch`]).
+//! - A bad request gets a `Status` and affects nothing else: no input can panic a handler, and a
+//!   handler's failure is the response of that request only.
+//! - Every answered request can be logged, one JSON line each ([`audit`]), from the one request
+//!   path every request takes.
+//! - Stopping is graceful and bounded ([`serve`]): open watches end at once, requests in flight get
+//!   a moment to finish, and once `serve` returns the server changes the cluster no more.
+//!
+//! # Not served
+//!
+//! Protobuf, server-side apply, subresources (`status`, `scale`), `dryRun`, authentication and
+//! authorization (every request is allowed), admission webhooks, and OpenAPI documents.
+
+pub mod audit;
+mod discovery;
+mod faults;
+mod kubeconfig;
+mod represent;
+mod request;
+mod resources;
+mod selector;
+mod watch;
+
+pub use audit::AuditLog;
+pub use faults::{ErrorRate, HttpFaults, InjectedError, Latency};
+pub use kubeconfig::kubeconfig;
+pub use request::HttpVerb;
+
+use super::SimCluster;
+use crate::api::{ApiError, StatusReason};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use represent::{error_response, json_response};
+use request::{Call, Target};
+use std::future::{Future, IntoFuture};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The largest request body accepted, as the API server's default (3 MiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// How long a stopping server waits for the requests in flight before it returns anyway. Watches
+/// end as soon as it stops, so this bounds only ordinary requests held up by an injected latency
+/// or timeout, or answers a client is slow to read; a second is far more than a local request
+/// needs.
+pub const DRAIN: Duration = Duration::from_secs(1);
+
+/// How the server behaves beyond the cluster's semantics.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Injected trouble; none by default.
+    pub faults: HttpFaults,
+    /// How often watches that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// The largest request body; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// Where to log every answered request; nowhere by default.
+    pub audit: Option<AuditLog>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            faults: HttpFaults::default(),
+            bookmark_interval: Duration::from_secs(60),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            audit: None,
+        }
+    }
+}
+
+/// What every request handler shares.
+struct Server {
+    cluster: Arc<SimCluster>,
+    pages: super::pages::Pages,
+    admission: faults::Admission,
+    options: ServerOptions,
+    /// Cancelled when the server stops; ends every open watch.
+    stopping: CancellationToken,
+}
+
+/// The HTTP application serving `cluster`. Its watches end only by themselves; [`serve`] also
+/// ends them when it stops.
+pub fn router(cluster: Arc<SimCluster>, options: ServerOptions) -> Router {
+    app(cluster, options, CancellationToken::new())
+}
+
+fn app(cluster: Arc<SimCluster>, options: ServerOptions, stopping: CancellationToken) -> Router {
+    let server = Server {
+        cluster,
+        pages: super::pages::Pages::default(),
+        admission: faults::Admission::new(options.faults.clone()),
+        options,
+        stopping,
+    };
+    Router::new().fallback(handle).with_state(Arc::new(server))
+}
+
+/// Serves `cluster` on `listener` until `shutdown` completes, then stops gracefully and in bounded
+/// time: it takes no new connection or request, ends every open watch, and gives the requests in
+/// flight up to [`DRAIN`] to finish.
+///
+/// Once it returns, the server changes the cluster no more, unless a request outlived the drain:
+/// such a request goes on until the runtime is dropped, and whether its change lands before a
+/// [saved state](SimCluster::save_state) is taken is a race.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    cluster: Arc<SimCluster>,
+    options: ServerOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let stopping = CancellationToken::new();
+    let signal = {
+        let stopping = stopping.clone();
+        async move {
+            shutdown.await;
+            stopping.cancel();
+        }
+    };
+    let served = axum::serve(listener, app(cluster, options, stopping.clone()))
+        .with_graceful_shutdown(signal)
+        .into_future();
+    tokio::pin!(served);
+    tokio::select! {
+        served = &mut served => served,
+        () = stopping.cancelled() => tokio::time::timeout(DRAIN, served).await.unwrap_or(Ok(())),
+    }
+}
+
+/// The one path of every request: read it, serve it, log it.
+async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let call = Call::read(&parts);
+    let user_agent = server
+        .options
+        .audit
+        .is_some()
+        .then(|| audit::user_agent(&parts.headers));
+    let response = match server.serve(&call, parts, body).await {
+        Ok(response) => response,
+        Err(e) => error_response(&e),
+    };
+    if let (Some(audit), Some(user_agent)) = (&server.options.audit, user_agent) {
+        audit.record(&call, &user_agent, response.status());
+    }
+    response
+}
+
+impl Server {
+    async fn serve(&self, call: &Call, parts: Parts, body: Body) -> Result<Response, ApiError> {
+        if let Target::Resource(path) = &call.target {
+            return self.resource(path, call.verb, &call.query, parts, body).await;
+        }
+        if call.method != Method::GET {
+            return Err(resources::method_not_allowed());
+        }
+        if call.target == Target::Health {
+            return Ok((StatusCode::OK, "ok").into_response());
+        }
+        if self.admission.targets(&parts.headers) {
+            self.admission.admit(None).await?;
+        }
+        let document = match &call.target {
+            Target::Version => Some(discovery::version()),
+            Target::CoreVersions => Some(discovery::core_versions()),
+            Target::Groups => Some(discovery::group_list(&self.cluster)),
+            Target::Group(group) => discovery::group(&self.cluster, group),
+            Target::GroupVersion(group, version) => discovery::resource_list(&self.cluster, group, version)?,
+            Target::Health | Target::Resource(_) | Target::Unknown => None,
+        };
+        document.map(|doc| json_response(StatusCode::OK, &doc)).ok_or_else(|| {
+            ApiError::status(
+                StatusReason::NotFound,
+                "the server could not find the requested resource",
+            )
+        })
+    }
+}

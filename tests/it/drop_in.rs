@@ -1,0 +1,764 @@
+//! kube-gc as a drop-in collector: `kube-gc sim-apiserver` and `kube-gc run` run as separate
+//! processes on loopback, and the test acts as a user would, through kube-rs (and kubectl where it
+//! is installed), then reads the collector's endpoints as an operator would.
+//!
+//! Nothing here reaches into either process: objects are created, deleted and read over HTTP, and
+//! the collector is known only by its effects, its log and its endpoints. Time is real, so every
+//! wait polls with a bound and names what it waited for.
+
+use crate::support;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use support::process::{kubectl, kubectl_available, Child};
+use support::{crd_manifest, http_get, within_real_time};
+
+/// How long a cascade may take between processes on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A running `kube-gc sim-apiserver` and a client of it.
+struct Server {
+    process: Child,
+    addr: SocketAddr,
+    kubeconfig: PathBuf,
+    client: kube::Client,
+}
+
+impl Server {
+    /// Starts a server on a free loopback port with `flags`, logging to `dir`.
+    async fn start(dir: &Path, flags: &[&str]) -> Server {
+        Server::start_on("127.0.0.1:0", dir, flags).await
+    }
+
+    async fn start_on(listen: &str, dir: &Path, flags: &[&str]) -> Server {
+        let kubeconfig = dir.join("kubeconfig");
+        let kubeconfig_arg = kubeconfig.to_str().expect("a UTF-8 path");
+        let mut args = vec![
+            "sim-apiserver",
+            "--listen",
+            listen,
+            "--write-kubeconfig",
+            kubeconfig_arg,
+        ];
+        args.extend_from_slice(flags);
+        let mut process = Child::kube_gc(&args, &dir.join("sim-apiserver.log"));
+        let addr = Child::address_in(&process.wait_for_line("serving"));
+        let config = kube::config::Kubeconfig::read_from(&kubeconfig).expect("the written kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
+            .await
+            .expect("a client config");
+        let client = kube::Client::try_from(config).expect("a client");
+        Server {
+            process,
+            addr,
+            kubeconfig,
+            client,
+        }
+    }
+
+    fn api<K>(&self, namespace: &str) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+}
+
+/// A running `kube-gc run`.
+struct Collector {
+    process: Child,
+    /// Its endpoints.
+    addr: SocketAddr,
+}
+
+impl Collector {
+    /// Starts the collector against `server` with `flags`, logging to `dir/{name}.log`, and waits
+    /// until its endpoints answer.
+    fn start(server: &Server, dir: &Path, name: &str, flags: &[&str]) -> Collector {
+        let kubeconfig = server.kubeconfig.to_str().expect("a UTF-8 path");
+        let mut args = vec![
+            "run",
+            "--kubeconfig",
+            kubeconfig,
+            "--bind-address",
+            "127.0.0.1:0",
+            "--resource-sync-period",
+            "1s",
+        ];
+        args.extend_from_slice(flags);
+        let mut process = Child::kube_gc(&args, &dir.join(format!("{name}.log")));
+        let addr = Child::address_in(&process.wait_for_line("serving /healthz"));
+        Collector { process, addr }
+    }
+
+    /// Starts the collector and waits until it is ready (its monitors synced).
+    async fn ready(server: &Server, dir: &Path, flags: &[&str]) -> Collector {
+        let collector = Collector::start(server, dir, "kube-gc-run", flags);
+        eventually("the collector ready", async || {
+            http_get(collector.addr, "/readyz").await.0 == 200
+        })
+        .await;
+        collector
+    }
+
+    /// `/explain` of `uid`, as JSON.
+    async fn explain(&self, uid: &str) -> Value {
+        let (code, body) = http_get(self.addr, &format!("/explain?uid={uid}")).await;
+        assert_eq!(code, 200, "/explain?uid={uid}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("/explain is not JSON ({e}): {body}"))
+    }
+
+    /// Waits until the collector has observed every object of `uids` itself, not only as an
+    /// owner its dependents name.
+    async fn observe(&self, uids: &[&str]) {
+        for uid in uids {
+            eventually(&format!("{uid} in the graph"), async || {
+                let explained = self.explain(uid).await;
+                explained["inGraph"] == true && explained["virtual"] == false
+            })
+            .await;
+        }
+    }
+
+    async fn metrics(&self) -> String {
+        let (code, body) = http_get(self.addr, "/metrics").await;
+        assert_eq!(code, 200, "/metrics: {body}");
+        body
+    }
+}
+
+/// Waits until `cond` holds; fails naming `what` after [`PATIENCE`].
+async fn eventually(what: &str, cond: impl AsyncFn() -> bool) {
+    within_real_time(what, PATIENCE, cond).await;
+}
+
+/// Creates the object `manifest` describes.
+async fn create<K>(api: &Api<K>, manifest: Value) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(manifest).expect("a valid manifest");
+    api.create(&PostParams::default(), &obj).await.expect("create")
+}
+
+fn uid<K: kube::Resource>(obj: &K) -> String {
+    obj.meta().uid.clone().expect("a UID")
+}
+
+/// An owner reference to `owner`, blocking its foreground deletion.
+fn owned_by<K: kube::Resource<DynamicType = ()>>(owner: &K) -> Value {
+    json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "name": owner.meta().name,
+        "uid": uid(owner),
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
+/// Whether `name` is gone, or was replaced by an object with another UID.
+async fn gone<K>(api: &Api<K>, name: &str, uid_was: &str) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get_opt(name).await.expect("get") {
+        Some(obj) => obj.meta().uid.as_deref() != Some(uid_was),
+        None => true,
+    }
+}
+
+/// A Deployment `d` → ReplicaSet `rs` → Pods `p0`, `p1` tree in `ns`.
+struct Tree {
+    deployment: Deployment,
+    replica_set: ReplicaSet,
+    pods: Vec<Pod>,
+}
+
+impl Tree {
+    async fn create(server: &Server, ns: &str) -> Tree {
+        let deployment = create(&server.api::<Deployment>(ns), json!({"metadata": {"name": "d"}})).await;
+        let rs_manifest = json!({"metadata": {"name": "rs", "ownerReferences": [owned_by(&deployment)]}});
+        let replica_set = create(&server.api::<ReplicaSet>(ns), rs_manifest).await;
+        let mut pods = Vec::new();
+        for name in ["p0", "p1"] {
+            let manifest = json!({"metadata": {"name": name, "ownerReferences": [owned_by(&replica_set)]}});
+            pods.push(create(&server.api::<Pod>(ns), manifest).await);
+        }
+        Tree {
+            deployment,
+            replica_set,
+            pods,
+        }
+    }
+
+    fn uids(&self) -> Vec<String> {
+        let mut uids = vec![uid(&self.deployment), uid(&self.replica_set)];
+        uids.extend(self.pods.iter().map(uid));
+        uids
+    }
+
+    fn namespace(&self) -> String {
+        self.deployment.metadata.namespace.clone().expect("a namespace")
+    }
+
+    /// Whether the whole tree is gone.
+    async fn gone(&self, server: &Server) -> bool {
+        let ns = self.namespace();
+        if !gone(&server.api::<Deployment>(&ns), "d", &uid(&self.deployment)).await
+            || !gone(&server.api::<ReplicaSet>(&ns), "rs", &uid(&self.replica_set)).await
+        {
+            return false;
+        }
+        for pod in &self.pods {
+            let name = pod.metadata.name.as_deref().expect("a name");
+            if !gone(&server.api::<Pod>(&ns), name, &uid(pod)).await {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+async fn observe_trees(collector: &Collector, trees: &[&Tree]) {
+    let uids: Vec<String> = trees.iter().flat_map(|t| t.uids()).collect();
+    collector
+        .observe(&uids.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+}
+
+fn delete_with(policy: PropagationPolicy) -> DeleteParams {
+    DeleteParams {
+        propagation_policy: Some(policy),
+        ..DeleteParams::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_policy_should_be_carried_out_between_processes() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let server = Server::start(dir.path(), &[]).await;
+    let collector = Collector::ready(&server, dir.path(), &[]).await;
+    let background = Tree::create(&server, "background").await;
+    let foreground = Tree::create(&server, "foreground").await;
+    let orphan = Tree::create(&server, "orphan").await;
+    let with_kubectl = kubectl_available();
+    let by_kubectl = if with_kubectl {
+        Some(Tree::create(&server, "kubectl").await)
+    } else {
+        None
+    };
+    let mut trees = vec![&background, &foreground, &orphan];
+    trees.extend(by_kubectl.as_ref());
+    observe_trees(&collector, &trees).await;
+
+    for (tree, policy) in [
+        (&background, PropagationPolicy::Background),
+        (&foreground, PropagationPolicy::Foreground),
+        (&orphan, PropagationPolicy::Orphan),
+    ] {
+        let deployments = server.api::<Deployment>(&tree.namespace());
+        deployments.delete("d", &delete_with(policy)).await.expect("delete");
+    }
+    if let Some(tree) = &by_kubectl {
+        let ns = tree.namespace();
+        let args = [
+            "delete",
+            "deployment",
+            "d",
+            "-n",
+            &ns,
+            "--cascade=foreground",
+            "--wait=false",
+        ];
+        kubectl(&server.kubeconfig, dir.path(), &args);
+    }
+
+    eventually("the background tree gone", async || background.gone(&server).await).await;
+    eventually("the foreground tree gone", async || foreground.gone(&server).await).await;
+    if let Some(tree) = &by_kubectl {
+        eventually("the tree kubectl deleted gone", async || tree.gone(&server).await).await;
+    }
+    let orphan_d = uid(&orphan.deployment);
+    eventually("the orphaned Deployment gone", async || {
+        gone(&server.api::<Deployment>("orphan"), "d", &orphan_d).await
+    })
+    .await;
+    let rs = server
+        .api::<ReplicaSet>("orphan")
+        .get("rs")
+        .await
+        .expect("the ReplicaSet stays");
+    assert_eq!(
+        rs.metadata.owner_references.unwrap_or_default(),
+        vec![],
+        "the ReplicaSet was orphaned"
+    );
+    for pod in &orphan.pods {
+        let name = pod.metadata.name.as_deref().expect("a name");
+        let pod = server.api::<Pod>("orphan").get(name).await.expect("the Pod stays");
+        let owners = pod.metadata.owner_references.unwrap_or_default();
+        assert_eq!(owners.len(), 1, "{owners:?}");
+        assert_eq!(
+            owners[0].uid,
+            uid(&orphan.replica_set),
+            "the Pod stays owned by the ReplicaSet"
+        );
+    }
+    stop_both(collector, server);
+}
+
+/// SIGTERM to the collector, then to the server: each stops at once with status 0.
+fn stop_both(mut collector: Collector, mut server: Server) {
+    collector.process.stop();
+    assert!(collector.process.log().contains("kube-gc run: shutting down"));
+    server.process.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_whose_owner_never_existed_should_be_collected() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let server = Server::start(dir.path(), &[]).await;
+    let collector = Collector::ready(&server, dir.path(), &[]).await;
+    let pods = server.api::<Pod>("default");
+    let live = create(
+        &server.api::<ReplicaSet>("default"),
+        json!({"metadata": {"name": "live"}}),
+    )
+    .await;
+    let ghost = json!({
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "ghost",
+        "uid": "6f1a4a3e-0000-4000-8000-000000000001",
+    });
+    let stray = create(
+        &pods,
+        json!({"metadata": {"name": "stray", "ownerReferences": [ghost]}}),
+    )
+    .await;
+    let kept = create(
+        &pods,
+        json!({"metadata": {"name": "kept", "ownerReferences": [owned_by(&live)]}}),
+    )
+    .await;
+    eventually("the stray Pod collected", async || {
+        gone(&pods, "stray", &uid(&stray)).await
+    })
+    .await;
+    collector.observe(&[&uid(&kept)]).await;
+    assert!(!gone(&pods, "kept", &uid(&kept)).await, "a Pod with a live owner stays");
+    stop_both(collector, server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_chain_defined_after_the_start_should_be_collected() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let server = Server::start(dir.path(), &[]).await;
+    let collector = Collector::ready(&server, dir.path(), &[]).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client.clone());
+    create(&crds, crd_manifest("widgets", "Widget")).await;
+    create(&crds, crd_manifest("gadgets", "Gadget")).await;
+    for resource in ["widgets", "gadgets"] {
+        let synced = format!("kube_gc_monitor_synced{{resource=\"example.com/v1/{resource}\"}} 1");
+        eventually(&format!("a synced monitor of {resource}"), async || {
+            collector.metrics().await.contains(&synced)
+        })
+        .await;
+    }
+
+    let custom = |kind: &str, plural: &str| {
+        let resource = ApiResource {
+            group: "example.com".into(),
+            version: "v1".into(),
+            api_version: "example.com/v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        Api::<DynamicObject>::namespaced_with(server.client.clone(), "default", &resource)
+    };
+    let widgets = custom("Widget", "widgets");
+    let gadgets = custom("Gadget", "gadgets");
+    let widget = create(
+        &widgets,
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
+    )
+    .await;
+    let widget_ref = json!({"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "uid": uid(&widget)});
+    let gadget = create(
+        &gadgets,
+        json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g", "ownerReferences": [widget_ref]}}),
+    )
+    .await;
+    let gadget_ref = json!({"apiVersion": "example.com/v1", "kind": "Gadget", "name": "g", "uid": uid(&gadget)});
+    let pods = server.api::<Pod>("default");
+    let pod = create(
+        &pods,
+        json!({"metadata": {"name": "p", "ownerReferences": [gadget_ref]}}),
+    )
+    .await;
+    collector.observe(&[&uid(&widget), &uid(&gadget), &uid(&pod)]).await;
+
+    widgets
+        .delete("w", &delete_with(PropagationPolicy::Background))
+        .await
+        .expect("delete the widget");
+    eventually("the gadget and its Pod gone", async || {
+        gone(&gadgets, "g", &uid(&gadget)).await && gone(&pods, "p", &uid(&pod)).await
+    })
+    .await;
+    stop_both(collector, server);
+}
+
+/// The upstream case of a short-lived owner type: a CRD is created, given an owner instance and a
+/// dependent, and deleted again while the workers are saturated at their QPS. Discovery and the
+/// monitors have budgets of their own, so the new type is monitored within the window, its
+/// instance's deletion is seen, and the dependent is collected once the workers reach it; with one
+/// shared budget, discovery waited behind the worker backlog, the type was never monitored, and
+/// the dependent stayed forever (its owner's kind no longer maps to any resource).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_of_a_short_lived_crd_should_be_collected_while_the_workers_are_saturated() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let server = Server::start(dir.path(), &[]).await;
+    let collector = Collector::ready(&server, dir.path(), &["--kube-api-qps", "4", "--kube-api-burst", "1"]).await;
+    // A backlog of garbage: each Pod costs the workers a GET of its owner and a DELETE.
+    let pods = server.api::<Pod>("default");
+    for i in 0..30 {
+        let ghost = json!({"apiVersion": "v1", "kind": "ReplicationController", "name": format!("ghost-{i}"),
+                           "uid": format!("00000000-0000-4000-8000-{i:012}")});
+        create(
+            &pods,
+            json!({"metadata": {"name": format!("garbage-{i}"), "ownerReferences": [ghost]}}),
+        )
+        .await;
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(server.client.clone());
+    create(&crds, crd_manifest("widgets", "Widget")).await;
+    let resource = ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let widgets = Api::<DynamicObject>::namespaced_with(server.client.clone(), "default", &resource);
+    let widget = create(
+        &widgets,
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
+    )
+    .await;
+    let widget_ref = json!({"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "uid": uid(&widget)});
+    let pod = create(
+        &pods,
+        json!({"metadata": {"name": "p", "ownerReferences": [widget_ref]}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await; // five resync periods
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .expect("delete the CRD");
+    within_real_time(
+        "the short-lived CRD's dependent collected",
+        Duration::from_secs(120),
+        async || gone(&pods, "p", &uid(&pod)).await,
+    )
+    .await;
+    stop_both(collector, server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreground_deletion_should_wait_for_a_blocking_dependent_until_its_finalizer_goes() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let server = Server::start(dir.path(), &[]).await;
+    let collector = Collector::ready(&server, dir.path(), &[]).await;
+    let deployments = server.api::<Deployment>("default");
+    let replica_sets = server.api::<ReplicaSet>("default");
+    let pods = server.api::<Pod>("default");
+    let d = create(&deployments, json!({"metadata": {"name": "d"}})).await;
+    let rs_manifest = json!({"metadata": {
+        "name": "rs",
+        "ownerReferences": [owned_by(&d)],
+        "finalizers": ["example.com/hold"],
+    }});
+    let rs = create(&replica_sets, rs_manifest).await;
+    let pod = create(
+        &pods,
+        json!({"metadata": {"name": "p", "ownerReferences": [owned_by(&rs)]}}),
+    )
+    .await;
+    collector.observe(&[&uid(&d), &uid(&rs), &uid(&pod)]).await;
+
+    deployments
+        .delete("d", &delete_with(PropagationPolicy::Foreground))
+        .await
+        .expect("delete the Deployment");
+    eventually("the Pod gone and the ReplicaSet held by its finalizer", async || {
+        let held = replica_sets.get("rs").await.expect("the ReplicaSet");
+        let finalizers = held.metadata.finalizers.unwrap_or_default();
+        gone(&pods, "p", &uid(&pod)).await && finalizers == ["example.com/hold"]
+    })
+    .await;
+    // The collector has nothing left to do but wait: the Deployment stays while the ReplicaSet does.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let waiting = deployments.get("d").await.expect("the Deployment waits");
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    assert_eq!(waiting.metadata.finalizers.unwrap_or_default(), ["foregroundDeletion"]);
+
+    let explained = collector.explain(&uid(&d)).await;
+    assert_eq!(explained["deletingDependents"], true, "{explained}");
+    assert_eq!(explained["blockingDependents"][0]["uid"], uid(&rs), "{explained}");
+    let explained = collector.explain(&uid(&rs)).await;
+    assert_eq!(explained["beingDeleted"], true, "{explained}");
+    assert_eq!(explained["owners"][0]["state"], "deletingDependents", "{explained}");
+
+    let (code, dot) = http_get(
+        collector.addr,
+        &format!("/debug/controllers/garbagecollector/graph?uid={}", uid(&d)),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert!(dot.starts_with("strict digraph full {"), "{dot}");
+    assert!(dot.contains(&format!("\"{}\" -> \"{}\"", uid(&rs), uid(&d))), "{dot}");
+
+    let metrics = collector.metrics().await;
+    for needle in [
+        "garbagecollector_controller_resources_sync_error_total 0",
+        "workqueue_adds_total{name=\"garbage_collector_attempt_to_delete\"}",
+        "kube_gc_monitor_synced{resource=\"apps/v1/replicasets\"} 1",
+        "kube_gc_api_requests_total{verb=\"delete\",code=\"200\"}",
+        "kube_gc_api_requests_total{verb=\"list\",code=\"200\"}",
+        "workqueue_depth{name=\"garbage_collector_graph_changes\"} 0",
+        "kube_gc_graph_events_total{partition=\"0\"}",
+        "kube_gc_graph_events_per_second{partition=\"0\"}",
+    ] {
+        assert!(metrics.contains(needle), "no {needle} in\n{metrics}");
+    }
+    let nodes = sample(&metrics, "kube_gc_graph_nodes");
+    assert!(nodes >= 2.0, "the Deployment and the ReplicaSet at least: {nodes}");
+    let idle = sample(&metrics, "kube_gc_seconds_since_last_graph_event");
+    assert!(idle < 30.0, "the last graph event was moments ago: {idle}");
+
+    let release = json!({"metadata": {"finalizers": null}});
+    replica_sets
+        .patch("rs", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .expect("remove the finalizer");
+    eventually("the Deployment gone", async || gone(&deployments, "d", &uid(&d)).await).await;
+    assert!(gone(&replica_sets, "rs", &uid(&rs)).await);
+    stop_both(collector, server);
+}
+
+/// The value of the unlabelled sample `name` in an exposition.
+fn sample(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+}
+
+/// Pods `r{round}-0` … `r{round}-{n-1}` in `default`, owned by a ReplicaSet that never existed:
+/// garbage for whoever collects.
+async fn garbage(server: &Server, round: usize, n: usize) -> Vec<Pod> {
+    let pods = server.api::<Pod>("default");
+    let mut created = Vec::new();
+    for i in 0..n {
+        let ghost = json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": format!("ghost-{round}"),
+            "uid": format!("6f1a4a3e-0000-4000-8000-{round:012}"),
+        });
+        let manifest = json!({"metadata": {"name": format!("r{round}-{i}"), "ownerReferences": [ghost]}});
+        created.push(create(&pods, manifest).await);
+    }
+    created
+}
+
+/// How many of `pods` are still there, by one list.
+async fn remaining(server: &Server, pods: &[Pod]) -> usize {
+    let listed = server
+        .api::<Pod>("default")
+        .list(&Default::default())
+        .await
+        .expect("list");
+    let uids: std::collections::HashSet<String> = listed.items.iter().map(uid).collect();
+    pods.iter().filter(|p| uids.contains(&uid(*p))).count()
+}
+
+async fn all_gone(server: &Server, pods: &[Pod]) -> bool {
+    remaining(server, pods).await == 0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cascade_should_finish_across_an_api_server_restart() {
+    const PODS: usize = 150;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let state = dir.path().join("state.json");
+    let state_flags = ["--state-file", state.to_str().expect("a UTF-8 path")];
+    let mut server = Server::start(dir.path(), &state_flags).await;
+    // A slow client, so the cascade is still running when the server stops.
+    let slow = ["--kube-api-qps", "20", "--kube-api-burst", "1"];
+    let collector = Collector::ready(&server, dir.path(), &slow).await;
+    let deployments = server.api::<Deployment>("default");
+    let d = create(&deployments, json!({"metadata": {"name": "d"}})).await;
+    let rs_manifest = json!({"metadata": {"name": "rs", "ownerReferences": [owned_by(&d)]}});
+    let rs = create(&server.api::<ReplicaSet>("default"), rs_manifest).await;
+    let pods = server.api::<Pod>("default");
+    let mut last = None;
+    for i in 0..PODS {
+        let manifest = json!({"metadata": {"name": format!("p{i}"), "ownerReferences": [owned_by(&rs)]}});
+        last = Some(create(&pods, manifest).await);
+    }
+    let last = last.expect("a Pod");
+    collector.observe(&[&uid(&d), &uid(&rs), &uid(&last)]).await;
+
+    deployments
+        .delete("d", &delete_with(PropagationPolicy::Foreground))
+        .await
+        .expect("delete the Deployment");
+    let remaining = async || pods.list(&Default::default()).await.expect("list").items.len();
+    eventually("the cascade under way", async || remaining().await < PODS - 20).await;
+    assert!(
+        remaining().await > 0,
+        "the cascade is still under way when the server stops"
+    );
+
+    server.process.stop();
+    assert!(server.process.log().contains("saved"), "{}", server.process.log());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let listen = server.addr.to_string();
+    let server = Server::start_on(&listen, dir.path(), &state_flags).await;
+    let restored = server
+        .api::<Deployment>("default")
+        .get("d")
+        .await
+        .expect("the Deployment is back");
+    assert_eq!(uid(&restored), uid(&d), "with its UID");
+    assert!(restored.metadata.deletion_timestamp.is_some(), "still being deleted");
+
+    eventually("the Deployment, the ReplicaSet and every Pod gone", async || {
+        let pods_left = server
+            .api::<Pod>("default")
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items;
+        pods_left.is_empty()
+            && gone(&server.api::<ReplicaSet>("default"), "rs", &uid(&rs)).await
+            && gone(&server.api::<Deployment>("default"), "d", &uid(&d)).await
+    })
+    .await;
+    stop_both(collector, server);
+}
+
+/// One request the server's audit log recorded.
+#[derive(serde::Deserialize)]
+struct Audited {
+    seq: u64,
+    verb: String,
+    #[serde(rename = "userAgent")]
+    user_agent: String,
+}
+
+fn audited(path: &Path) -> Vec<Audited> {
+    let text = std::fs::read_to_string(path).expect("the audit log");
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("an audit line ({e}): {l}")))
+        .collect()
+}
+
+/// The identity a replica printed while standing by.
+fn identity(replica: &mut Collector) -> String {
+    let line = replica.process.wait_for_line("standing by for the leader lease");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words[words.iter().position(|w| *w == "standing").expect("standing") - 1].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_leader_elected_replicas_should_never_both_delete() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let audit = dir.path().join("audit.jsonl");
+    let server = Server::start(dir.path(), &["--audit-log", audit.to_str().expect("a UTF-8 path")]).await;
+    // A slow client, so the leader still has deletions waiting for the rate limiter when it
+    // freezes.
+    let elect = [
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "4s",
+        "--leader-elect-renew-deadline",
+        "3s",
+        "--leader-elect-retry-period",
+        "500ms",
+        "--kube-api-qps",
+        "10",
+        "--kube-api-burst",
+        "1",
+    ];
+    let mut first = Collector::start(&server, dir.path(), "first", &elect);
+    let first_id = identity(&mut first);
+    first.process.wait_for_line("leading");
+    let mut second = Collector::start(&server, dir.path(), "second", &elect);
+    let second_id = identity(&mut second);
+    assert_ne!(first_id, second_id);
+
+    let round = garbage(&server, 1, 5).await;
+    eventually("round one collected", async || all_gone(&server, &round).await).await;
+    assert!(
+        !second.process.log().contains("leading"),
+        "the second replica stands by"
+    );
+
+    // The leader freezes in the middle of a round; the second replica takes over once the lease
+    // has expired, and finishes the round.
+    let round = garbage(&server, 2, 30).await;
+    eventually("round two under way", async || {
+        remaining(&server, &round).await <= round.len() - 3
+    })
+    .await;
+    first.process.signal(libc::SIGSTOP);
+    second.process.wait_for_line("leading");
+    eventually("round two collected", async || all_gone(&server, &round).await).await;
+
+    // The old leader wakes with deletions that were waiting for the rate limiter, and must
+    // neither send them nor stay.
+    first.process.signal(libc::SIGCONT);
+    let status = first.process.wait(PATIENCE);
+    assert!(!status.success(), "the old leader stops with an error");
+    assert!(
+        first.process.log().contains("lost the leader lease"),
+        "{}",
+        first.process.log()
+    );
+    let round = garbage(&server, 3, 5).await;
+    eventually("round three collected", async || all_gone(&server, &round).await).await;
+
+    let deletes: Vec<(u64, bool)> = audited(&audit)
+        .into_iter()
+        .filter(|a| a.verb == "delete" && a.user_agent.contains("kube-gc/"))
+        .map(|a| (a.seq, a.user_agent.contains(&first_id)))
+        .collect();
+    let last_first = deletes
+        .iter()
+        .filter(|d| d.1)
+        .map(|d| d.0)
+        .max()
+        .expect("the first leader deleted");
+    let first_second = deletes
+        .iter()
+        .filter(|d| !d.1)
+        .map(|d| d.0)
+        .min()
+        .expect("the second leader deleted");
+    assert!(
+        last_first < first_second,
+        "the first replica deleted (request {last_first}) after the second began (request {first_second})"
+    );
+    stop_both(second, server);
+}

@@ -1,0 +1,533 @@
+//! kubectl against the simulated API server: what a person types works, through the kubeconfig the
+//! server writes.
+//!
+//! Each test serves a fresh [`SimCluster`] on a loopback port from a runtime of its own and runs
+//! the `kubectl` on `PATH` against it, with the written kubeconfig passed explicitly, `KUBECONFIG`
+//! removed and `HOME` in the test's temporary directory, so neither the user's clusters nor their
+//! discovery cache are ever involved. Assertions read tables by column, never by whitespace, so
+//! they hold for kubectl 1.20 (Debian's, in CI) as for current releases. No garbage collector runs
+//! here: a delete leaves dependents alone, and a foreground or orphan delete leaves its object
+//! marked with the finalizer and a `deletionTimestamp`.
+//!
+//! Without kubectl the tests print a note and pass, except in CI (`CI` set), which installs it and
+//! where a missing kubectl is a failure.
+
+use crate::support;
+
+use kube_gc::api::{Gvr, PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+use kube_gc::sim::http::{self, ServerOptions};
+use kube_gc::sim::SimCluster;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+use support::process::{kubectl, kubectl_available, kubectl_command, run_bounded, Run, KUBECTL_TIMEOUT};
+
+fn deployments() -> Gvr {
+    Gvr::new("apps", "v1", "deployments")
+}
+fn replica_sets() -> Gvr {
+    Gvr::new("apps", "v1", "replicasets")
+}
+fn config_maps() -> Gvr {
+    Gvr::new("", "v1", "configmaps")
+}
+
+/// A Deployment `name` in `default`, labelled `app: {name}`.
+fn deployment(name: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  labels: {{app: {name}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers:
+      - {{name: main, image: 'nginx:1'}}
+      - {{name: sidecar, image: busybox}}
+"
+    )
+}
+
+/// A ReplicaSet `name` in `default` controlled by the Deployment `owner` with UID `owner_uid`.
+fn replica_set(name: &str, owner: &str, owner_uid: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: ReplicaSet
+metadata:
+  name: {name}
+  labels: {{app: {owner}}}
+  ownerReferences:
+  - apiVersion: apps/v1
+    kind: Deployment
+    name: {owner}
+    uid: {owner_uid}
+    controller: true
+    blockOwnerDeletion: true
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: {owner}}}}}
+  template:
+    metadata: {{labels: {{app: {owner}}}}}
+    spec: {{containers: [{{name: main, image: 'nginx:1'}}]}}
+"
+    )
+}
+
+fn config_map(namespace: &str, name: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: ConfigMap
+metadata: {{name: {name}, namespace: {namespace}, labels: {{role: settings}}}}
+data: {{a: '1'}}
+"
+    )
+}
+
+/// A simulated API server on a loopback port and a kubectl pointed at it.
+struct Sim {
+    /// The served cluster, read directly to check what kubectl did.
+    cluster: Arc<SimCluster>,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    /// Serves the cluster; dropping it stops the server.
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Sim {
+    /// Serves a fresh cluster, or `None` (after a note) when kubectl is missing outside CI.
+    fn start() -> Option<Sim> {
+        if !kubectl_available() {
+            return None;
+        }
+        // A worker thread of its own: the test thread blocks on kubectl meanwhile.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        let cluster = Arc::new(SimCluster::new());
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("a loopback port");
+        let addr = listener.local_addr().expect("the bound address");
+        runtime.spawn(http::serve(
+            listener,
+            Arc::clone(&cluster),
+            ServerOptions::default(),
+            std::future::pending(),
+        ));
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, http::kubeconfig(addr)).expect("write the kubeconfig");
+        Some(Sim {
+            cluster,
+            dir,
+            kubeconfig,
+            _runtime: runtime,
+        })
+    }
+
+    /// Runs kubectl with `args`, killing it after [`KUBECTL_TIMEOUT`].
+    fn kubectl(&self, args: &[&str]) -> Run {
+        let mut command = kubectl_command(&self.kubeconfig, self.dir.path(), args);
+        run_bounded(&mut command, KUBECTL_TIMEOUT)
+    }
+
+    /// Runs kubectl, which must succeed; its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        kubectl(&self.kubeconfig, self.dir.path(), args)
+    }
+
+    /// Runs kubectl, which must fail; its stderr.
+    fn fails(&self, args: &[&str]) -> String {
+        let run = self.kubectl(args);
+        assert!(
+            !run.status.success(),
+            "kubectl {args:?} should have failed:\n{}",
+            run.stdout
+        );
+        run.stderr
+    }
+
+    /// `kubectl create -f` of `yaml`, written to a file named `name`.
+    fn create(&self, name: &str, yaml: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, yaml).expect("write the manifest");
+        self.ok(&["create", "-f", path.to_str().expect("a UTF-8 path"), "--validate=false"])
+    }
+
+    /// The stored object, read from the cluster itself rather than through kubectl.
+    fn stored(&self, gvr: &Gvr, namespace: &str, name: &str) -> Option<PartialObjectMeta> {
+        match self.cluster.get_object(gvr, namespace, name) {
+            Ok(obj) => Some(obj),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => panic!("reading {gvr} {namespace}/{name}: {e}"),
+        }
+    }
+}
+
+/// The rows of a `kubectl get` table, each cut into its cells, after the header line. Cells
+/// hold no spaces in these tests, so splitting on whitespace is exact whatever the alignment.
+fn rows(table: &str) -> Vec<Vec<String>> {
+    let mut lines = table.lines().filter(|l| !l.trim().is_empty());
+    let header = lines.next().unwrap_or_default();
+    assert!(
+        header.split_whitespace().any(|c| c == "NAME"),
+        "no NAME column in:\n{table}"
+    );
+    lines
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+/// The first cell of each row: the names, or the namespaces under `-A`.
+fn first_column(table: &str) -> Vec<String> {
+    rows(table).into_iter().map(|r| r[0].clone()).collect()
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"))
+}
+
+/// Creates the Deployment `web`, a ReplicaSet `web-1` it controls, and the ConfigMap `settings`;
+/// returns the Deployment's UID.
+fn create_web(sim: &Sim) -> String {
+    sim.create("deployment.yaml", &deployment("web"));
+    let uid = sim.ok(&["get", "deployment", "web", "-o", "jsonpath={.metadata.uid}"]);
+    assert!(!uid.trim().is_empty(), "no UID");
+    sim.create("replicaset.yaml", &replica_set("web-1", "web", uid.trim()));
+    sim.create("configmap.yaml", &config_map("default", "settings"));
+    uid.trim().to_string()
+}
+
+#[test]
+fn create_should_store_each_object_and_keep_the_replica_sets_owner_reference() {
+    let Some(sim) = Sim::start() else { return };
+    let uid = create_web(&sim);
+
+    let owner = sim.ok(&[
+        "get",
+        "rs",
+        "web-1",
+        "-o",
+        "jsonpath={.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].uid}",
+    ]);
+    assert_eq!(owner.trim(), format!("Deployment/web/{uid}"));
+    let stored = sim.stored(&replica_sets(), "default", "web-1").expect("the ReplicaSet");
+    assert_eq!(stored.metadata.owner_references[0].uid, uid);
+    assert_eq!(stored.metadata.owner_references[0].controller, Some(true));
+    // Fields the server does not interpret are kept as sent.
+    let deployment = sim.stored(&deployments(), "default", "web").expect("the Deployment");
+    assert_eq!(
+        deployment.rest["spec"]["template"]["spec"]["containers"][1]["name"],
+        "sidecar"
+    );
+    assert!(sim.stored(&config_maps(), "default", "settings").is_some());
+
+    let again = sim.fails(&[
+        "create",
+        "-f",
+        sim.dir.path().join("configmap.yaml").to_str().expect("UTF-8"),
+        "--validate=false",
+    ]);
+    assert!(again.contains("AlreadyExists"), "{again}");
+}
+
+#[test]
+fn get_should_print_tables_json_and_yaml_in_one_or_all_namespaces_and_by_label() {
+    let Some(sim) = Sim::start() else { return };
+    create_web(&sim);
+    sim.create("other.yaml", &config_map("other", "elsewhere"));
+
+    assert_eq!(first_column(&sim.ok(&["get", "deployments"])), ["web"]);
+    assert_eq!(first_column(&sim.ok(&["get", "deploy"])), ["web"]);
+    assert_eq!(first_column(&sim.ok(&["get", "cm"])), ["settings"]);
+    assert_eq!(
+        first_column(&sim.ok(&["get", "configmaps", "-n", "other"])),
+        ["elsewhere"]
+    );
+
+    let all = sim.ok(&["get", "configmaps", "-A"]);
+    assert!(all.lines().next().unwrap_or_default().starts_with("NAMESPACE"), "{all}");
+    let mut placed: Vec<(String, String)> = rows(&all).into_iter().map(|r| (r[0].clone(), r[1].clone())).collect();
+    placed.sort();
+    let expected = [("default", "settings"), ("other", "elsewhere")].map(|(n, m)| (n.to_string(), m.to_string()));
+    assert_eq!(placed, expected);
+
+    let list = json(&sim.ok(&["get", "rs", "-o", "json"]));
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(list["items"][0]["kind"], "ReplicaSet");
+    assert_eq!(list["items"][0]["apiVersion"], "apps/v1");
+    assert_eq!(list["items"][0]["metadata"]["ownerReferences"][0]["name"], "web");
+    let one = json(&sim.ok(&["get", "deployment", "web", "-o", "json"]));
+    assert_eq!(
+        (&one["kind"], &one["metadata"]["name"]),
+        (&"Deployment".into(), &"web".into())
+    );
+
+    let yaml = sim.ok(&["get", "deployment", "web", "-o", "yaml"]);
+    for line in [
+        "apiVersion: apps/v1",
+        "kind: Deployment",
+        "name: web",
+        "namespace: default",
+    ] {
+        assert!(yaml.lines().any(|l| l.trim() == line), "no {line:?} in:\n{yaml}");
+    }
+
+    // The Deployment and its ReplicaSet carry app=web; the ConfigMaps carry role=settings.
+    assert_eq!(first_column(&sim.ok(&["get", "rs", "-l", "app=web"])), ["web-1"]);
+    assert_eq!(
+        first_column(&sim.ok(&["get", "cm", "-A", "-l", "role=settings"])).len(),
+        2
+    );
+    let none = sim.kubectl(&["get", "deployments", "-l", "app=other"]);
+    assert!(none.status.success(), "{}", none.stderr);
+    assert!(none.stdout.trim().is_empty(), "{}", none.stdout);
+    assert!(none.stderr.contains("No resources found"), "{}", none.stderr);
+
+    let missing = sim.fails(&["get", "deployment", "nope"]);
+    assert!(missing.contains("NotFound") && missing.contains("nope"), "{missing}");
+}
+
+#[test]
+fn patch_should_apply_strategic_merge_and_json_patches_as_the_api_server_does() {
+    let Some(sim) = Sim::start() else { return };
+    let web_uid = create_web(&sim);
+    let settings_uid = sim.ok(&["get", "cm", "settings", "-o", "jsonpath={.metadata.uid}"]);
+    let settings_uid = settings_uid.trim();
+    let owners = |sim: &Sim| {
+        let out = sim.ok(&[
+            "get",
+            "rs",
+            "web-1",
+            "-o",
+            "jsonpath={range .metadata.ownerReferences[*]}{.name} {end}",
+        ]);
+        out.split_whitespace().map(String::from).collect::<Vec<_>>()
+    };
+
+    // Strategic merge (kubectl's default): maps merge, and owner references merge by UID.
+    let add_owner = format!(
+        r#"{{"metadata":{{"labels":{{"tier":"front"}},"ownerReferences":[{{"apiVersion":"v1","kind":"ConfigMap","name":"settings","uid":"{settings_uid}"}}]}}}}"#
+    );
+    sim.ok(&["patch", "rs", "web-1", "-p", &add_owner]);
+    assert_eq!(owners(&sim), ["web", "settings"]);
+    let remove_owner =
+        format!(r#"{{"metadata":{{"ownerReferences":[{{"$patch":"delete","uid":"{settings_uid}"}}]}}}}"#);
+    sim.ok(&["patch", "rs", "web-1", "-p", &remove_owner]);
+    assert_eq!(owners(&sim), ["web"]);
+
+    // A JSON merge patch replaces the list whole.
+    let only_settings = format!(
+        r#"{{"metadata":{{"annotations":{{"note":"merged"}},"ownerReferences":[{{"apiVersion":"v1","kind":"ConfigMap","name":"settings","uid":"{settings_uid}"}}]}}}}"#
+    );
+    sim.ok(&["patch", "rs", "web-1", "--type", "merge", "-p", &only_settings]);
+    assert_eq!(owners(&sim), ["settings"]);
+
+    let json_patch = format!(
+        r#"[{{"op":"replace","path":"/spec/replicas","value":5}},{{"op":"add","path":"/metadata/labels/x","value":"y"}},{{"op":"add","path":"/metadata/ownerReferences/0","value":{{"apiVersion":"apps/v1","kind":"Deployment","name":"web","uid":"{web_uid}","controller":true}}}}]"#
+    );
+    sim.ok(&["patch", "rs", "web-1", "--type", "json", "-p", &json_patch]);
+    assert_eq!(owners(&sim), ["web", "settings"]);
+
+    let stored = sim.stored(&replica_sets(), "default", "web-1").expect("the ReplicaSet");
+    let labels: Vec<(&str, &str)> = stored
+        .metadata
+        .labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(labels, [("app", "web"), ("tier", "front"), ("x", "y")]);
+    assert_eq!(stored.metadata.annotations["note"], "merged");
+    assert_eq!(stored.metadata.owner_references[0].uid, web_uid);
+    assert_eq!(stored.rest["spec"]["replicas"], 5);
+
+    // A failed JSON patch test changes nothing.
+    let before = stored.metadata.resource_version;
+    let test =
+        r#"[{"op":"test","path":"/spec/replicas","value":99},{"op":"replace","path":"/spec/replicas","value":7}]"#;
+    sim.fails(&["patch", "rs", "web-1", "--type", "json", "-p", test]);
+    let after = sim.stored(&replica_sets(), "default", "web-1").expect("the ReplicaSet");
+    assert_eq!(
+        (after.metadata.resource_version, &after.rest["spec"]["replicas"]),
+        (before, &5.into())
+    );
+
+    // A ConfigMap's data is a map: strategic merge adds a key and keeps the others.
+    sim.ok(&["patch", "cm", "settings", "-p", r#"{"data":{"b":"2"}}"#]);
+    let data = sim.ok(&["get", "cm", "settings", "-o", "jsonpath={.data.a},{.data.b}"]);
+    assert_eq!(data.trim(), "1,2");
+}
+
+#[test]
+fn delete_should_apply_each_cascade_policy_and_leave_dependents_to_the_collector() {
+    let Some(sim) = Sim::start() else { return };
+    create_web(&sim);
+    sim.create("second.yaml", &config_map("default", "second"));
+
+    // Foreground: the Deployment stays, marked, until a collector deletes its dependents.
+    sim.ok(&["delete", "deployment", "web", "--cascade=foreground", "--wait=false"]);
+    let marked = sim
+        .stored(&deployments(), "default", "web")
+        .expect("kept while dependents remain");
+    assert_eq!(marked.metadata.finalizers, [FINALIZER_FOREGROUND]);
+    assert!(marked.metadata.deletion_timestamp.is_some());
+    let seen = sim.ok(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.metadata.finalizers[0]} {.metadata.deletionTimestamp}",
+    ]);
+    let (finalizer, timestamp) = seen.trim().split_once(' ').expect("a finalizer and a timestamp");
+    assert_eq!(
+        (finalizer, Some(timestamp)),
+        (FINALIZER_FOREGROUND, marked.metadata.deletion_timestamp.as_deref())
+    );
+
+    // Orphan: the ReplicaSet stays with the orphan finalizer.
+    sim.ok(&["delete", "rs", "web-1", "--cascade=orphan", "--wait=false"]);
+    let orphaning = sim
+        .stored(&replica_sets(), "default", "web-1")
+        .expect("kept until orphaned");
+    assert_eq!(orphaning.metadata.finalizers, [FINALIZER_ORPHAN]);
+    assert!(orphaning.metadata.deletion_timestamp.is_some());
+    let seen = sim.ok(&["get", "rs", "web-1", "-o", "jsonpath={.metadata.finalizers[0]}"]);
+    assert_eq!(seen.trim(), FINALIZER_ORPHAN);
+
+    // Background: gone at once.
+    let said = sim.ok(&["delete", "cm", "settings", "--cascade=background", "--wait=false"]);
+    assert!(said.contains("settings") && said.contains("deleted"), "{said}");
+    assert!(sim.stored(&config_maps(), "default", "settings").is_none());
+    // kubectl's default: background, then wait until the object is gone.
+    sim.ok(&["delete", "cm", "second"]);
+    assert!(sim.stored(&config_maps(), "default", "second").is_none());
+
+    let missing = sim.fails(&["delete", "cm", "settings", "--wait=false"]);
+    assert!(missing.contains("NotFound"), "{missing}");
+    sim.ok(&["delete", "cm", "settings", "--ignore-not-found"]);
+}
+
+#[test]
+fn api_resources_should_list_the_built_in_types_with_their_short_names() {
+    let Some(sim) = Sim::start() else { return };
+    let table = sim.ok(&["api-resources"]);
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert!(header.starts_with(&["NAME", "SHORTNAMES"]), "{table}");
+    // NAME SHORTNAMES APIVERSION NAMESPACED KIND: five cells where there are short names.
+    let row = |name: &str, api_version: &str| -> Vec<String> {
+        rows(&table)
+            .into_iter()
+            .find(|r| r[0] == name && r.iter().any(|c| c == api_version))
+            .unwrap_or_else(|| panic!("no {name} in {api_version} in:\n{table}"))
+    };
+    assert_eq!(
+        row("deployments", "apps/v1"),
+        ["deployments", "deploy", "apps/v1", "true", "Deployment"]
+    );
+    assert_eq!(row("configmaps", "v1"), ["configmaps", "cm", "v1", "true", "ConfigMap"]);
+    assert_eq!(
+        row("namespaces", "v1"),
+        ["namespaces", "ns", "v1", "false", "Namespace"]
+    );
+    let names = sim.ok(&["api-resources", "--api-group=apps", "-o", "name"]);
+    assert!(names.lines().any(|l| l.trim() == "replicasets.apps"), "{names}");
+}
+
+#[test]
+fn a_crd_created_with_kubectl_should_be_listed_and_serve_its_type() {
+    let Some(sim) = Sim::start() else { return };
+    let crd = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+";
+    sim.create("crd.yaml", crd);
+    assert_eq!(first_column(&sim.ok(&["get", "crd"])), ["widgets.example.com"]);
+    assert_eq!(first_column(&sim.ok(&["get", "crds"])), ["widgets.example.com"]);
+
+    let widget = "apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1}
+spec: {size: 3}
+";
+    sim.create("widget.yaml", widget);
+    assert_eq!(first_column(&sim.ok(&["get", "widgets"])), ["w1"]);
+    assert_eq!(first_column(&sim.ok(&["get", "wd"])), ["w1"]);
+    let size = sim.ok(&["get", "widget.example.com", "w1", "-o", "jsonpath={.spec.size}"]);
+    assert_eq!(size.trim(), "3");
+    // A custom resource has no strategic-merge schema; a merge patch works.
+    sim.ok(&["patch", "wd", "w1", "--type", "merge", "-p", r#"{"spec":{"size":4}}"#]);
+    let size = sim.ok(&["get", "wd", "w1", "-o", "jsonpath={.spec.size}"]);
+    assert_eq!(size.trim(), "4");
+
+    sim.ok(&["delete", "crd", "widgets.example.com"]);
+    let gone = sim.kubectl(&["get", "widgets"]);
+    assert!(!gone.status.success(), "widgets still served:\n{}", gone.stdout);
+    let widgets = Gvr::new("example.com", "v1", "widgets");
+    assert!(sim.cluster.type_def(&widgets).is_err(), "the type is still served");
+}
+
+#[test]
+fn deleting_a_namespace_should_delete_what_is_in_it_and_nothing_else() {
+    let Some(sim) = Sim::start() else { return };
+    let team = "apiVersion: v1
+kind: Namespace
+metadata: {name: team}
+";
+    sim.create("namespace.yaml", team);
+    sim.create("team-cm.yaml", &config_map("team", "c1"));
+    sim.create("kept-cm.yaml", &config_map("default", "kept"));
+    let in_team = deployment("api").replace("  name: api\n", "  name: api\n  namespace: team\n");
+    sim.create("team-deployment.yaml", &in_team);
+    assert_eq!(first_column(&sim.ok(&["get", "deployments", "-n", "team"])), ["api"]);
+
+    let said = sim.ok(&["delete", "ns", "team"]);
+    assert!(said.contains("team") && said.contains("deleted"), "{said}");
+
+    assert!(sim.stored(&Gvr::new("", "v1", "namespaces"), "", "team").is_none());
+    assert!(sim.stored(&config_maps(), "team", "c1").is_none());
+    assert!(sim.stored(&deployments(), "team", "api").is_none());
+    assert!(sim.stored(&config_maps(), "default", "kept").is_some());
+    let left = sim.kubectl(&["get", "cm", "-n", "team"]);
+    assert!(left.stdout.trim().is_empty(), "{}", left.stdout);
+}
+
+#[test]
+fn the_deployment_manifests_should_be_accepted_as_a_cluster_would() {
+    let Some(sim) = Sim::start() else { return };
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
+    let said = sim.ok(&["create", "-f", manifests, "--validate=false"]);
+    for created in [
+        "namespace/kube-gc",
+        "serviceaccount/kube-gc",
+        "clusterrole",
+        "deployment.apps/kube-gc",
+    ] {
+        assert!(said.contains(created), "{created} not created:\n{said}");
+    }
+    let deployment = sim
+        .stored(&deployments(), "kube-gc", "kube-gc")
+        .expect("the Deployment is stored");
+    assert_eq!(deployment.rest["spec"]["replicas"], 2);
+    let args = &deployment.rest["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        args.as_array().is_some_and(|a| a.iter().any(|x| x == "--leader-elect")),
+        "{args}"
+    );
+}

@@ -1,0 +1,23 @@
+//! kube-gc's integration tests, as one test binary so that the crate is linked once.
+//!
+//! Each module is one area, as gc-spec.md and the README name them; `support` is the kit they
+//! share (the [`support::Harness`] and [`support::Rig`], the reference model, process helpers).
+//! Run one area with `cargo test --test it AREA::`, for example `cargo test --test it
+//! conformance_graph::`.
+
+mod support;
+
+mod bad_input;
+mod conformance_cluster;
+mod conformance_graph;
+mod conformance_units;
+mod differential;
+mod drop_in;
+mod fast_path;
+mod fault_suite;
+mod kubectl;
+mod list_pages;
+mod over_http;
+mod partial_view;
+mod sim_apiserver;
+mod sim_apiserver_restart;

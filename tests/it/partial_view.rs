@@ -1,0 +1,259 @@
+//! No decision on a partial view (DESIGN §3b, `kube_gc::collector::partial_view`): while a
+//! monitor's view is incomplete the workers neither let an owner go nor delete a dependent for an
+//! absent owner, and an owner this collector orphaned is remembered, so a dependent seen after it
+//! went loses the reference instead of its life (kubernetes#26120).
+//!
+//! The builder and workers are driven by hand on the paused clock; which views are incomplete is
+//! set by each test through [`Blind`].
+
+use crate::support;
+
+use kube_gc::api::{Gvr, PartialObjectMeta, PropagationPolicy, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+use kube_gc::collector::partial_view::WAIT;
+use kube_gc::collector::{CollectorConfig, PartialView, Views};
+use kube_gc::event::EventType;
+use kube_gc::graph::Uid;
+use kube_gc::queue::QueueState;
+use kube_gc::sim::SimCluster;
+use parking_lot::Mutex;
+use std::sync::Arc;
+use support::*;
+
+const NS: &str = "ns1";
+
+/// Views whose incomplete resources a test sets.
+#[derive(Default)]
+struct Blind(Mutex<Vec<Gvr>>);
+
+impl Blind {
+    fn set(&self, resources: &[Gvr]) {
+        *self.0.lock() = resources.to_vec();
+    }
+}
+
+impl Views for Blind {
+    fn incomplete(&self, of: Option<&[Gvr]>) -> Vec<Gvr> {
+        let blind = self.0.lock();
+        blind
+            .iter()
+            .filter(|gvr| of.is_none_or(|of| of.contains(gvr)))
+            .cloned()
+            .collect()
+    }
+}
+
+async fn rig_with(blind: &Arc<Blind>) -> Rig {
+    let partial_view = PartialView::new(blind.clone());
+    Rig::with_views(SimCluster::new(), 500, CollectorConfig::default(), partial_view).await
+}
+
+/// Runs workers and applies what they route until nothing is queued (bounded).
+async fn settle(rig: &mut Rig) {
+    for _ in 0..100 {
+        let worked = rig.step_delete().await | rig.step_orphan().await;
+        let applied = rig.apply_routed();
+        if !worked && applied == 0 {
+            return;
+        }
+    }
+    panic!("likely looping: the workers never went quiet");
+}
+
+fn refs_of(rig: &Rig, obj: &PartialObjectMeta) -> usize {
+    rig.cluster
+        .get_object(&pods(), NS, &obj.metadata.name)
+        .expect("the pod lives")
+        .metadata
+        .owner_references
+        .len()
+}
+
+/// Deletes the RC `name` with `p` and routes the update a watch would deliver.
+fn delete_observed(rig: &Rig, name: &str, p: PropagationPolicy) -> PartialObjectMeta {
+    rig.cluster.delete_object(&rcs(), NS, name, &policy(p)).expect("delete");
+    let deleting = rig.cluster.get_object(&rcs(), NS, name).expect("held by a finalizer");
+    rig.observe(EventType::Update, &deleting);
+    deleting
+}
+
+#[tokio::test(start_paused = true)]
+async fn orphaning_should_wait_while_a_view_is_incomplete_without_counting_a_failure() {
+    let blind = Arc::new(Blind::default());
+    let mut rig = rig_with(&blind).await;
+    let rc = rig.create(&rcs(), meta(NS, "owner", vec![]));
+    let pod = rig.create(&pods(), meta(NS, "pod", vec![ref_to(&rc)]));
+    rig.observe(EventType::Add, &rc);
+    rig.observe(EventType::Add, &pod);
+    blind.set(&[pods()]);
+    delete_observed(&rig, "owner", PropagationPolicy::Orphan);
+    let owner = rig
+        .graph
+        .get(&Uid::parse(&rc.metadata.uid))
+        .expect("owner in the graph");
+
+    assert!(rig.step_orphan().await);
+    let held = rig.cluster.get_object(&rcs(), NS, "owner").expect("the owner waits");
+    assert!(held.metadata.has_finalizer(FINALIZER_ORPHAN));
+    assert_eq!(refs_of(&rig, &pod), 1, "nothing is orphaned on a partial view");
+    assert_eq!(rig.attempt_to_orphan.contains(&owner), QueueState::Delayed);
+    assert_eq!(rig.attempt_to_orphan.num_requeues(&owner), 0, "a wait is not a failure");
+    let waiting = rig.collector.partial_view.waiting.on(&owner.identity().uid);
+    assert_eq!(
+        waiting.as_deref(),
+        Some(&[pods()][..]),
+        "/explain can say on what it waits"
+    );
+
+    blind.set(&[]);
+    tokio::time::sleep(WAIT * 2).await;
+    settle(&mut rig).await;
+    assert_eq!(refs_of(&rig, &pod), 0, "orphaned once the view is complete");
+    assert!(rig.cluster.get_object(&rcs(), NS, "owner").is_err(), "the owner went");
+    assert!(rig.collector.partial_view.waiting.on(&owner.identity().uid).is_none());
+}
+
+/// kubernetes#26120: a dependent whose event reaches the graph only after its owner's orphan
+/// finalizer went (created just before the orphan delete, or its watch lagging) must be orphaned,
+/// not collected as the dependent of an absent owner.
+#[tokio::test(start_paused = true)]
+async fn a_dependent_seen_after_its_owner_was_orphaned_should_lose_the_ref_not_its_life() {
+    let blind = Arc::new(Blind::default());
+    let mut rig = rig_with(&blind).await;
+    let rc = rig.create(&rcs(), meta(NS, "owner", vec![]));
+    let late = rig.create(&pods(), meta(NS, "late", vec![ref_to(&rc)]));
+    rig.observe(EventType::Add, &rc);
+    let deleting = delete_observed(&rig, "owner", PropagationPolicy::Orphan);
+    settle(&mut rig).await;
+    assert!(rig.cluster.get_object(&rcs(), NS, "owner").is_err(), "the owner went");
+    rig.observe(EventType::Delete, &deleting);
+
+    rig.observe(EventType::Add, &late);
+    settle(&mut rig).await;
+    assert_eq!(refs_of(&rig, &late), 0, "the late dependent lives, orphaned");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_foreground_owner_should_keep_its_finalizer_while_a_view_is_incomplete() {
+    let blind = Arc::new(Blind::default());
+    let mut rig = rig_with(&blind).await;
+    let rc = rig.create(&rcs(), meta(NS, "owner", vec![]));
+    let pod = rig.create(&pods(), meta(NS, "pod", vec![blocking_ref_to(&rc)]));
+    rig.observe(EventType::Add, &rc);
+    blind.set(&[pods()]); // the pod's list has not reached it yet
+    delete_observed(&rig, "owner", PropagationPolicy::Foreground);
+    settle(&mut rig).await;
+    let held = rig.cluster.get_object(&rcs(), NS, "owner").expect("the owner waits");
+    assert!(held.metadata.has_finalizer(FINALIZER_FOREGROUND));
+
+    rig.observe(EventType::Add, &pod);
+    blind.set(&[]);
+    for _ in 0..10 {
+        tokio::time::sleep(WAIT * 2).await;
+        settle(&mut rig).await;
+        let pod_lives = rig.cluster.get_object(&pods(), NS, "pod").is_ok();
+        let owner_lives = rig.cluster.get_object(&rcs(), NS, "owner").is_ok();
+        assert!(
+            owner_lives || !pod_lives,
+            "the owner went before its blocking dependent"
+        );
+        if !pod_lives {
+            // The pod's delete event lets the owner go.
+            rig.observe(EventType::Delete, &pod);
+        }
+        if !owner_lives {
+            return;
+        }
+    }
+    panic!("likely stuck: the foreground deletion never finished");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dependent_should_not_be_deleted_for_an_absent_owner_while_that_owner_view_is_incomplete() {
+    let blind = Arc::new(Blind::default());
+    let mut rig = rig_with(&blind).await;
+    let ghost = PartialObjectMeta {
+        api_version: "v1".into(),
+        kind: "ReplicationController".into(),
+        metadata: kube_gc::api::ObjectMeta {
+            name: "ghost".into(),
+            namespace: NS.into(),
+            uid: "00000000-0000-4000-8000-00000000dead".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let pod = rig.create(&pods(), meta(NS, "pod", vec![ref_to(&ghost)]));
+    blind.set(&[rcs()]);
+    rig.observe(EventType::Add, &pod);
+    settle(&mut rig).await;
+    assert_eq!(refs_of(&rig, &pod), 1, "kept while the owners' view is partial");
+    let uid = Uid::parse(&pod.metadata.uid);
+    assert_eq!(
+        rig.collector.partial_view.waiting.on(&uid).as_deref(),
+        Some(&[rcs()][..])
+    );
+
+    blind.set(&[]);
+    for _ in 0..5 {
+        tokio::time::sleep(WAIT * 2).await;
+        settle(&mut rig).await;
+    }
+    assert!(
+        rig.cluster.get_object(&pods(), NS, "pod").is_err(),
+        "collected once the view is complete"
+    );
+}
+
+/// The whole controller, with the Pod monitor unable to list: an Orphan delete waits for it, and
+/// `/explain` names it; once Pods can be listed the owner is orphaned and goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_should_name_the_view_an_orphan_deletion_waits_for() {
+    use kube_gc::api::layers::Verb;
+    use kube_gc::api::StatusReason;
+    let cluster = SimCluster::new();
+    cluster.inject_fault(fault(
+        Verb::List,
+        Some(("", "pods")),
+        StatusReason::InternalError,
+        "etcd is slow",
+    ));
+    let config = kube_gc::controller::Config {
+        initial_sync_timeout: std::time::Duration::from_millis(500),
+        ..Default::default()
+    };
+    let h = Harness::start_unsynced(cluster, config).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(kube_gc::server::serve(
+        listener,
+        kube_gc::server::Slot::with(h.gc.clone()),
+        std::future::pending(),
+    ));
+    let rc = h.create(&rcs(), meta(NS, "owner", vec![]));
+    let cm = h.create(&configmaps(), meta(NS, "cm", vec![ref_to(&rc)]));
+    h.wait_in_graph(&[&rc, &cm]).await;
+    h.delete(&rcs(), &rc, policy(PropagationPolicy::Orphan));
+
+    let path = format!("/explain?uid={}", rc.metadata.uid);
+    let explain = async || -> serde_json::Value { serde_json::from_str(&http_get(addr, &path).await.1).expect("JSON") };
+    within_real_time("the owner waiting for the Pod view", PATIENCE, async || {
+        explain().await["waitingOnViews"] == serde_json::json!(["v1/pods"])
+    })
+    .await;
+    let explained = explain().await;
+    let reason = explained["reasons"][0].as_str().unwrap_or_default();
+    assert!(reason.contains("view of v1/pods is complete"), "{explained}");
+    assert!(h.exists(&rcs(), &rc), "the owner waits");
+    assert_eq!(
+        h.get(&configmaps(), &cm).expect("cm").metadata.owner_references.len(),
+        1,
+        "nothing orphaned yet"
+    );
+
+    h.cluster.clear_faults();
+    h.eventually("the owner orphaned and gone", || !h.exists(&rcs(), &rc))
+        .await;
+    let cm = h.get(&configmaps(), &cm).expect("the dependent lives");
+    assert!(cm.metadata.owner_references.is_empty());
+    h.gc.shutdown().await;
+}

@@ -1,0 +1,721 @@
+//! Test support: an end-to-end [`Harness`] (the whole controller against the simulated cluster,
+//! acting as a user would) and a step-by-step [`Rig`] (builder and workers driven by hand, one
+//! event or one queue item at a time, as upstream's unit tests drive them), plus the reference
+//! [`model`] the differential tests compare the engine with.
+//!
+//! Tests run on tokio's paused clock: waits advance virtual time, so backoffs and periods cost
+//! nothing, and every wait is bounded and names what it waited for.
+
+#![allow(dead_code)] // each test file uses a different part of the kit
+
+pub mod model;
+pub mod process;
+
+use kube_gc::api::layers::Verb;
+use kube_gc::api::{
+    ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, ObjectMeta, OwnerReference,
+    PartialObjectMeta, PatchType, PropagationPolicy, RestMapper, SharedRestMapper, StatusReason, WatchStream,
+};
+use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
+use kube_gc::collector::{AbsentOwnerCache, Collector, CollectorConfig, PartialView};
+use kube_gc::controller::{Config, GarbageCollector};
+use kube_gc::event::{EventType, GraphEvent};
+use kube_gc::graph::{invariants, Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
+use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
+use kube_gc::router::{PartitionReceiver, Router};
+use kube_gc::sim::{Fault, SimCluster, TypeDef};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long (virtual time) a test waits for a condition before it fails.
+pub const PATIENCE: Duration = Duration::from_secs(600);
+
+pub fn pods() -> Gvr {
+    Gvr::new("", "v1", "pods")
+}
+pub fn configmaps() -> Gvr {
+    Gvr::new("", "v1", "configmaps")
+}
+pub fn rcs() -> Gvr {
+    Gvr::new("", "v1", "replicationcontrollers")
+}
+pub fn deployments() -> Gvr {
+    Gvr::new("apps", "v1", "deployments")
+}
+pub fn replicasets() -> Gvr {
+    Gvr::new("apps", "v1", "replicasets")
+}
+pub fn secrets() -> Gvr {
+    Gvr::new("", "v1", "secrets")
+}
+pub fn persistentvolumes() -> Gvr {
+    Gvr::new("", "v1", "persistentvolumes")
+}
+pub fn jobs() -> Gvr {
+    Gvr::new("batch", "v1", "jobs")
+}
+pub fn cronjobs() -> Gvr {
+    Gvr::new("batch", "v1", "cronjobs")
+}
+
+/// The GVR a type is served and monitored under: its preferred version.
+pub fn gvr_of(def: &TypeDef) -> Gvr {
+    Gvr::new(&def.group, &def.preferred, &def.resource)
+}
+
+/// A ref to `owner`, with the owner's own apiVersion and kind.
+pub fn ref_to(owner: &PartialObjectMeta) -> OwnerReference {
+    OwnerReference {
+        api_version: owner.api_version.clone(),
+        kind: owner.kind.clone(),
+        name: owner.metadata.name.clone(),
+        uid: owner.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+/// A ref to `owner` with `blockOwnerDeletion: true`.
+pub fn blocking_ref_to(owner: &PartialObjectMeta) -> OwnerReference {
+    OwnerReference {
+        block_owner_deletion: Some(true),
+        ..ref_to(owner)
+    }
+}
+
+/// Object metadata for a create.
+pub fn meta(namespace: &str, name: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
+    ObjectMeta {
+        name: name.into(),
+        namespace: namespace.into(),
+        owner_references: owners,
+        ..Default::default()
+    }
+}
+
+/// Delete options with a propagation policy.
+pub fn policy(p: PropagationPolicy) -> DeleteOptions {
+    DeleteOptions {
+        propagation_policy: Some(p),
+        ..Default::default()
+    }
+}
+
+/// Delete options with the legacy `orphanDependents` flag.
+pub fn orphan_dependents(orphan: bool) -> DeleteOptions {
+    DeleteOptions {
+        orphan_dependents: Some(orphan),
+        ..Default::default()
+    }
+}
+
+/// Creates an object in a cluster no collector watches yet (objects that exist before the
+/// controller starts, as after a controller-manager restart).
+pub fn create_in(cluster: &SimCluster, gvr: &Gvr, meta: ObjectMeta) -> PartialObjectMeta {
+    let name = format!("{}/{}", meta.namespace, meta.name);
+    cluster
+        .create(
+            gvr,
+            PartialObjectMeta {
+                metadata: meta,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("create {gvr} {name}: {e}"))
+}
+
+/// Waits (virtual time) until `cond` holds; fails naming `what` after [`PATIENCE`].
+pub async fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(tokio::time::Instant::now() < deadline, "likely stuck: never saw {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A `CustomResourceDefinition` serving the namespaced `example.com/v1` resource `plural` of
+/// `kind`, with a schema that keeps every field.
+pub fn crd_manifest(plural: &str, kind: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.example.com")},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{
+                "name": "v1",
+                "served": true,
+                "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            }],
+        },
+    })
+}
+
+/// The client configuration a user gets from the kubeconfig a simulated API server on `addr`
+/// hands out.
+pub async fn client_config(addr: std::net::SocketAddr) -> kube::Config {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&kube_gc::sim::http::kubeconfig(addr))
+        .expect("the server's kubeconfig parses");
+    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("the server's kubeconfig makes a client config")
+}
+
+/// A kube-rs client of the simulated API server on `addr`, configured as [`client_config`] says.
+pub async fn client_of(addr: std::net::SocketAddr) -> kube::Client {
+    kube::Client::try_from(client_config(addr).await).expect("a plain-HTTP client")
+}
+
+/// Waits, in real time, until `cond` holds; fails naming `what` after `patience`. For tests
+/// with sockets or processes, which do not follow tokio's paused clock.
+pub async fn within_real_time(what: &str, patience: Duration, cond: impl AsyncFn() -> bool) {
+    let deadline = std::time::Instant::now() + patience;
+    while !cond().await {
+        assert!(std::time::Instant::now() < deadline, "never saw {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// How long [`http_get`] waits for an answer.
+pub const HTTP_PATIENCE: Duration = Duration::from_secs(30);
+
+/// A GET over a fresh loopback connection, in real time: the status code and the body.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let exchange = async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("receive");
+        response
+    };
+    let response = tokio::time::timeout(HTTP_PATIENCE, exchange)
+        .await
+        .expect("an answer in time");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a full response");
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status code");
+    (code, body.to_string())
+}
+
+/// The whole controller against a simulated cluster, which it reaches through `C`: the cluster
+/// itself, or a wrapper that misbehaves on cue.
+pub struct Harness<C = SimCluster> {
+    pub cluster: Arc<SimCluster>,
+    pub gc: Arc<GarbageCollector<C>>,
+}
+
+impl Harness {
+    /// A collector over a cluster with the built-in types.
+    pub async fn start() -> Harness {
+        Harness::start_with(SimCluster::new(), Config::default()).await
+    }
+
+    /// A collector over `cluster` with `config`; returns once the monitors have synced.
+    pub async fn start_with(cluster: SimCluster, config: Config) -> Harness {
+        let cluster = Arc::new(cluster);
+        Harness::start_over(cluster.clone(), cluster, config).await
+    }
+}
+
+impl<C: ClusterApi> Harness<C> {
+    /// A collector reaching `cluster` through `api`, with `config`; returns once the monitors
+    /// have synced.
+    pub async fn start_over(cluster: Arc<SimCluster>, api: Arc<C>, config: Config) -> Harness<C> {
+        let gc = GarbageCollector::start(api, config).await;
+        let harness = Harness { cluster, gc };
+        assert!(
+            harness.gc.wait_for_sync(Duration::from_secs(60)).await,
+            "monitors never synced"
+        );
+        harness
+    }
+
+    /// Creates an object as a user would; panics with the server's answer on failure.
+    pub fn create(&self, gvr: &Gvr, meta: ObjectMeta) -> PartialObjectMeta {
+        create_in(&self.cluster, gvr, meta)
+    }
+
+    /// Deletes an object as a user would.
+    pub fn delete(&self, gvr: &Gvr, obj: &PartialObjectMeta, options: DeleteOptions) {
+        let m = &obj.metadata;
+        self.cluster
+            .delete_object(gvr, &m.namespace, &m.name, &options)
+            .unwrap_or_else(|e| panic!("delete {gvr} {}/{}: {e}", m.namespace, m.name));
+    }
+
+    /// The object's current state, if it still exists under the same UID.
+    pub fn get(&self, gvr: &Gvr, obj: &PartialObjectMeta) -> Option<PartialObjectMeta> {
+        let m = &obj.metadata;
+        self.cluster
+            .get_object(gvr, &m.namespace, &m.name)
+            .ok()
+            .filter(|o| o.metadata.uid == m.uid)
+    }
+
+    /// True while the object exists under the same UID.
+    pub fn exists(&self, gvr: &Gvr, obj: &PartialObjectMeta) -> bool {
+        self.get(gvr, obj).is_some()
+    }
+
+    /// Changes an object's metadata with a PUT at its current resourceVersion, as a user would
+    /// (adding a ref, removing a finalizer); returns the object as written.
+    pub fn edit(&self, gvr: &Gvr, obj: &PartialObjectMeta, change: impl FnOnce(&mut ObjectMeta)) -> PartialObjectMeta {
+        let m = &obj.metadata;
+        let mut current = self
+            .get(gvr, obj)
+            .unwrap_or_else(|| panic!("edit {gvr} {}/{}: gone", m.namespace, m.name));
+        change(&mut current.metadata);
+        self.cluster
+            .update(gvr, current)
+            .unwrap_or_else(|e| panic!("edit {gvr} {}/{}: {e}", m.namespace, m.name))
+    }
+
+    /// Serves a custom type and waits until the collector monitors it, as a new CRD is picked up
+    /// by the next sync round (spec §7.7); returns the GVR it is served under.
+    pub async fn serve(&self, def: TypeDef) -> Gvr {
+        let gvr = gvr_of(&def);
+        self.cluster.register(def);
+        self.gc.sync_once().await;
+        assert!(
+            self.gc.wait_for_sync(Duration::from_secs(60)).await,
+            "the monitor of {gvr} never synced"
+        );
+        assert!(
+            self.gc.monitor_states().contains_key(&gvr),
+            "no monitor for {gvr} after a sync"
+        );
+        gvr
+    }
+
+    /// True when the graph has a node for the object.
+    pub fn in_graph(&self, obj: &PartialObjectMeta) -> bool {
+        self.gc.graph().contains(&Uid::parse(&obj.metadata.uid))
+    }
+
+    /// Waits (virtual time) until `cond` holds; fails naming `what` after [`PATIENCE`].
+    pub async fn eventually(&self, what: &str, cond: impl Fn() -> bool) {
+        eventually(what, cond).await;
+    }
+
+    /// Waits until the objects are in the graph (the upstream tests wait for this before deleting
+    /// owners whose dependents must be orphaned, spec §12.9).
+    pub async fn wait_in_graph(&self, objs: &[&PartialObjectMeta]) {
+        self.eventually("the objects in the graph", || objs.iter().all(|o| self.in_graph(o)))
+            .await;
+    }
+
+    /// Lets the collector run until it is quiet (or `PATIENCE` passes: virtual nodes may poll
+    /// forever), then checks the graph invariants.
+    pub async fn settle(&self) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let mut quiet = 0;
+        while quiet < 3 && tokio::time::Instant::now() < deadline {
+            quiet = if self.gc.is_quiet() { quiet + 1 } else { 0 };
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        invariants::assert_ok(self.gc.graph());
+    }
+
+    /// Waits `d` of virtual time.
+    pub async fn wait(&self, d: Duration) {
+        tokio::time::sleep(d).await;
+    }
+}
+
+/// The builder and the workers, driven by hand.
+pub struct Rig {
+    pub cluster: Arc<SimCluster>,
+    pub graph: Arc<Graph>,
+    pub builder: GraphBuilder,
+    pub collector: Arc<Collector<SimCluster>>,
+    pub router: Router,
+    pub routed: PartitionReceiver,
+    pub attempt_to_delete: Arc<WorkQueue<Handle>>,
+    pub attempt_to_orphan: Arc<WorkQueue<Handle>>,
+    pub absent_owner_cache: Arc<AbsentOwnerCache>,
+    pub events: EventSink,
+}
+
+impl Rig {
+    /// A rig over `cluster` with an absentOwnerCache of `cache_capacity`.
+    pub async fn new(cluster: SimCluster) -> Rig {
+        Rig::with_cache(cluster, 500).await
+    }
+
+    pub async fn with_cache(cluster: SimCluster, cache_capacity: usize) -> Rig {
+        Rig::with_config(cluster, cache_capacity, CollectorConfig::default()).await
+    }
+
+    /// A rig whose workers run with `config`, over a graph that keeps tombstones only when they
+    /// would read them (as the controller builds it).
+    pub async fn with_config(cluster: SimCluster, cache_capacity: usize, config: CollectorConfig) -> Rig {
+        Rig::with_views(cluster, cache_capacity, config, PartialView::complete()).await
+    }
+
+    /// A rig whose workers see the monitors' views through `partial_view`.
+    pub async fn with_views(
+        cluster: SimCluster,
+        cache_capacity: usize,
+        config: CollectorConfig,
+        partial_view: PartialView,
+    ) -> Rig {
+        let cluster = Arc::new(cluster);
+        let discovery = cluster.discover().await.expect("discovery");
+        let tombstones = if config.verify_with_get {
+            0
+        } else {
+            kube_gc::graph::DEFAULT_TOMBSTONE_CAPACITY
+        };
+        let graph = Arc::new(Graph::with_tombstones(tombstones));
+        let (router, mut receivers) = Router::new(1);
+        let attempt_to_delete = WorkQueue::new(ATTEMPT_TO_DELETE, RateLimiterConfig::default());
+        let attempt_to_orphan = WorkQueue::new(ATTEMPT_TO_ORPHAN, RateLimiterConfig::default());
+        let absent_owner_cache = Arc::new(AbsentOwnerCache::new(cache_capacity));
+        let (recorder, events) = EventRecorder::new();
+        let builder = GraphBuilder::new(
+            graph.clone(),
+            attempt_to_delete.clone(),
+            attempt_to_orphan.clone(),
+            absent_owner_cache.clone(),
+            recorder,
+        );
+        let collector = Arc::new(Collector {
+            api: cluster.clone(),
+            mapper: Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources))),
+            graph: graph.clone(),
+            router: router.clone(),
+            attempt_to_delete: attempt_to_delete.clone(),
+            attempt_to_orphan: attempt_to_orphan.clone(),
+            absent_owner_cache: absent_owner_cache.clone(),
+            partial_view,
+            config,
+        });
+        Rig {
+            cluster,
+            graph,
+            builder,
+            collector,
+            router,
+            routed: receivers.remove(0),
+            attempt_to_delete,
+            attempt_to_orphan,
+            absent_owner_cache,
+            events,
+        }
+    }
+
+    /// An observed event for `obj` as the monitor of `api_version`/`kind` would route it.
+    pub fn event(&self, event_type: EventType, obj: &ObjectMeta, api_version: &str, kind: &str) -> GraphEvent {
+        GraphEvent::observed(&self.graph, event_type, obj, api_version, kind).expect("a readable object")
+    }
+
+    /// Applies one event and checks the graph invariants after it (as upstream's tests do).
+    pub fn apply(&self, event: GraphEvent) {
+        self.builder.process_graph_changes(event);
+        invariants::assert_ok(&self.graph);
+    }
+
+    /// The events workers routed (virtual deletes), without applying them.
+    pub fn take_routed(&mut self) -> Vec<GraphEvent> {
+        let mut out = Vec::new();
+        while let Some(e) = self.routed.try_recv() {
+            self.routed.applied();
+            out.push(e);
+        }
+        out
+    }
+
+    /// Applies every routed event.
+    pub fn apply_routed(&mut self) -> usize {
+        let events = self.take_routed();
+        let n = events.len();
+        for e in events {
+            self.apply(e);
+        }
+        n
+    }
+
+    /// Runs one attemptToDelete worker step on the next queued item; false if none was queued.
+    pub async fn step_delete(&self) -> bool {
+        if self.attempt_to_delete.is_empty() {
+            return false;
+        }
+        self.collector.process_attempt_to_delete_worker().await
+    }
+
+    /// Runs one attemptToOrphan worker step; false if none was queued.
+    pub async fn step_orphan(&self) -> bool {
+        if self.attempt_to_orphan.is_empty() {
+            return false;
+        }
+        self.collector.process_attempt_to_orphan_worker().await
+    }
+
+    /// The immediately queued items of attemptToDelete, taken out of the queue (and marked done).
+    pub async fn drain_delete_queue(&self) -> Vec<Handle> {
+        drain(&self.attempt_to_delete).await
+    }
+
+    /// The immediately queued items of attemptToOrphan, taken out of the queue.
+    pub async fn drain_orphan_queue(&self) -> Vec<Handle> {
+        drain(&self.attempt_to_orphan).await
+    }
+
+    /// The events the builder recorded so far.
+    pub fn recorded_events(&mut self) -> Vec<kube_gc::api::EventRecord> {
+        let mut out = Vec::new();
+        while let Ok(e) = self.events.try_recv() {
+            out.push(e);
+        }
+        out
+    }
+
+    /// The immediately queued items of attemptToDelete, in queue order, left queued in that order.
+    pub async fn peek_delete_queue(&self) -> Vec<Handle> {
+        let items = self.drain_delete_queue().await;
+        for item in &items {
+            self.attempt_to_delete.add(item.clone());
+        }
+        items
+    }
+
+    /// Advances the paused clock until every rate-limited attemptToDelete item has come due and
+    /// joined the back of the queue.
+    pub async fn release_delayed(&self) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while self.attempt_to_delete.delayed_len() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "likely stuck: delayed attemptToDelete items never came due"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// A collector over `api` (a wrapper around this rig's cluster) that shares this rig's REST
+    /// mapper, graph, queues, router and absentOwnerCache, for tests whose cluster must misbehave
+    /// on cue or be watched call by call.
+    pub async fn collector_over<C: ClusterApi>(&self, api: Arc<C>) -> Arc<Collector<C>> {
+        Arc::new(Collector {
+            api,
+            mapper: self.collector.mapper.clone(),
+            graph: self.graph.clone(),
+            router: self.router.clone(),
+            attempt_to_delete: self.attempt_to_delete.clone(),
+            attempt_to_orphan: self.attempt_to_orphan.clone(),
+            absent_owner_cache: self.absent_owner_cache.clone(),
+            partial_view: PartialView::complete(),
+            config: self.collector.config.clone(),
+        })
+    }
+}
+
+async fn drain(queue: &WorkQueue<Handle>) -> Vec<Handle> {
+    let mut out = Vec::new();
+    while !queue.is_empty() {
+        let item = queue.get().await.expect("queue not shut down");
+        queue.done(&item);
+        out.push(item);
+    }
+    out
+}
+
+impl Harness {
+    /// Like [`Harness::start_with`], but returns at once, without waiting for the monitors to
+    /// sync (for clusters with a resource that never syncs).
+    pub async fn start_unsynced(cluster: SimCluster, config: Config) -> Harness {
+        let cluster = Arc::new(cluster);
+        let gc = GarbageCollector::start(cluster.clone(), config).await;
+        Harness { cluster, gc }
+    }
+}
+
+impl<C: ClusterApi> Harness<C> {
+    /// The monitored resources, by plural name, sorted.
+    pub fn monitored(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .gc
+            .monitor_states()
+            .keys()
+            .map(|gvr| gvr.resource.clone())
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// A fault on `verb` calls about `(group, resource)` (every resource if `None`), answering
+/// `reason` with `message` until cleared.
+pub fn fault(verb: Verb, resource: Option<(&str, &str)>, reason: StatusReason, message: &str) -> Fault {
+    Fault {
+        verb,
+        resource: resource.map(|(g, r)| (g.to_string(), r.to_string())),
+        error: ApiError::status(reason, message),
+        times: None,
+    }
+}
+
+/// A user action run on the cluster at a chosen moment of the collector's work.
+pub type UserAction<C> = Box<dyn FnOnce(&C) + Send>;
+
+/// A [`ClusterApi`] between the collector and a cluster: it writes down every call it passes on,
+/// as `"<verb> <gvr> <ns>/<name>"` (upstream's unit tests assert on the exact requests the
+/// collector sends), keeps the options of every DELETE, can run a user action right before the
+/// next DELETE, and can add objects no API server would store to one resource's LIST and WATCH.
+pub struct Recorder<C> {
+    pub inner: Arc<C>,
+    log: parking_lot::Mutex<Vec<String>>,
+    deletes: parking_lot::Mutex<Vec<DeleteOptions>>,
+    before_delete: parking_lot::Mutex<Option<UserAction<C>>>,
+    injected: parking_lot::Mutex<Option<(Gvr, Vec<PartialObjectMeta>)>>,
+}
+
+impl<C> Recorder<C> {
+    pub fn new(inner: Arc<C>) -> Self {
+        Recorder {
+            inner,
+            log: parking_lot::Mutex::new(Vec::new()),
+            deletes: parking_lot::Mutex::new(Vec::new()),
+            before_delete: parking_lot::Mutex::new(None),
+            injected: parking_lot::Mutex::new(None),
+        }
+    }
+
+    /// The calls so far, in order.
+    pub fn calls(&self) -> Vec<String> {
+        self.log.lock().clone()
+    }
+
+    /// How many recorded calls equal `call`.
+    pub fn count(&self, call: &str) -> usize {
+        self.log.lock().iter().filter(|c| *c == call).count()
+    }
+
+    /// The options of every DELETE so far.
+    pub fn deletes(&self) -> Vec<DeleteOptions> {
+        self.deletes.lock().clone()
+    }
+
+    /// Runs `action` on the cluster right before the next DELETE reaches it.
+    pub fn before_next_delete(&self, action: impl FnOnce(&C) + Send + 'static) {
+        *self.before_delete.lock() = Some(Box::new(action));
+    }
+
+    /// Adds `objects` to the last page of every LIST of `gvr`, and as MODIFIED events at the start
+    /// of every WATCH.
+    pub fn inject(&self, gvr: Gvr, objects: Vec<PartialObjectMeta>) {
+        *self.injected.lock() = Some((gvr, objects));
+    }
+
+    fn injected_for(&self, gvr: &Gvr) -> Vec<PartialObjectMeta> {
+        match &*self.injected.lock() {
+            Some((target, objects)) if target == gvr => objects.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn note(&self, verb: &str, gvr: &Gvr, namespace: &str, name: &str) {
+        self.log.lock().push(format!("{verb} {gvr} {namespace}/{name}"));
+    }
+}
+
+impl<C: ClusterApi> ClusterApi for Recorder<C> {
+    async fn discover(&self) -> Result<Discovery, ApiError> {
+        self.log.lock().push("discover".into());
+        self.inner.discover().await
+    }
+
+    async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
+        self.note("get", gvr, namespace, name);
+        self.inner.get(gvr, namespace, name).await
+    }
+
+    async fn patch(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        patch_type: PatchType,
+        body: &serde_json::Value,
+    ) -> Result<PartialObjectMeta, ApiError> {
+        self.note("patch", gvr, namespace, name);
+        self.inner.patch(gvr, namespace, name, patch_type, body).await
+    }
+
+    async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
+        self.note("delete", gvr, namespace, name);
+        let action = self.before_delete.lock().take();
+        if let Some(action) = action {
+            action(&self.inner);
+        }
+        self.deletes.lock().push(options.clone());
+        self.inner.delete(gvr, namespace, name, options).await
+    }
+
+    async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
+        self.note("list", gvr, "", "");
+        let mut page = self.inner.list_page(gvr, continue_token, limit).await?;
+        if page.continue_token.is_empty() {
+            page.items.extend(self.injected_for(gvr));
+        }
+        Ok(page)
+    }
+
+    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+        use futures::StreamExt;
+        self.note("watch", gvr, "", "");
+        let stream = self.inner.watch(gvr, resource_version).await?;
+        let injected = self.injected_for(gvr).into_iter().map(|object| {
+            Ok(kube_gc::api::WatchEvent {
+                event_type: kube_gc::api::WatchEventType::Modified,
+                object,
+            })
+        });
+        Ok(futures::stream::iter(injected.collect::<Vec<_>>())
+            .chain(stream)
+            .boxed())
+    }
+
+    async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
+        self.log.lock().push("create_event".into());
+        self.inner.create_event(event).await
+    }
+}
+
+impl Rig {
+    /// A second collector sharing this rig's graph, queues, router and absentOwnerCache, whose
+    /// calls go through a [`Recorder`].
+    pub async fn recording_collector(&self) -> (Arc<Collector<Recorder<SimCluster>>>, Arc<Recorder<SimCluster>>) {
+        let recorder = Arc::new(Recorder::new(self.cluster.clone()));
+        (self.collector_over(recorder.clone()).await, recorder)
+    }
+
+    /// Creates an object as a user would; panics with the server's answer on failure.
+    pub fn create(&self, gvr: &Gvr, meta: ObjectMeta) -> PartialObjectMeta {
+        create_in(&self.cluster, gvr, meta)
+    }
+
+    /// Applies an observed event for `obj` as its monitor would route it (apiVersion and kind
+    /// from the object as the server returned it).
+    pub fn observe(&self, event_type: EventType, obj: &PartialObjectMeta) {
+        self.apply(self.event(event_type, &obj.metadata, &obj.api_version, &obj.kind));
+    }
+
+    /// The identity of `obj` as the graph names it.
+    pub fn identity(&self, obj: &PartialObjectMeta) -> Identity {
+        let m = &obj.metadata;
+        Identity {
+            type_meta: TypeMeta::new(Sym::new(&obj.api_version), Sym::new(&obj.kind)),
+            name: Name::new(&m.name),
+            uid: Uid::parse(&m.uid),
+            namespace: Sym::new(&m.namespace),
+        }
+    }
+}
