@@ -29,8 +29,9 @@ use kube_gc::api::{
     SharedRestMapper, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
 use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
-use kube_gc::collector::{AbsentOwnerCache, CollectError, Collector, CollectorConfig, PartialView};
+use kube_gc::collector::{CollectError, Collector, CollectorConfig, PartialView};
 use kube_gc::event::{EventType, GraphEvent};
+use kube_gc::graph::AbsentOwnerCache;
 use kube_gc::graph::{Graph, Handle, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::router::{PartitionReceiver, Router};

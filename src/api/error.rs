@@ -129,7 +129,47 @@ pub enum ApiError {
         /// The kind asked for.
         kind: String,
     },
+    /// No answer came from the server: the client failed to connect, to speak TLS or HTTP, or to
+    /// decode what came back. Classified, counted and retried as 503 ServiceUnavailable.
+    #[error("no answer from the API server: {source}")]
+    Transport {
+        /// What the client reported, with its own sources.
+        #[source]
+        source: TransportError,
+    },
 }
+
+/// A client failure kept whole, sources and all; cheap to clone. Two are equal when they are the
+/// same failure.
+#[derive(Clone, Debug)]
+pub struct TransportError(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl TransportError {
+    /// Keeps `error`.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        TransportError(std::sync::Arc::new(error))
+    }
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for TransportError {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for TransportError {}
 
 impl ApiError {
     /// Builds a `Status` error.
@@ -158,7 +198,7 @@ impl ApiError {
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
             ApiError::Status { retry_after, .. } => *retry_after,
-            ApiError::NoKindMatch { .. } => None,
+            ApiError::NoKindMatch { .. } | ApiError::Transport { .. } => None,
         }
     }
 
@@ -167,6 +207,7 @@ impl ApiError {
         match self {
             ApiError::Status { reason, .. } => Some(*reason),
             ApiError::NoKindMatch { .. } => None,
+            ApiError::Transport { .. } => Some(StatusReason::ServiceUnavailable),
         }
     }
 

@@ -4,8 +4,9 @@
 //! credentials and TLS. Objects travel as `PartialObjectMetadata`, which the request asks for in its
 //! `Accept` header, so the collector never downloads a spec; the objects that come back are stamped
 //! with the `apiVersion` of the request and the kind discovery reported for the resource, as the
-//! in-memory cluster stamps them. A server's `Status` failure keeps its reason; a failure to reach
-//! the server at all is [`StatusReason::ServiceUnavailable`], which callers retry.
+//! in-memory cluster stamps them. A server's `Status` failure keeps its reason; a failure to get
+//! an answer at all is [`ApiError::Transport`], which keeps kube-rs's error as its source and which
+//! callers classify and retry as [`StatusReason::ServiceUnavailable`].
 //!
 //! Discovery reads each group-version on its own, so one broken aggregated API only lands in
 //! [`Discovery::failed`] and never hides the rest.
@@ -23,7 +24,7 @@
 use super::outage::Outage;
 use super::{
     ApiError, ApiResource, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
-    PatchType, StatusReason, WatchEvent, WatchEventType, WatchStream,
+    PatchType, StatusReason, TransportError, WatchEvent, WatchEventType, WatchStream,
 };
 use futures::StreamExt;
 use http::{header, Method, Request};
@@ -173,7 +174,9 @@ fn api_error(err: ::kube::Error) -> ApiError {
                 _ => error,
             }
         }
-        other => ApiError::status(StatusReason::ServiceUnavailable, other.to_string()),
+        other => ApiError::Transport {
+            source: TransportError::new(other),
+        },
     }
 }
 

@@ -17,7 +17,7 @@ mod types;
 mod validation;
 
 pub use connect::{connect, ConnectError};
-pub use error::{ApiError, StatusReason};
+pub use error::{ApiError, StatusReason, TransportError};
 pub use kube_client::KubeApi;
 pub use mapper::{RestMapper, SharedRestMapper};
 pub use types::*;

@@ -19,8 +19,8 @@ pub mod references;
 pub use metrics::{GraphEventMetrics, GraphEventStats};
 pub use recorder::{EventRecorder, EventSink, REASON_OWNER_REF_INVALID_NAMESPACE, SOURCE_COMPONENT};
 
-use crate::collector::AbsentOwnerCache;
 use crate::event::{EventObject, EventType, GraphEvent};
+use crate::graph::AbsentOwnerCache;
 use crate::graph::{Graph, Handle, Linked, Observation, ObservedFinalizers, OwnerRef};
 use crate::queue::{RateLimiterConfig, WorkQueue};
 use crate::router::PartitionReceiver;

@@ -52,7 +52,6 @@
 //! `verify_with_get` restores upstream's call pattern exactly, and the graph then keeps no
 //! tombstones.
 
-mod absent_owner_cache;
 mod attempt_to_delete;
 mod classify;
 mod error;
@@ -61,13 +60,12 @@ pub mod partial_view;
 pub mod patch;
 mod state;
 
-pub use absent_owner_cache::{AbsentOwnerCache, DEFAULT_CAPACITY as DEFAULT_ABSENT_OWNER_CACHE_CAPACITY};
 pub use error::{CollectError, Result};
 pub use partial_view::{PartialView, Views, Waiting};
 
 use crate::api::{ApiError, ClusterApi, Gvr, PartialObjectMeta, PatchType, SharedRestMapper};
 use crate::event::GraphEvent;
-use crate::graph::{Graph, Handle, Identity, OwnerRef};
+use crate::graph::{AbsentOwnerCache, Graph, Handle, Identity, OwnerRef};
 use crate::queue::WorkQueue;
 use crate::router::Router;
 use serde_json::Value;

@@ -1,6 +1,7 @@
 //! Configuration of the garbage collector, with upstream's defaults (spec §7.8).
 
-use crate::collector::{CollectorConfig, DEFAULT_ABSENT_OWNER_CACHE_CAPACITY};
+use crate::collector::CollectorConfig;
+use crate::graph::DEFAULT_ABSENT_OWNER_CACHE_CAPACITY;
 use crate::queue::RateLimiterConfig;
 use std::time::Duration;
 

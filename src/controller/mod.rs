@@ -16,7 +16,8 @@ pub use sync::{deletable_resources, SyncError};
 
 use crate::api::{ClusterApi, SharedRestMapper};
 use crate::builder::{EventRecorder, EventSink, GraphBuilder, GraphEventMetrics};
-use crate::collector::{AbsentOwnerCache, Collector, PartialView, Waiting};
+use crate::collector::{Collector, PartialView, Waiting};
+use crate::graph::AbsentOwnerCache;
 use crate::graph::{Graph, Handle};
 use crate::queue::{self, WorkQueue};
 use crate::router::Router;

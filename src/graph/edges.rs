@@ -36,11 +36,10 @@
 //! with no node lock held, or under the lock of the node being removed, and nothing holding it
 //! waits for the lock of a node in the map, so it adds no deadlock.
 //!
-//! `loom_models.rs` model-checks this protocol on the real node and graph code (each node's lock
-//! and flags come from [`crate::sync`], each map shard is a linearizable stand-in for papaya, see
-//! `shard.rs`): every edge writer racing a replacement or a removal of the owner, and links from
-//! two partitions racing to create the same virtual owner
-//! (`RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib graph::`).
+//! `loom_models.rs` model-checks this protocol on the real node, table and graph code (the node's
+//! lock and flags and the table's slots come from [`crate::sync`]): every edge writer racing a
+//! replacement or a removal of the owner, and links from two partitions racing to create the same
+//! virtual owner (`RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib graph::`).
 
 use super::dependents::Dependents;
 use super::{Graph, Handle, Identity, Uid};

@@ -1,6 +1,6 @@
-//! Loom models of the cross-partition edge protocol of [`super::edges`]: the real [`Graph`] and
-//! node code, with the node's lock and flags on loom's primitives and each map shard on a
-//! linearizable stand-in for papaya (see [`super::shard`] for why that is a faithful model).
+//! Loom models of the cross-partition edge protocol of [`super::edges`] and of the map's lock-free
+//! table ([`super::table`]): the real [`Graph`], node and table code, with the node's lock and
+//! flags and the table's slots, counters and writer lock on loom's primitives.
 //! Each model has two or three threads, one of which plays the owner's builder (the only one that
 //! replaces or removes the owner), and is named after the scenario it checks.
 //!
@@ -14,9 +14,20 @@
 //! UID at the end, or, when it holds none, adrift and in what [`Graph::remove_node`] returned to
 //! its builder (which re-queues it), and never written to a handle after it was retired.
 
+use super::table::{self, UidTable};
 use super::{Graph, Handle, Identity, Linked, Name, Sym, TypeMeta, Uid};
 use loom::sync::Arc;
 use loom::thread;
+
+/// Runs `f` under loom. Each lookup probes the real table, whose every slot load is a point where
+/// loom may branch, so a run has more branches than loom's default allows; preemptions stay
+/// bounded (as tokio bounds its models) so that the search ends in seconds.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.preemption_bound.get_or_insert(3);
+    builder.check(f);
+}
 
 /// The owner every model links to.
 const OWNER: &str = "owner";
@@ -65,7 +76,7 @@ fn spawn_link(graph: &Arc<Graph>, dependent: &Handle, make_virtual: fn() -> Hand
 
 #[test]
 fn link_racing_remove_node_leaves_the_edge_on_a_new_virtual_owner_or_returns_it() {
-    loom::model(|| {
+    model(|| {
         let (graph, owner) = graph_with_owner();
         let dependent = observed("dependent");
         let linker = spawn_link(&graph, &dependent, virtual_owner);
@@ -97,7 +108,7 @@ fn link_racing_remove_node_leaves_the_edge_on_a_new_virtual_owner_or_returns_it(
 
 #[test]
 fn link_racing_replace_lands_on_the_clone_or_is_copied_by_it() {
-    loom::model(|| {
+    model(|| {
         let (graph, owner) = graph_with_owner();
         let dependent = observed("dependent");
         let linker = spawn_link(&graph, &dependent, no_virtual_owner);
@@ -123,7 +134,7 @@ fn link_racing_replace_lands_on_the_clone_or_is_copied_by_it() {
 
 #[test]
 fn unlink_racing_replace_leaves_no_edge_on_the_clone() {
-    loom::model(|| {
+    model(|| {
         let (graph, owner) = graph_with_owner();
         let dependent = observed("dependent");
         assert!(owner.add_dependent(dependent.clone()));
@@ -141,7 +152,7 @@ fn unlink_racing_replace_leaves_no_edge_on_the_clone() {
 
 #[test]
 fn relink_racing_replace_leaves_the_new_dependent_on_the_clone() {
-    loom::model(|| {
+    model(|| {
         let (graph, owner) = graph_with_owner();
         let old = observed("dependent");
         assert!(owner.add_dependent(old.clone()));
@@ -160,7 +171,7 @@ fn relink_racing_replace_leaves_the_new_dependent_on_the_clone() {
 
 #[test]
 fn two_links_to_an_absent_owner_create_one_virtual_owner_holding_both_edges() {
-    loom::model(|| {
+    model(|| {
         let graph = Arc::new(Graph::new());
         let (first, second) = (observed("first"), observed("second"));
         let other = spawn_link(&graph, &second, virtual_owner);
@@ -185,7 +196,7 @@ fn two_links_to_an_absent_owner_create_one_virtual_owner_holding_both_edges() {
 
 #[test]
 fn link_racing_the_owners_first_observation_leaves_the_edge_on_the_node_in_the_map() {
-    loom::model(|| {
+    model(|| {
         let graph = Arc::new(Graph::new());
         let dependent = observed("dependent");
         let linker = spawn_link(&graph, &dependent, virtual_owner);
@@ -216,7 +227,7 @@ fn link_racing_the_owners_first_observation_leaves_the_edge_on_the_node_in_the_m
 
 #[test]
 fn link_racing_replace_then_remove_node_follows_the_clone_or_creates_a_virtual_owner() {
-    loom::model(|| {
+    model(|| {
         let (graph, owner) = graph_with_owner();
         let dependent = observed("dependent");
         let linker = spawn_link(&graph, &dependent, virtual_owner);
@@ -248,7 +259,7 @@ fn link_racing_replace_then_remove_node_follows_the_clone_or_creates_a_virtual_o
 #[test]
 fn two_links_racing_remove_node_lose_no_edge_and_share_one_virtual_owner() {
     // Unbounded: about 25k interleavings, 2.4 s in release mode.
-    loom::model(|| {
+    model(|| {
         let (graph, owner) = graph_with_owner();
         let (first, second) = (observed("first"), observed("second"));
         let linkers = [&first, &second].map(|d| spawn_link(&graph, d, virtual_owner));
@@ -293,7 +304,7 @@ fn two_links_racing_remove_node_lose_no_edge_and_share_one_virtual_owner() {
 
 #[test]
 fn link_racing_remove_node_puts_the_edges_left_adrift_on_the_new_virtual_owner() {
-    loom::model(|| {
+    model(|| {
         let (graph, owner) = graph_with_owner();
         let (earlier, later) = (observed("earlier"), observed("later"));
         assert!(owner.add_dependent(earlier.clone()));
@@ -329,7 +340,7 @@ fn link_racing_remove_node_puts_the_edges_left_adrift_on_the_new_virtual_owner()
 
 #[test]
 fn unlink_racing_remove_node_leaves_the_edge_neither_adrift_nor_on_an_owner() {
-    loom::model(|| {
+    model(|| {
         let (graph, owner) = graph_with_owner();
         let dependent = observed("dependent");
         assert!(owner.add_dependent(dependent.clone()));
@@ -344,4 +355,98 @@ fn unlink_racing_remove_node_leaves_the_edge_neither_adrift_nor_on_an_owner() {
         assert!(graph.adrift_of(&owner_uid()).is_empty(), "the unlinked edge is adrift");
         assert_eq!(graph.adrift_owners(), 0);
     });
+}
+
+// The lock-free table on its own: one writer (a shard's builder holds its lock) racing a reader
+// that takes no lock. Tables start at one group of slots here, so a seventh entry resizes.
+
+/// A table holding `entries` observed nodes, shared with the threads.
+fn table_with(entries: &[&str]) -> (Arc<UidTable>, Vec<Handle>) {
+    let table = Arc::new(UidTable::default());
+    let handles: Vec<Handle> = entries.iter().map(|uid| observed(uid)).collect();
+    for handle in &handles {
+        table.insert(handle.clone());
+    }
+    (table, handles)
+}
+
+/// A lookup's answer is either nothing or a node with the UID asked for.
+fn found_is(found: Option<Handle>, uid: &str) -> Option<Handle> {
+    if let Some(node) = &found {
+        assert_eq!(
+            node.identity().uid,
+            Uid::parse(uid),
+            "a lookup returned another object's node"
+        );
+    }
+    found
+}
+
+#[test]
+fn table_reader_racing_a_resize_finds_every_entry_that_stays() {
+    model(|| {
+        let (table, handles) = table_with(&["a", "b", "c", "d", "e", "f"]);
+        let writer = thread::spawn({
+            let table = table.clone();
+            move || table.insert(observed("g"))
+        });
+        assert_eq!(found_is(table.get(&Uid::parse("a")), "a").as_ref(), Some(&handles[0]));
+        found_is(table.get(&Uid::parse("g")), "g");
+        writer.join().expect("writer");
+        assert_eq!(table.len(), 7);
+        assert!(
+            found_is(table.get(&Uid::parse("g")), "g").is_some(),
+            "the new entry is there"
+        );
+    });
+}
+
+#[test]
+fn table_reader_racing_a_removal_and_reuse_of_the_slot_never_gets_another_objects_node() {
+    // Two UIDs whose probes start at the same slot, so the second reuses the first's tombstone.
+    let (first, second) = same_start_slot();
+    model(move || {
+        let (table, handles) = table_with(&[first]);
+        let writer = thread::spawn({
+            let table = table.clone();
+            move || {
+                table.remove(&Uid::parse(first)).expect("present");
+                table.insert(observed(second));
+            }
+        });
+        let before = found_is(table.get(&Uid::parse(first)), first);
+        assert!(before.is_none() || before.as_ref() == Some(&handles[0]));
+        found_is(table.get(&Uid::parse(second)), second);
+        writer.join().expect("writer");
+        assert_eq!(table.get(&Uid::parse(first)), None);
+        assert!(table.get(&Uid::parse(second)).is_some());
+    });
+}
+
+#[test]
+fn table_reader_racing_a_replacement_gets_the_old_node_or_the_new_one() {
+    model(|| {
+        let (table, handles) = table_with(&["a"]);
+        let replacement = observed("a");
+        let writer = thread::spawn({
+            let (table, replacement) = (table.clone(), replacement.clone());
+            move || table.insert(replacement)
+        });
+        let seen = found_is(table.get(&Uid::parse("a")), "a").expect("never absent");
+        assert!(seen == handles[0] || seen == replacement);
+        writer.join().expect("writer");
+        assert_eq!(table.get(&Uid::parse("a")), Some(replacement));
+    });
+}
+
+/// Two of the names `u0`, `u1`, … whose UIDs start their probe at the same slot of the smallest
+/// table.
+fn same_start_slot() -> (&'static str, &'static str) {
+    let names: Vec<&'static str> = (0..64).map(|i| &*format!("u{i}").leak()).collect();
+    let slot = |name: &str| table::fragment(Uid::parse(name).hash64()) as usize % table::MIN_SLOTS;
+    names
+        .iter()
+        .enumerate()
+        .find_map(|(i, a)| names[i + 1..].iter().find(|b| slot(a) == slot(b)).map(|b| (*a, *b)))
+        .expect("64 names over 8 slots share one")
 }

@@ -64,6 +64,7 @@ macro_rules! string_view {
 }
 use string_view;
 
+mod absent_owner_cache;
 mod dependents;
 pub mod dump;
 mod edges;
@@ -72,9 +73,8 @@ mod intern;
 pub mod invariants;
 mod name;
 mod node;
+mod reclaim;
 mod resource_version;
-mod shard;
-#[cfg(not(all(test, kube_gc_loom)))]
 mod table;
 mod tombstones;
 mod uid;
@@ -83,6 +83,7 @@ mod uid;
 mod loom_models;
 
 use crate::sync::Mutex;
+pub use absent_owner_cache::{AbsentOwnerCache, DEFAULT_CAPACITY as DEFAULT_ABSENT_OWNER_CACHE_CAPACITY};
 use edges::Adrift;
 pub use edges::Linked;
 pub use identity::{Identity, OwnerRef};
@@ -90,7 +91,7 @@ pub use intern::{Sym, TypeMeta};
 pub use name::Name;
 pub use node::{Handle, Node, Observation, Observed, ObservedFinalizers};
 pub use resource_version::ResourceVersion;
-use shard::Shard;
+use table::UidTable;
 pub use tombstones::{Tombstones, DEFAULT_CAPACITY as DEFAULT_TOMBSTONE_CAPACITY};
 pub use uid::Uid;
 
@@ -99,10 +100,10 @@ pub use uid::Uid;
 /// different partitions never share a shard's lock.
 pub const SHARDS: usize = 64;
 
-/// The graph: a sharded concurrent `uid → handle` map whose lookups take no lock ([`shard`]),
+/// The graph: a sharded concurrent `uid → handle` map whose lookups take no lock ([`table`]),
 /// and the tombstones of deleted owners.
 pub struct Graph {
-    shards: Box<[Shard]>,
+    shards: Box<[UidTable]>,
     /// Per shard of `shards`, the edges of owners that have no node ([`edges`]).
     adrift: Box<[Mutex<Adrift>]>,
     tombstones: Tombstones,
@@ -124,7 +125,7 @@ impl Graph {
     /// verifies every owner with a GET and would never read them).
     pub fn with_tombstones(capacity: usize) -> Self {
         Graph {
-            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            shards: (0..SHARDS).map(|_| UidTable::default()).collect(),
             adrift: (0..SHARDS).map(|_| Mutex::new(Adrift::default())).collect(),
             tombstones: Tombstones::new(capacity),
         }
@@ -139,7 +140,7 @@ impl Graph {
         (uid.hash64() % SHARDS as u64) as usize
     }
 
-    fn shard(&self, uid: &Uid) -> &Shard {
+    fn shard(&self, uid: &Uid) -> &UidTable {
         &self.shards[Self::shard_index(uid)]
     }
 
@@ -181,7 +182,7 @@ impl Graph {
 
     /// Number of nodes.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(Shard::len).sum()
+        self.shards.iter().map(UidTable::len).sum()
     }
 
     /// True when the graph has no node.
@@ -191,7 +192,7 @@ impl Graph {
 
     /// A snapshot of every handle, in no order.
     pub fn handles(&self) -> Vec<Handle> {
-        self.shards.iter().flat_map(Shard::handles).collect()
+        self.shards.iter().flat_map(UidTable::handles).collect()
     }
 }
 

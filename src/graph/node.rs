@@ -194,7 +194,6 @@ impl Handle {
     }
 
     /// The node pointer, carrying this handle's strong reference (for the map's slots).
-    #[cfg(not(all(test, kube_gc_loom)))] // used by the map's table, which loom models replace
     pub(super) fn into_raw(self) -> *mut Node {
         Arc::into_raw(self.0).cast_mut()
     }
@@ -203,7 +202,6 @@ impl Handle {
     ///
     /// # Safety
     /// `p` came from `into_raw` and this reference is taken back once.
-    #[cfg(not(all(test, kube_gc_loom)))] // used by the map's table, which loom models replace
     pub(super) unsafe fn from_raw(p: *mut Node) -> Handle {
         // SAFETY: per the contract above.
         Handle(unsafe { Arc::from_raw(p) })
@@ -213,7 +211,6 @@ impl Handle {
     ///
     /// # Safety
     /// `p` came from `into_raw` and its reference has not been taken back yet.
-    #[cfg(not(all(test, kube_gc_loom)))] // used by the map's table, which loom models replace
     pub(super) unsafe fn clone_from_raw(p: *mut Node) -> Handle {
         // SAFETY: the node is alive, per the contract above.
         Handle(unsafe { triomphe::ArcBorrow::from_ptr(p) }.clone_arc())

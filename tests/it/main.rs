@@ -16,6 +16,7 @@ mod drop_in;
 mod fast_path;
 mod fault_suite;
 mod kubectl;
+mod layout;
 mod list_pages;
 mod over_http;
 mod partial_view;

@@ -17,10 +17,10 @@ use kube_gc::api::{
     PartialObjectMeta, PatchType, PropagationPolicy, RestMapper, SharedRestMapper, StatusReason, WatchStream,
 };
 use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
-use kube_gc::collector::{AbsentOwnerCache, Collector, CollectorConfig, PartialView};
+use kube_gc::collector::{Collector, CollectorConfig, PartialView};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::{invariants, Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
+use kube_gc::graph::{invariants, AbsentOwnerCache, Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::router::{PartitionReceiver, Router};
 use kube_gc::sim::{Fault, SimCluster, TypeDef};
