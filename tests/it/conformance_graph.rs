@@ -122,7 +122,13 @@ impl Id {
             Role1V1beta1 => ["rbac.authorization.k8s.io/v1beta1", "Role", "ns1", "role1", "roleuid1"],
             Role1V1 => ["rbac.authorization.k8s.io/v1", "Role", "ns1", "role1", "roleuid1"],
             Deployment1Apps => ["apps/v1", "Deployment", "ns1", "deployment1", "deploymentuid1"],
-            Deployment1Extensions => ["extensions/v1beta1", "Deployment", "ns1", "deployment1", "deploymentuid1"],
+            Deployment1Extensions => [
+                "extensions/v1beta1",
+                "Deployment",
+                "ns1",
+                "deployment1",
+                "deploymentuid1",
+            ],
             Node1WithNamespace => ["v1", "Node", "ns1", "nodename", "nodeuid1"],
             Pod1NoNamespace => ["v1", "Pod", "", "podname1", "poduid1"],
             BadSecretRef => ["v1", "Secret", "ns1", "secretname", "deploymentuid1"],
@@ -516,7 +522,7 @@ impl Scenario {
         let cluster = self.rig.cluster.clone();
         match step {
             Create(id, owners) => self.create(id, owners.iter().map(|o| wire_ref(&o.identity())).collect()),
-            CreateRefs(id, refs) => self.create(id, refs.iter().map(Ref::to_wire).collect()),
+            CreateRefs(id, refs) => self.create(id, refs.iter().copied().map(Ref::to_wire).collect()),
             Remove(id) => delete(&cluster, id, DeleteOptions::default()),
             RemoveForeground(id) => delete(
                 &cluster,
@@ -531,9 +537,11 @@ impl Scenario {
                 let refs = owners.iter().map(|o| wire_ref(&o.identity())).collect();
                 self.observe(event_type, id, &meta_of(id, refs));
             }
-            ObserveRefs(event_type, id, refs) => {
-                self.observe(event_type, id, &meta_of(id, refs.iter().map(Ref::to_wire).collect()))
-            }
+            ObserveRefs(event_type, id, refs) => self.observe(
+                event_type,
+                id,
+                &meta_of(id, refs.iter().copied().map(Ref::to_wire).collect()),
+            ),
             ObserveStored(event_type, id) => self.observe(event_type, id, &stored(&cluster, id).metadata),
             Process => {
                 self.rig.release_delayed().await;
@@ -548,7 +556,10 @@ impl Scenario {
                 }
             }
             RaceEdit(id, change) => self.race(id, move |sim| edit(sim, id, change)).await,
-            RaceDelete(id) => self.race(id, move |sim| delete(sim, id, DeleteOptions::default())).await,
+            RaceDelete(id) => {
+                self.race(id, move |sim| delete(sim, id, DeleteOptions::default()))
+                    .await
+            }
             Check(label, want) => self.check(label, &want).await,
             Calls(label, want) => self.check_calls(label, &want),
             Recount => self.calls = self.rig.cluster.api_calls(),
@@ -587,8 +598,10 @@ impl Scenario {
             }
             Edges(edges) => {
                 let uid = |id: &Id| id.identity().uid.to_string();
-                let want: BTreeMap<String, BTreeSet<String>> =
-                    edges.iter().map(|(id, deps)| (uid(id), deps.iter().map(uid).collect())).collect();
+                let want: BTreeMap<String, BTreeSet<String>> = edges
+                    .iter()
+                    .map(|(id, deps)| (uid(id), deps.iter().map(uid).collect()))
+                    .collect();
                 assert_eq!(dependents_by_uid(&self.rig.graph), want);
             }
             AbsentCount(n) => assert_eq!(self.rig.absent_owner_cache.len(), n, "absentOwnerCache size"),
@@ -669,7 +682,11 @@ impl Scenario {
             Mode::Upstream => want.gets,
             Mode::FastPath => want.fast_gets.unwrap_or(want.gets),
         };
-        assert_eq!(got, (gets, want.deletes, want.patches), "{step}: (GET, DELETE, PATCH) calls");
+        assert_eq!(
+            got,
+            (gets, want.deletes, want.patches),
+            "{step}: (GET, DELETE, PATCH) calls"
+        );
     }
 
     /// Checks one node's identity, virtual flag and owners; returns its handle.
@@ -731,7 +748,11 @@ impl Scenario {
             Mode::FastPath => &[],
         };
         let cache = &self.rig.absent_owner_cache;
-        assert_eq!(cache.len(), want.absent.len() + extra.len(), "{step}: absentOwnerCache size");
+        assert_eq!(
+            cache.len(),
+            want.absent.len() + extra.len(),
+            "{step}: absentOwnerCache size"
+        );
         for id in want.absent.iter().chain(extra) {
             assert!(cache.has(&id.identity()), "{step}: {id:?} should be cached as absent");
         }
@@ -744,9 +765,16 @@ impl Scenario {
         let mut want: Vec<Id> = want.to_vec();
         want.sort_by_key(|id| id.identity().uid.to_string());
         let ids: Vec<Identity> = got.iter().map(|d| d.identity().clone()).collect();
-        assert_eq!(ids, want.iter().map(|id| id.identity()).collect::<Vec<_>>(), "dependents");
+        assert_eq!(
+            ids,
+            want.iter().map(|id| id.identity()).collect::<Vec<_>>(),
+            "dependents"
+        );
         for (dep, id) in got.iter().zip(want) {
-            assert!(Handle::ptr_eq(dep, &self.handle(id)), "{id:?} is listed by its current handle");
+            assert!(
+                Handle::ptr_eq(dep, &self.handle(id)),
+                "{id:?} is listed by its current handle"
+            );
         }
     }
 
@@ -767,7 +795,7 @@ impl Scenario {
 }
 
 impl Ref {
-    fn to_wire(&self) -> OwnerReference {
+    fn to_wire(self) -> OwnerReference {
         OwnerReference {
             block_owner_deletion: self.block,
             controller: self.controller,
@@ -843,9 +871,11 @@ fn edit(cluster: &SimCluster, id: Id, change: Change) {
             obj.metadata.labels.insert("touched".into(), "yes".into());
         }
         AddRef(owner) => refs.push(wire_ref(&owner.identity())),
-        Change::Refs(new) => *refs = new.iter().map(Ref::to_wire).collect(),
+        Change::Refs(new) => *refs = new.iter().copied().map(Ref::to_wire).collect(),
     }
-    cluster.update(&id.gvr(), obj).unwrap_or_else(|e| panic!("edit {id:?}: {e}"));
+    cluster
+        .update(&id.gvr(), obj)
+        .unwrap_or_else(|e| panic!("edit {id:?}: {e}"));
 }
 
 /// One recorded event in the shape upstream's fake recorder prints.
@@ -1094,7 +1124,11 @@ const S32: &[Step] = &[
     Steps(OWNER_DELETED_CHILD_WITH_UNMAPPABLE_REF_KEPT),
 ];
 
-const S33_GRAPH: &[Node] = &[POD1_UNDER_EXTENSIONS, virt(Deployment1Extensions), node(Pod2Ns1, &[Deployment1Apps])];
+const S33_GRAPH: &[Node] = &[
+    POD1_UNDER_EXTENSIONS,
+    virt(Deployment1Extensions),
+    node(Pod2Ns1, &[Deployment1Apps]),
+];
 
 #[rustfmt::skip]
 const S33: &[Step] = &[
@@ -1122,8 +1156,16 @@ const S33: &[Step] = &[
     Exists(Pod1Ns1),
 ];
 
-const S34_APPS: &[Node] = &[node(Pod2Ns1, &[Deployment1Apps]), virt(Deployment1Apps), POD1_UNDER_EXTENSIONS];
-const S34_EXTENSIONS: &[Node] = &[node(Pod2Ns1, &[Deployment1Apps]), virt(Deployment1Extensions), POD1_UNDER_EXTENSIONS];
+const S34_APPS: &[Node] = &[
+    node(Pod2Ns1, &[Deployment1Apps]),
+    virt(Deployment1Apps),
+    POD1_UNDER_EXTENSIONS,
+];
+const S34_EXTENSIONS: &[Node] = &[
+    node(Pod2Ns1, &[Deployment1Apps]),
+    virt(Deployment1Extensions),
+    POD1_UNDER_EXTENSIONS,
+];
 
 #[rustfmt::skip]
 const S34: &[Step] = &[
@@ -1447,7 +1489,10 @@ const S56: &[Step] = &[
     Exists(WNew),
 ];
 
-const CONTROLLER: Ref = Ref { controller: Some(true), ..blocking(Owner) };
+const CONTROLLER: Ref = Ref {
+    controller: Some(true),
+    ..blocking(Owner)
+};
 
 #[rustfmt::skip]
 const S57: &[Step] = &[
@@ -1534,7 +1579,12 @@ const ORDERED_CLUSTER: [Coords; 5] = [
 const UNRELATED: Coords = ["v1", "Parent", "ns1", "name", "anotheruid"];
 
 /// (case, dependents with their owners, the absent owner, the alternate identity expected).
-type Case = (&'static str, &'static [(Coords, &'static [Coords])], Coords, Option<Coords>);
+type Case = (
+    &'static str,
+    &'static [(Coords, &'static [Coords])],
+    Coords,
+    Option<Coords>,
+);
 
 #[rustfmt::skip]
 const S42: &[Case] = &[
