@@ -225,7 +225,7 @@ async fn s18_dependents_race_between_the_builder_and_an_orphan_worker_stays_cons
         .map(|i| rig.create(&pods(), meta(NS, &format!("dep-{i}"), vec![ref_to(&owner)])))
         .collect();
 
-    let (builder, graph) = (rig.builder.clone(), rig.graph.clone());
+    let (builder, graph) = (rig.builders[0].clone(), rig.graph.clone());
     let churn = tokio::task::spawn_blocking(move || {
         for dep in &dependents {
             for event_type in [EventType::Add, EventType::Delete] {

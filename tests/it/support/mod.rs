@@ -333,10 +333,14 @@ impl<C: ClusterApi> Harness<C> {
 pub struct Rig {
     pub cluster: Arc<SimCluster>,
     pub graph: Arc<Graph>,
-    pub builder: GraphBuilder,
+    /// One builder per partition, by partition index. They share the graph, queues and cache, as
+    /// the controller's do; what sets them apart is which events the router hands each.
+    pub builders: Vec<GraphBuilder>,
     pub collector: Arc<Collector<SimCluster>>,
     pub router: Router,
-    pub routed: PartitionReceiver,
+    /// The partitions' receivers, by index: locked only while [`Rig::apply`] drains them, so the
+    /// rig's methods can stay `&self`.
+    receivers: parking_lot::Mutex<Vec<PartitionReceiver>>,
     pub attempt_to_delete: Arc<WorkQueue<Handle>>,
     pub attempt_to_orphan: Arc<WorkQueue<Handle>>,
     pub absent_owner_cache: Arc<AbsentOwnerCache>,
@@ -366,6 +370,26 @@ impl Rig {
         config: CollectorConfig,
         partial_view: PartialView,
     ) -> Rig {
+        Rig::build(cluster, cache_capacity, config, partial_view, 1).await
+    }
+
+    /// A rig like [`Rig::with_config`] whose router spreads events over `partitions` builders.
+    pub async fn with_partitions(
+        cluster: SimCluster,
+        cache_capacity: usize,
+        config: CollectorConfig,
+        partitions: usize,
+    ) -> Rig {
+        Rig::build(cluster, cache_capacity, config, PartialView::complete(), partitions).await
+    }
+
+    async fn build(
+        cluster: SimCluster,
+        cache_capacity: usize,
+        config: CollectorConfig,
+        partial_view: PartialView,
+        partitions: usize,
+    ) -> Rig {
         let cluster = Arc::new(cluster);
         let discovery = cluster.discover().await.expect("discovery");
         let tombstones = if config.verify_with_get {
@@ -374,7 +398,7 @@ impl Rig {
             kube_gc::graph::DEFAULT_TOMBSTONE_CAPACITY
         };
         let graph = Arc::new(Graph::with_tombstones(tombstones));
-        let (router, mut receivers) = Router::new(1);
+        let (router, receivers) = Router::new(partitions);
         let attempt_to_delete = WorkQueue::new(ATTEMPT_TO_DELETE, RateLimiterConfig::default());
         let attempt_to_orphan = WorkQueue::new(ATTEMPT_TO_ORPHAN, RateLimiterConfig::default());
         let absent_owner_cache = Arc::new(AbsentOwnerCache::new(cache_capacity));
@@ -400,10 +424,10 @@ impl Rig {
         Rig {
             cluster,
             graph,
-            builder,
+            builders: vec![builder; receivers.len()],
             collector,
             router,
-            routed: receivers.remove(0),
+            receivers: parking_lot::Mutex::new(receivers),
             attempt_to_delete,
             attempt_to_orphan,
             absent_owner_cache,
@@ -416,18 +440,31 @@ impl Rig {
         GraphEvent::observed(&self.graph, event_type, obj, api_version, kind).expect("a readable object")
     }
 
-    /// Applies one event and checks the graph invariants after it (as upstream's tests do).
+    /// Routes one event and lets every partition's builder apply what it was handed, checking
+    /// the graph invariants after each event (as upstream's tests do). Events a worker routed
+    /// and the test has not taken are applied too, before or after this one as their partition
+    /// orders them: a builder drains its partition in order.
     pub fn apply(&self, event: GraphEvent) {
-        self.builder.process_graph_changes(event);
-        invariants::assert_ok(&self.graph);
+        self.router.route(event);
+        let mut receivers = self.receivers.lock();
+        for (builder, receiver) in self.builders.iter().zip(receivers.iter_mut()) {
+            while let Some(e) = receiver.try_recv() {
+                builder.process_graph_changes(e);
+                receiver.applied();
+                invariants::assert_ok(&self.graph);
+            }
+        }
     }
 
-    /// The events workers routed (virtual deletes), without applying them.
+    /// The events workers routed (virtual deletes), without applying them, partition by
+    /// partition: the router keeps their order within a partition only.
     pub fn take_routed(&mut self) -> Vec<GraphEvent> {
         let mut out = Vec::new();
-        while let Some(e) = self.routed.try_recv() {
-            self.routed.applied();
-            out.push(e);
+        for receiver in self.receivers.get_mut().iter_mut() {
+            while let Some(e) = receiver.try_recv() {
+                receiver.applied();
+                out.push(e);
+            }
         }
         out
     }
