@@ -61,6 +61,12 @@
 //!   that is already waiting for its dependents. Nothing queues the new dependent (§3.2 queues a
 //!   new node only for suspicious references) until that owner changes again, which may be never.
 //!
+//! - [`OutOfRegion::CreatedUnderOrphanedOwner`]: an object created with a reference to an owner
+//!   the collector orphaned. Upstream judges the reference dangling and deletes the object;
+//!   kube-gc deliberately never lets an orphaned owner make anything garbage (README, "Where
+//!   kube-gc knowingly differs from upstream"), so the model, written from upstream's rules, does
+//!   not decide it.
+//!
 //! Scenarios must also start with every object already in the collector's graph before the first
 //! deletion (the model has no notion of an orphan transition seen before a dependent's creation,
 //! §12.9); the differential tests create the whole cluster first and let the collector settle.
@@ -229,6 +235,8 @@ pub enum OutOfRegion {
     StuckBecameDecidable { uid: String },
     /// An object was created with a reference to an owner waiting for its dependents.
     CreatedUnderWaitingOwner { uid: String },
+    /// An object was created with a reference to an owner the collector orphaned.
+    CreatedUnderOrphanedOwner { uid: String },
     /// The steps did not reach a fixpoint (a bug in the model).
     NoFixpoint,
 }
@@ -245,6 +253,9 @@ impl fmt::Display for OutOfRegion {
             OutOfRegion::StuckBecameDecidable { uid } => write!(f, "stuck object {uid} became decidable"),
             OutOfRegion::CreatedUnderWaitingOwner { uid } => {
                 write!(f, "{uid} was created with a ref to a waiting owner")
+            }
+            OutOfRegion::CreatedUnderOrphanedOwner { uid } => {
+                write!(f, "{uid} was created with a ref to an orphaned owner")
             }
             OutOfRegion::NoFixpoint => write!(f, "no fixpoint"),
         }
@@ -317,6 +328,8 @@ pub struct Model {
     stuck_before: BTreeSet<String>,
     /// Set by a step or an action that left the region; reported by the next settle.
     left_region: Option<OutOfRegion>,
+    /// Owners the collector orphaned (their `orphan` finalizer went).
+    orphaned: BTreeSet<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -528,7 +541,10 @@ impl Model {
             Step::OrphanDependent { owner, dependent } => {
                 self.entry(dependent).owner_references.retain(|r| r.uid != *owner);
             }
-            Step::RemoveOrphanFinalizer(uid) => self.remove_finalizer(uid, FINALIZER_ORPHAN),
+            Step::RemoveOrphanFinalizer(uid) => {
+                self.orphaned.insert(uid.clone());
+                self.remove_finalizer(uid, FINALIZER_ORPHAN)
+            }
             Step::RemoveForegroundFinalizer(uid) => self.remove_finalizer(uid, FINALIZER_FOREGROUND),
         }
     }
@@ -604,6 +620,11 @@ impl Model {
             .any(|r| self.get(&r.uid).is_some_and(Object::is_waiting));
         if under_waiting {
             self.left_region.get_or_insert(OutOfRegion::CreatedUnderWaitingOwner {
+                uid: object.uid.clone(),
+            });
+        }
+        if object.owner_references.iter().any(|r| self.orphaned.contains(&r.uid)) {
+            self.left_region.get_or_insert(OutOfRegion::CreatedUnderOrphanedOwner {
                 uid: object.uid.clone(),
             });
         }
