@@ -12,8 +12,8 @@
 use anyhow::Context;
 use kube_gc::api::layers::{self, Budget, Budgets, Fence};
 use kube_gc::api::KubeApi;
-use kube_gc::controller::leader::{LeaderElector, LeaseConfig};
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
+use kube_gc::leader::{LeaderElector, LeaseConfig};
 use kube_gc::queue::RateLimiterConfig;
 use kube_gc::server::Slot;
 use std::path::PathBuf;
@@ -105,7 +105,7 @@ pub struct RunArgs {
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    let identity = kube_gc::controller::leader::default_identity();
+    let identity = kube_gc::leader::default_identity();
     let lease = args.lease(&identity)?;
     // The identity in the User-Agent tells replicas apart in the API server's audit log.
     let agent = format!("kube-gc/{} ({identity})", env!("CARGO_PKG_VERSION"));
@@ -143,7 +143,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     eprintln!("kube-gc run: serving /healthz, /readyz, /metrics and the graph on http://{bound}");
     let shutdown = super::shutdown_signal();
     tokio::pin!(shutdown);
-    let mut elector = lease.map(|lease| LeaderElector::new(client.clone(), lease));
+    let mut elector = lease.map(|lease| LeaderElector::over_kube(client.clone(), lease));
     if let Some(elector) = &mut elector {
         eprintln!("kube-gc run: {identity} standing by for the leader lease");
         tokio::select! {
@@ -244,7 +244,7 @@ impl RunArgs {
                 burst: self.leader_elect_burst,
             },
         };
-        lease.check()?;
+        lease.check().map_err(anyhow::Error::msg)?;
         Ok(Some(lease))
     }
 }

@@ -6,7 +6,6 @@
 //! worker lock). Shutdown stops the monitors, then the queues, then waits for every task.
 
 mod config;
-pub mod leader;
 mod metrics;
 mod sync;
 

@@ -282,7 +282,7 @@ async fn endpoints_should_serve_the_graph_explanations_metrics_and_readiness() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_at_a_time_should_hold_the_leader_lease() {
-    use kube_gc::controller::leader::{LeaderElector, LeaseConfig};
+    use kube_gc::leader::{LeaderElector, LeaseConfig};
     let cluster = Arc::new(SimCluster::new());
     let (client, server) = serve(&cluster).await;
     let elector = |identity: &str| {
@@ -296,7 +296,7 @@ async fn one_replica_at_a_time_should_hold_the_leader_lease() {
             budget: kube_gc::api::layers::Budget::CONTROLLER_MANAGER,
         };
         lease.check().expect("valid timing");
-        LeaderElector::new(client.clone(), lease)
+        LeaderElector::over_kube(client.clone(), lease)
     };
     let holder = || {
         let leases = Gvr::new("coordination.k8s.io", "v1", "leases");
@@ -351,7 +351,7 @@ async fn one_replica_at_a_time_should_hold_the_leader_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_client_should_send_no_writes_once_its_tenure_has_ended() {
     use kube_gc::api::ClusterApi;
-    use kube_gc::controller::leader::Tenure;
+    use kube_gc::leader::Tenure;
     let cluster = Arc::new(SimCluster::new());
     let (client, server) = serve(&cluster).await;
     let tenure = Tenure::new();

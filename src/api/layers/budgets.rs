@@ -5,7 +5,7 @@
 //! the workers' reads and writes each have a bucket, as kube-controller-manager gives its
 //! collector separate clients: a backlog of worker requests waiting for tokens never delays the
 //! discovery that notices a new CRD, nor the list that builds its monitor. (Leader election has a
-//! bucket of its own in [`crate::controller::leader`].)
+//! bucket of its own in [`crate::leader`].)
 //!
 //! A [`Throttle`] is client-go's token bucket ([`crate::rate::TokenBucket`]) with a wait: a token
 //! is reserved before the wait, so callers are served in the order they asked and the long-run

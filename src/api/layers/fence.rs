@@ -2,7 +2,7 @@
 //!
 //! Invariant: a PATCH, DELETE or Event create passes only if the fence's check holds when the
 //! request is about to be sent (after the budget's wait, which can be long); reads always pass.
-//! `kube-gc run --leader-elect` checks the leader's tenure ([`crate::controller::leader`]), so a
+//! `kube-gc run --leader-elect` checks the leader's tenure ([`crate::leader`]), so a
 //! replica that lost the lease, or froze long enough for another to take it, never writes in its
 //! stead. The check is a closure, so the API layer knows nothing of leader election.
 

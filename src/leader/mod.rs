@@ -20,12 +20,19 @@
 //!   Writes check the tenure just before they are sent ([`crate::api::layers::Fence`]).
 //! - The lease's requests take tokens of a budget of their own (`LeaseConfig::budget`), so a
 //!   renewal never waits behind the collector's requests.
+//!
+//! The elector is written over a [`LeaseStore`] (three requests: get, create, replace), so the
+//! API client knows nothing of leases or tenures: the client's write fence
+//! ([`crate::api::layers::Fence`]) is handed `Tenure::is_current` as a closure.
+
+mod store;
+
+pub use store::{KubeLeases, LeaseError, LeaseStore};
 
 use crate::api::layers::{Budget, Throttle};
-use anyhow::Context;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::ObjectMeta;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,20 +59,17 @@ pub struct LeaseConfig {
 
 impl LeaseConfig {
     /// Checks the timing rules client-go enforces: the lease outlasts the renew deadline, which
-    /// outlasts a retry.
-    pub fn check(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            self.lease_duration > self.renew_deadline,
-            "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline"
-        );
-        anyhow::ensure!(
-            self.renew_deadline > self.retry_period.mul_f64(1.2),
-            "--leader-elect-renew-deadline must be greater than 1.2 × --leader-elect-retry-period"
-        );
-        anyhow::ensure!(
-            !self.retry_period.is_zero(),
-            "--leader-elect-retry-period must be positive"
-        );
+    /// outlasts a retry. The error names the flags to fix.
+    pub fn check(&self) -> Result<(), &'static str> {
+        if self.lease_duration <= self.renew_deadline {
+            return Err("--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline");
+        }
+        if self.renew_deadline <= self.retry_period.mul_f64(1.2) {
+            return Err("--leader-elect-renew-deadline must be greater than 1.2 × --leader-elect-retry-period");
+        }
+        if self.retry_period.is_zero() {
+            return Err("--leader-elect-retry-period must be positive");
+        }
         Ok(())
     }
 }
@@ -115,9 +119,9 @@ impl Default for Tenure {
     }
 }
 
-/// One replica's side of the election.
-pub struct LeaderElector {
-    leases: Api<Lease>,
+/// One replica's side of the election, over the Lease in `S`.
+pub struct LeaderElector<S = KubeLeases> {
+    store: S,
     /// The lease requests' own budget.
     throttle: Throttle,
     config: LeaseConfig,
@@ -127,10 +131,18 @@ pub struct LeaderElector {
 }
 
 impl LeaderElector {
-    /// An elector for the lease `config` names, through `client`.
-    pub fn new(client: kube::Client, config: LeaseConfig) -> Self {
+    /// An elector for the Lease `config` names in `client`'s cluster.
+    pub fn over_kube(client: kube::Client, config: LeaseConfig) -> Self {
+        let store = KubeLeases::new(client, &config.namespace, &config.name);
+        LeaderElector::new(store, config)
+    }
+}
+
+impl<S: LeaseStore> LeaderElector<S> {
+    /// An elector for the Lease in `store`, timed and budgeted by `config`.
+    pub fn new(store: S, config: LeaseConfig) -> Self {
         LeaderElector {
-            leases: Api::namespaced(client, &config.namespace),
+            store,
             throttle: Throttle::new(config.budget.qps, config.budget.burst),
             config,
             observed: None,
@@ -150,7 +162,7 @@ impl LeaderElector {
             match self.try_acquire_or_renew().await {
                 Ok(true) => return,
                 Ok(false) => {}
-                Err(e) => tracing::warn!(error = %format!("{e:#}"), "could not read or write the lease"),
+                Err(e) => tracing::warn!(error = %chain(&e), "could not read or write the lease"),
             }
             tokio::time::sleep(self.config.retry_period).await;
         }
@@ -166,7 +178,7 @@ impl LeaderElector {
                 match self.try_acquire_or_renew().await {
                     Ok(true) => break,
                     Ok(false) => return self.tenure.end(),
-                    Err(e) => tracing::warn!(error = %format!("{e:#}"), "could not renew the lease"),
+                    Err(e) => tracing::warn!(error = %chain(&e), "could not renew the lease"),
                 }
                 if Instant::now() + self.config.retry_period >= deadline {
                     return self.tenure.end();
@@ -178,7 +190,7 @@ impl LeaderElector {
 
     /// Gives the lease up at shutdown, so a standby takes over without waiting for it to expire:
     /// the holder is cleared and the duration cut to one second, as client-go's release does.
-    pub async fn release(&mut self) -> anyhow::Result<()> {
+    pub async fn release(&mut self) -> Result<(), LeaseError> {
         self.tenure.end();
         let Some(mut lease) = self.read().await? else {
             return Ok(());
@@ -191,24 +203,18 @@ impl LeaderElector {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(now());
         self.throttle.acquire().await;
-        self.leases
-            .replace(&self.config.name, &PostParams::default(), &lease)
-            .await
-            .context("releasing the lease")?;
-        Ok(())
+        // A lost race means another replica already wrote over this one's record.
+        self.store.replace(&lease).await.map(drop)
     }
 
-    async fn read(&self) -> anyhow::Result<Option<Lease>> {
+    async fn read(&self) -> Result<Option<Lease>, LeaseError> {
         self.throttle.acquire().await;
-        self.leases
-            .get_opt(&self.config.name)
-            .await
-            .context("reading the lease")
+        self.store.get().await
     }
 
     /// One round: true when this replica holds the lease after it, and then its tenure runs
     /// until `renew_deadline` after the round began.
-    async fn try_acquire_or_renew(&mut self) -> anyhow::Result<bool> {
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, LeaseError> {
         let began = Instant::now();
         let held = self.write_holder().await?;
         if held {
@@ -219,7 +225,7 @@ impl LeaderElector {
 
     /// Reads the lease and writes this replica as its holder if it is free, expired or already
     /// this replica's; true when the write succeeded.
-    async fn write_holder(&mut self) -> anyhow::Result<bool> {
+    async fn write_holder(&mut self) -> Result<bool, LeaseError> {
         let Some(mut lease) = self.read().await? else {
             return self.create().await;
         };
@@ -247,18 +253,10 @@ impl LeaderElector {
         spec.lease_duration_seconds = Some(self.lease_seconds());
         spec.renew_time = Some(now());
         self.throttle.acquire().await;
-        match self
-            .leases
-            .replace(&self.config.name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
-            Err(e) => Err(e).context("writing the lease"),
-        }
+        self.store.replace(&lease).await
     }
 
-    async fn create(&mut self) -> anyhow::Result<bool> {
+    async fn create(&mut self) -> Result<bool, LeaseError> {
         let lease = Lease {
             metadata: ObjectMeta {
                 name: Some(self.config.name.clone()),
@@ -275,16 +273,23 @@ impl LeaderElector {
             }),
         };
         self.throttle.acquire().await;
-        match self.leases.create(&PostParams::default(), &lease).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
-            Err(e) => Err(e).context("creating the lease"),
-        }
+        self.store.create(&lease).await
     }
 
     fn lease_seconds(&self) -> i32 {
         i32::try_from(self.config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX)
     }
+}
+
+/// `error` and its sources on one line, for the log.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        line = format!("{line}: {e}");
+        source = e.source();
+    }
+    line
 }
 
 fn now() -> MicroTime {
@@ -306,6 +311,127 @@ pub fn default_identity() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parking_lot::Mutex;
+
+    /// A Lease in memory with the API server's write rules: create fails on an existing Lease,
+    /// replace on a stale resourceVersion. Each request yields first, so that two electors
+    /// polled together interleave their reads and writes as two replicas would.
+    #[derive(Clone, Default)]
+    struct MemoryLeases(Arc<Mutex<Option<Lease>>>);
+
+    impl MemoryLeases {
+        fn holder(&self) -> Option<String> {
+            self.0.lock().as_ref()?.spec.as_ref()?.holder_identity.clone()
+        }
+
+        fn store(slot: &mut Option<Lease>, lease: &Lease, version: u64) {
+            let mut stored = lease.clone();
+            stored.metadata.resource_version = Some(version.to_string());
+            *slot = Some(stored);
+        }
+    }
+
+    impl LeaseStore for MemoryLeases {
+        async fn get(&self) -> Result<Option<Lease>, LeaseError> {
+            tokio::task::yield_now().await;
+            Ok(self.0.lock().clone())
+        }
+
+        async fn create(&self, lease: &Lease) -> Result<bool, LeaseError> {
+            tokio::task::yield_now().await;
+            let mut slot = self.0.lock();
+            if slot.is_some() {
+                return Ok(false);
+            }
+            MemoryLeases::store(&mut slot, lease, 1);
+            Ok(true)
+        }
+
+        async fn replace(&self, lease: &Lease) -> Result<bool, LeaseError> {
+            tokio::task::yield_now().await;
+            let mut slot = self.0.lock();
+            let current = slot.as_ref().and_then(|l| l.metadata.resource_version.clone());
+            if current.is_none() || current != lease.metadata.resource_version {
+                return Ok(false);
+            }
+            let version: u64 = current.and_then(|v| v.parse().ok()).unwrap_or(0);
+            MemoryLeases::store(&mut slot, lease, version + 1);
+            Ok(true)
+        }
+    }
+
+    fn elector(store: &MemoryLeases, identity: &str) -> LeaderElector<MemoryLeases> {
+        let config = LeaseConfig {
+            namespace: "kube-system".into(),
+            name: "kube-gc".into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            budget: Budget::UNLIMITED,
+        };
+        config.check().expect("upstream's default timing");
+        LeaderElector::new(store.clone(), config)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn of_two_replicas_racing_for_a_free_lease_exactly_one_should_win() {
+        let store = MemoryLeases::default();
+        let (mut a, mut b) = (elector(&store, "a"), elector(&store, "b"));
+        let (won_a, won_b) = tokio::join!(a.try_acquire_or_renew(), b.try_acquire_or_renew());
+        let (won_a, won_b) = (won_a.expect("a's round"), won_b.expect("b's round"));
+        assert!(won_a ^ won_b, "exactly one wins: a {won_a}, b {won_b}");
+        let winner = if won_a { "a" } else { "b" };
+        assert_eq!(store.holder().as_deref(), Some(winner));
+        assert_eq!((a.tenure().is_current(), b.tenure().is_current()), (won_a, won_b));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_standby_should_lead_only_once_the_silent_holders_lease_has_run_out_on_its_own_clock() {
+        let store = MemoryLeases::default();
+        let mut first = elector(&store, "first");
+        first.acquire().await;
+        let first_tenure = first.tenure();
+        // The holder falls silent without releasing (frozen, or cut off).
+        drop(first);
+        let mut second = elector(&store, "second");
+        let start = Instant::now();
+        second.acquire().await;
+        assert!(
+            start.elapsed() >= Duration::from_secs(15),
+            "the standby waited out a whole lease duration after it first saw the record: {:?}",
+            start.elapsed()
+        );
+        assert!(!first_tenure.is_current(), "the silent holder's tenure ended before");
+        assert_eq!(store.holder().as_deref(), Some("second"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_holder_that_keeps_renewing_should_never_be_displaced_and_a_release_hands_over_at_once() {
+        let store = MemoryLeases::default();
+        let mut first = elector(&store, "first");
+        first.acquire().await;
+        let renewing = tokio::spawn(async move {
+            tokio::select! {
+                () = first.hold() => panic!("the holder lost a lease it kept renewing"),
+                () = tokio::time::sleep(Duration::from_secs(60)) => first,
+            }
+        });
+        let mut second = elector(&store, "second");
+        let standby = tokio::time::timeout(Duration::from_secs(59), second.acquire()).await;
+        assert!(standby.is_err(), "the standby never leads while the holder renews");
+        let mut first = renewing.await.expect("the holder kept renewing");
+        assert!(first.tenure().is_current());
+        first.release().await.expect("release");
+        assert!(!first.tenure().is_current(), "a release ends the tenure");
+        let start = Instant::now();
+        second.acquire().await;
+        assert!(
+            start.elapsed() <= Duration::from_secs(2),
+            "took over within a retry period"
+        );
+        assert_eq!(store.holder().as_deref(), Some("second"));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn tenure_should_last_until_its_deadline_and_end_on_demand() {
