@@ -12,19 +12,22 @@ pub const SOURCE_COMPONENT: &str = "garbage-collector-controller";
 /// The only reason the garbage collector emits.
 pub const REASON_OWNER_REF_INVALID_NAMESPACE: &str = "OwnerRefInvalidNamespace";
 
+/// Events waiting for the sink at most; more are dropped (client-go's broadcaster queues 1000).
+pub const EVENT_QUEUE: usize = 1000;
+
 /// Queues events for the sink. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct EventRecorder {
-    tx: mpsc::UnboundedSender<EventRecord>,
+    tx: mpsc::Sender<EventRecord>,
 }
 
 /// The sink's end of the recorder.
-pub type EventSink = mpsc::UnboundedReceiver<EventRecord>;
+pub type EventSink = mpsc::Receiver<EventRecord>;
 
 impl EventRecorder {
     /// A recorder and the receiver its events arrive on.
     pub fn new() -> (EventRecorder, EventSink) {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
         (EventRecorder { tx }, rx)
     }
 
@@ -48,7 +51,9 @@ impl EventRecorder {
             source_component: SOURCE_COMPONENT.into(),
         };
         tracing::info!(target: "kube_gc::events", object = %dependent, reason = %event.reason, message = %event.message);
-        // A closed sink means the controller is shutting down; the event is moot.
-        let _ = self.tx.send(event);
+        // A full queue drops the event, as client-go's broadcaster does, so a slow or failing
+        // event API never holds memory or a builder; a closed one means the controller is
+        // shutting down. The log line above keeps the event either way.
+        let _ = self.tx.try_send(event);
     }
 }

@@ -201,6 +201,7 @@ impl<C: ClusterApi> Watcher<C> {
             self.backoff.reset();
             self.failures.recovered(&self.gvr);
             let resource_version = resource_version.get_or_insert(page.resource_version).clone();
+            self.router.room().await;
             self.route_page(page.items, &mut unseen);
             if page.continue_token.is_empty() {
                 self.route_vanished(unseen);
@@ -282,6 +283,7 @@ impl<C: ClusterApi> Watcher<C> {
                 rv.clone_from(&meta.resource_version);
             }
             if let Some(event_type) = EventType::of_watch(event.event_type) {
+                self.router.room().await;
                 self.route(event_type, meta);
             }
         }

@@ -14,6 +14,16 @@
 //! flight ([`Router::in_flight`], which tells callers when the builders are quiet) and the
 //! builders' metrics ([`crate::builder::metrics`]).
 //!
+//! # Room
+//!
+//! The partitions' channels have no bound of their own, because two kinds of sender share them:
+//! monitors, and collector workers routing virtual deletes. A worker must never wait on a
+//! builder: a builder fills the workers' queues, so a full channel could close a cycle. Monitors
+//! may wait, and do ([`Router::room`]): before they route a list page or a watch event, they wait
+//! while [`MAX_IN_FLIGHT`] events are in flight. So the channels hold at most that many events
+//! plus one page or event per monitor plus the workers' virtual deletes, which are bounded by
+//! the work queues' items; builders never wait on anything, so the wait always ends.
+//!
 //! Invariant: an event is counted as routed before it is sent, and as applied only after its
 //! builder applied it (a Release store, read with Acquire). [`Router::in_flight`] reads every
 //! applied count before any routed count, so it never reports fewer events in flight than there
@@ -32,6 +42,10 @@ pub fn partition(uid: &Uid, partitions: usize) -> usize {
     (uid.hash64() % partitions.max(1) as u64) as usize
 }
 
+/// Events in flight above which monitors wait for the builders ([`Router::room`]): about a
+/// hundred megabytes of decoded objects, and seconds of the builders' work.
+pub const MAX_IN_FLIGHT: u64 = 1 << 18;
+
 /// The two counts of every partition, by index.
 struct Counts {
     routed: Box<[CachePadded<AtomicU64>]>,
@@ -43,6 +57,8 @@ struct Counts {
 pub struct Router {
     partitions: Arc<[mpsc::UnboundedSender<GraphEvent>]>,
     counts: Arc<Counts>,
+    /// Events in flight above which [`Router::room`] waits.
+    room: u64,
 }
 
 /// The receiving end of one partition, drained by its builder, which reports each event it has
@@ -59,6 +75,11 @@ pub struct PartitionReceiver {
 impl Router {
     /// A router over `partitions` FIFOs (at least one), with the receiver of each.
     pub fn new(partitions: usize) -> (Router, Vec<PartitionReceiver>) {
+        Router::with_room(partitions, MAX_IN_FLIGHT)
+    }
+
+    /// [`Router::new`], with monitors waiting while `room` events are in flight.
+    pub fn with_room(partitions: usize, room: u64) -> (Router, Vec<PartitionReceiver>) {
         let partitions = partitions.max(1);
         let zeros = || (0..partitions).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
         let counts = Arc::new(Counts {
@@ -80,6 +101,7 @@ impl Router {
         let router = Router {
             partitions: senders.into(),
             counts,
+            room: room.max(1),
         };
         (router, receivers)
     }
@@ -135,6 +157,14 @@ impl Router {
             if tokio::time::Instant::now() >= deadline {
                 return false;
             }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+
+    /// Waits while the builders are `room` events behind; see the [module docs](self). Only
+    /// monitors call it; it polls, because it waits only when the builders are overrun.
+    pub async fn room(&self) {
+        while self.in_flight() >= self.room {
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
     }
@@ -244,6 +274,30 @@ mod tests {
         assert!(
             waiter.await.expect("the barrier task"),
             "every earlier event was applied"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn room_should_hold_monitors_while_the_builders_are_behind_and_never_workers() {
+        let graph = Graph::new();
+        let (router, mut receivers) = Router::with_room(1, 4);
+        for i in 0..4 {
+            router.route(event(&graph, i));
+        }
+        let wait = std::time::Duration::from_secs(1);
+        assert!(
+            tokio::time::timeout(wait, router.room()).await.is_err(),
+            "4 in flight: no room"
+        );
+        router.route(event(&graph, 4)); // a worker's virtual delete never waits
+        assert_eq!(router.in_flight(), 5);
+        for _ in 0..2 {
+            receivers[0].try_recv().expect("routed");
+            receivers[0].applied();
+        }
+        assert!(
+            tokio::time::timeout(wait, router.room()).await.is_ok(),
+            "3 in flight: room"
         );
     }
 }

@@ -13,8 +13,8 @@
 //!
 //! - One [`parking_lot::Mutex`] guards the whole state. Each operation takes it once and does all
 //!   its work under it, so operations are linearizable. It is never held across an `.await`, and no
-//!   caller code runs under it: watch events reach their streams through unbounded channels that are
-//!   filled under the lock and drained outside it.
+//!   caller code runs under it: watch events reach their streams through bounded channels that are
+//!   filled under the lock without waiting (a full one closes its watch) and drained outside it.
 //! - Objects are stored once per type (group + resource) and keyed by namespace and name. Reading
 //!   or watching through any served version of a type stamps the object with that version's
 //!   `apiVersion` and the type's `kind`.

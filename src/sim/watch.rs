@@ -2,9 +2,12 @@
 //! resourceVersion exactly once, in resourceVersion order, whether replayed or live.
 //!
 //! The store publishes each change while it holds the state lock: the change is appended to the
-//! type's bounded history and pushed into every subscriber's unbounded channel. Subscribing happens
-//! under the same lock, cutting the replay from the history and registering the channel in one
-//! step, so the seam between replay and live delivery can neither drop nor repeat a change.
+//! type's bounded history and pushed into every subscriber's channel. A channel holds as many
+//! changes as the history; a subscriber that falls further behind is closed, its stream ending
+//! without a gap once drained (see [`WatchHub::publish`]), so memory stays bounded by the
+//! watchers times the history. Subscribing happens under the same lock, cutting the replay from
+//! the history and registering the channel in one step, so the seam between replay and live
+//! delivery can neither drop nor repeat a change.
 //! Streams never take the lock; they drain their channel and obey the type's [`StreamControls`]:
 //! a delay before each event, and a blackout that loses events and then ends the stream with
 //! 410 Gone. Dropping the hub (the type was unregistered) drops every sender, which ends
@@ -64,7 +67,7 @@ pub(super) struct WatchHub {
     /// kept), or 0. A watch from an older resourceVersion would miss one, so it gets 410 Gone.
     forgotten_through: u64,
     /// Live subscribers; a closed one is dropped at the next publish.
-    subscribers: Vec<mpsc::UnboundedSender<Change>>,
+    subscribers: Vec<mpsc::Sender<Change>>,
     /// Shared with every stream of the type, so a change applies to streams already open.
     controls: Arc<StreamControls>,
 }
@@ -107,7 +110,10 @@ impl WatchHub {
     /// Records `change` and sends it to every live subscriber. Must be called in resourceVersion
     /// order, which the state lock guarantees.
     pub(super) fn publish(&mut self, change: Change) {
-        self.subscribers.retain(|tx| tx.send(change.clone()).is_ok());
+        // A watcher whose backlog reached the history's length is closed, as the API server
+        // closes a watcher too slow for its buffer: its stream ends once drained, and the client
+        // watches again from the last event it got, which the history still holds.
+        self.subscribers.retain(|tx| tx.try_send(change.clone()).is_ok());
         self.history.push_back(change);
         while self.history.len() > self.limit {
             if let Some(evicted) = self.history.pop_front() {
@@ -140,7 +146,7 @@ impl WatchHub {
                 self.history.range(start..).cloned().collect()
             }
         };
-        let (tx, live) = mpsc::unbounded_channel();
+        let (tx, live) = mpsc::channel(self.limit.max(1));
         self.subscribers.push(tx);
         initial.extend(replay);
         Ok(Subscription {
@@ -177,7 +183,7 @@ fn parse_start(resource_version: &str) -> Result<Option<u64>, ApiError> {
 /// A registered watcher: what to replay, then the live channel.
 pub(super) struct Subscription {
     replay: Vec<Change>,
-    live: mpsc::UnboundedReceiver<Change>,
+    live: mpsc::Receiver<Change>,
     controls: Arc<StreamControls>,
 }
 
