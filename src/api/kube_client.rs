@@ -24,7 +24,7 @@
 use super::outage::Outage;
 use super::{
     ApiError, ApiResource, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
-    PatchType, StatusReason, TransportError, WatchEvent, WatchEventType, WatchStream,
+    Patch, StatusReason, TransportError, WatchEvent, WatchEventType, WatchStream,
 };
 use futures::StreamExt;
 use http::{header, Method, Request};
@@ -242,10 +242,9 @@ impl ClusterApi for KubeApi {
         gvr: &Gvr,
         namespace: &str,
         name: &str,
-        patch_type: PatchType,
-        body: &serde_json::Value,
+        patch: &Patch,
     ) -> Result<PartialObjectMeta, ApiError> {
-        let body = Some((patch_type.content_type(), body.to_string().into_bytes()));
+        let body = Some((patch.patch_type.content_type(), patch.body.to_string().into_bytes()));
         let req = request(Method::PATCH, &path(gvr, namespace, Some(name)), ACCEPT_METADATA, body)?;
         Ok(self.stamp(gvr, self.send(req).await?))
     }

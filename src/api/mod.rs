@@ -64,14 +64,13 @@ pub trait ClusterApi: Send + Sync + 'static {
         name: &str,
     ) -> impl Future<Output = Result<PartialObjectMeta, ApiError>> + Send;
 
-    /// PATCH an object with `body` of type `patch_type`; returns the object after the patch.
+    /// PATCH an object; returns the object after the patch.
     fn patch(
         &self,
         gvr: &Gvr,
         namespace: &str,
         name: &str,
-        patch_type: PatchType,
-        body: &serde_json::Value,
+        patch: &Patch,
     ) -> impl Future<Output = Result<PartialObjectMeta, ApiError>> + Send;
 
     /// DELETE an object.

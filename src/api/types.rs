@@ -266,6 +266,22 @@ impl PatchType {
     }
 }
 
+/// A PATCH: its content type and its body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Patch {
+    /// How the server reads `body`.
+    pub patch_type: PatchType,
+    /// The patch itself.
+    pub body: serde_json::Value,
+}
+
+impl Patch {
+    /// A patch of `patch_type` with `body`.
+    pub fn new(patch_type: PatchType, body: serde_json::Value) -> Patch {
+        Patch { patch_type, body }
+    }
+}
+
 /// The kind of a watch event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]

@@ -105,7 +105,7 @@ impl<C: ClusterApi> Collector<C> {
                 let owners = item.owners();
                 let smp = unblock_owner_refs_smp(&identity.uid, &owners);
                 let merge = |current: &ItemState| unblock_owner_refs_merge(&current.resource_version, &owners);
-                self.patch_with_fallback(identity, &smp, || state.if_observed(), merge)
+                self.patch_with_fallback(identity, smp, || state.if_observed(), merge)
                     .await?;
             }
             return self
@@ -127,7 +127,7 @@ impl<C: ClusterApi> Collector<C> {
     ) -> Result<PartialObjectMeta> {
         let smp = delete_owner_refs_smp(&identity.uid, uids);
         let merge = |current: &ItemState| delete_owner_refs_merge(&current.resource_version, &current.owners, uids);
-        self.patch_with_fallback(identity, &smp, || state.if_observed(), merge)
+        self.patch_with_fallback(identity, smp, || state.if_observed(), merge)
             .await
     }
 
@@ -228,7 +228,7 @@ impl<C: ClusterApi> Collector<C> {
     ) -> Result<()> {
         if let Some(state) = known.filter(|s| s.observed && s.has_only_finalizer(finalizer)) {
             let body = super::patch::remove_finalizer_merge(&state.resource_version, &[]);
-            match self.patch_object(identity, PatchType::Merge, &body).await {
+            match self.patch_object(identity, PatchType::Merge, body).await {
                 Err(e) if e.is_conflict() => {} // changed since observed: the loop reads it live
                 Err(e) if e.is_not_found() => return Ok(()),
                 other => return other.map(drop),
@@ -248,7 +248,7 @@ impl<C: ClusterApi> Collector<C> {
             }
             let remaining: Vec<String> = meta.finalizers.iter().filter(|f| *f != finalizer).cloned().collect();
             let body = super::patch::remove_finalizer_merge(&meta.resource_version, &remaining);
-            match self.patch_object(identity, PatchType::Merge, &body).await {
+            match self.patch_object(identity, PatchType::Merge, body).await {
                 Err(e) if e.is_conflict() => continue,
                 other => return other.map(drop),
             }

@@ -63,7 +63,7 @@ mod state;
 pub use error::{CollectError, Result};
 pub use partial_view::{PartialView, Views, Waiting};
 
-use crate::api::{ApiError, ClusterApi, Gvr, PartialObjectMeta, PatchType, SharedRestMapper};
+use crate::api::{ApiError, ClusterApi, Gvr, PartialObjectMeta, Patch, PatchType, SharedRestMapper};
 use crate::event::GraphEvent;
 use crate::graph::{AbsentOwnerCache, Graph, Handle, Identity, OwnerRef};
 use crate::queue::WorkQueue;
@@ -283,15 +283,10 @@ impl<C: ClusterApi> Collector<C> {
     }
 
     /// upstream's `patchObject`.
-    async fn patch_object(
-        &self,
-        identity: &Identity,
-        patch_type: PatchType,
-        body: &Value,
-    ) -> Result<PartialObjectMeta> {
+    async fn patch_object(&self, identity: &Identity, patch_type: PatchType, body: Value) -> Result<PartialObjectMeta> {
         let (gvr, namespace, _) = self.locate(identity)?;
         self.api
-            .patch(&gvr, &namespace, &identity.name, patch_type, body)
+            .patch(&gvr, &namespace, &identity.name, &Patch::new(patch_type, body))
             .await
             .map_err(|e| api_error("patch", identity, e))
     }
@@ -313,20 +308,20 @@ impl<C: ClusterApi> Collector<C> {
     async fn patch_with_fallback(
         &self,
         identity: &Identity,
-        smp: &Value,
+        smp: Value,
         observed: impl FnOnce() -> Option<ItemState>,
         merge: impl Fn(&ItemState) -> Value,
     ) -> Result<PartialObjectMeta> {
         match self.patch_object(identity, PatchType::StrategicMerge, smp).await {
             Err(e) if e.api_error().is_some_and(ApiError::is_unsupported_media_type) => {
                 if let Some(state) = observed() {
-                    match self.patch_object(identity, PatchType::Merge, &merge(&state)).await {
+                    match self.patch_object(identity, PatchType::Merge, merge(&state)).await {
                         Err(e) if e.is_conflict() => {} // changed since observed: read it live
                         other => return other,
                     }
                 }
                 let current = ItemState::live(&self.graph, &self.get_object(identity).await?);
-                self.patch_object(identity, PatchType::Merge, &merge(&current)).await
+                self.patch_object(identity, PatchType::Merge, merge(&current)).await
             }
             other => other,
         }

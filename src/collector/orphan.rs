@@ -74,7 +74,7 @@ impl<C: ClusterApi> Collector<C> {
         let merge =
             |current: &ItemState| delete_owner_refs_merge(&current.resource_version, &current.owners, owner_uid);
         match self
-            .patch_with_fallback(id, &smp, || self.observed_state(&dep), merge)
+            .patch_with_fallback(id, smp, || self.observed_state(&dep), merge)
             .await
         {
             // a ref that is not there is not an error, and neither is a dependent that is gone

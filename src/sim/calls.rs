@@ -12,8 +12,8 @@ use super::store::present;
 use super::SimCluster;
 use crate::api::layers::{Count, Layer, Verb};
 use crate::api::{
-    ApiError, CallCount, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
-    PatchType, WatchStream,
+    ApiError, CallCount, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, Patch,
+    WatchStream,
 };
 
 /// How many [`ClusterApi`] calls were made, by verb. User actions are not counted.
@@ -86,11 +86,10 @@ impl ClusterApi for SimCluster {
         gvr: &Gvr,
         namespace: &str,
         name: &str,
-        patch_type: PatchType,
-        body: &serde_json::Value,
+        patch: &Patch,
     ) -> Result<PartialObjectMeta, ApiError> {
         self.counted(Verb::Patch, Some(gvr), || {
-            self.patch_object(gvr, namespace, name, patch_type, body)
+            self.patch_object(gvr, namespace, name, patch.patch_type, &patch.body)
         })
     }
 

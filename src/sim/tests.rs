@@ -4,7 +4,7 @@ use super::{Fault, SimCluster, TypeDef};
 use crate::api::layers::Verb;
 use crate::api::{
     ApiError, ClusterApi, DeleteOptions, EventRecord, Gvr, InvolvedObject, ObjectMeta, OwnerReference,
-    PartialObjectMeta, PatchType, Preconditions, PropagationPolicy, StatusReason, WatchEvent, WatchEventType,
+    PartialObjectMeta, Patch, PatchType, Preconditions, PropagationPolicy, StatusReason, WatchEvent, WatchEventType,
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
 use futures::StreamExt;
@@ -763,7 +763,7 @@ async fn api_calls_should_count_only_calls_through_the_trait() {
     let _stream = cluster.watch(&pods(), "").await.expect("watch");
     let body = json!({"metadata": {"labels": {"a": "b"}}});
     cluster
-        .patch(&pods(), NS, "a", PatchType::StrategicMerge, &body)
+        .patch(&pods(), NS, "a", &Patch::new(PatchType::StrategicMerge, body))
         .await
         .expect("patch");
     cluster.discover().await.expect("discover");
@@ -945,7 +945,7 @@ async fn faults_should_never_touch_the_user_methods() {
     // The same calls through the trait all fail, and a failed patch writes nothing.
     create_pod(&cluster, "b", &[]);
     assert!(cluster
-        .patch(&pods(), NS, "b", PatchType::StrategicMerge, &body)
+        .patch(&pods(), NS, "b", &Patch::new(PatchType::StrategicMerge, body))
         .await
         .is_err());
     assert!(get_pod(&cluster, "b").metadata.labels.is_empty());

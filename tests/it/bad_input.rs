@@ -8,7 +8,7 @@
 use crate::support;
 
 use kube_gc::api::{
-    ApiError, ClusterApi, InvalidOwnerReference, ObjectMeta, OwnerReference, PartialObjectMeta, PatchType,
+    ApiError, ClusterApi, InvalidOwnerReference, ObjectMeta, OwnerReference, PartialObjectMeta, Patch, PatchType,
     PropagationPolicy, StatusReason,
 };
 use kube_gc::controller::{Config, GarbageCollector};
@@ -126,7 +126,12 @@ async fn the_server_should_reject_malformed_owner_references_with_422_naming_the
 
         // Through the GC's own face too: a patch that would write the bad list is refused.
         let body = json!({"metadata": {"ownerReferences": refs}});
-        let message = invalid_message(case, cluster.patch(&pods(), NS, "pod", PatchType::Merge, &body).await);
+        let message = invalid_message(
+            case,
+            cluster
+                .patch(&pods(), NS, "pod", &Patch::new(PatchType::Merge, body))
+                .await,
+        );
         assert!(message.contains(field), "{case} (patch): {message:?}");
     }
     let stored = cluster.get_object(&pods(), NS, "pod").expect("still there");

@@ -11,7 +11,7 @@ use crate::support;
 
 use futures::StreamExt;
 use kube_gc::api::{
-    ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, PatchType,
+    ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, Patch,
     StatusReason, WatchStream,
 };
 use kube_gc::controller::{Config, GarbageCollector};
@@ -143,10 +143,9 @@ impl ClusterApi for Paging {
         gvr: &Gvr,
         namespace: &str,
         name: &str,
-        patch_type: PatchType,
-        body: &serde_json::Value,
+        patch: &Patch,
     ) -> Result<PartialObjectMeta, ApiError> {
-        self.cluster.patch(gvr, namespace, name, patch_type, body).await
+        self.cluster.patch(gvr, namespace, name, patch).await
     }
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {

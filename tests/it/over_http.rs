@@ -370,8 +370,10 @@ async fn a_fenced_client_should_send_no_writes_once_its_tenure_has_ended() {
             &pods(),
             "default",
             "p",
-            kube_gc::api::PatchType::Merge,
-            &json!({"metadata": {"labels": {"a": "b"}}}),
+            &kube_gc::api::Patch::new(
+                kube_gc::api::PatchType::Merge,
+                json!({"metadata": {"labels": {"a": "b"}}}),
+            ),
         )
         .await
         .expect_err("a write without a tenure");

@@ -25,13 +25,13 @@
 //! collector between two checks 50 ms apart, twice in a row. Items retrying with backoff may
 //! remain (an owner of a kind nobody serves is retried forever); they make no API call.
 
-use super::latency::Latent;
 use super::oracle::{differences, ObjectState, Oracle, Outcome};
 use super::script::{Action, Script, Target};
 use super::ReplayOptions;
 use crate::progress;
 use crate::report::{ApiCallCounts, BucketPercentiles, Report};
 use anyhow::Context;
+use kube_gc::api::layers::{Latency, Layered};
 use kube_gc::api::{
     split_api_version, ApiError, ClusterApi, DeleteOptions, Gvr, PatchType, Preconditions, RestMapper, StatusReason,
 };
@@ -65,14 +65,16 @@ pub struct FullOptions {
 }
 
 /// The collector's view of the cluster: the in-memory one behind `--api-latency`.
-type Api = Latent<SimCluster>;
+type Api = Layered<Latency, SimCluster>;
 
 /// Replays `path` into the whole collector; see the module docs.
 pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> anyhow::Result<Report> {
     let script = Script::read(path, options.skip_bad, options.quiet)?;
-    let cluster = Arc::new(SimCluster::new());
-    let types = Types::serve(&cluster, &script).await?;
-    load(&cluster, &types, &script, options.quiet)?;
+    let api = Arc::new(Layered::new(Latency(full.api_latency), SimCluster::new()));
+    // The collector calls through the latency; the replay acts on the cluster directly, as a user.
+    let cluster = api.inner();
+    let types = Types::serve(cluster, &script).await?;
+    load(cluster, &types, &script, options.quiet)?;
     let loaded = cluster.object_count();
     let mapper = RestMapper::new(&cluster.discover().await.context("reading discovery")?.resources);
     let partitions = options.partitions.first().copied().unwrap_or(1);
@@ -85,13 +87,12 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
         },
         ..Config::default()
     };
-    let api = Arc::new(Latent::new(cluster.clone(), full.api_latency));
-    let gc = GarbageCollector::start(api, config).await;
-    let run = drive(&gc, &cluster, &types, &script, full.timeout, options.quiet).await;
+    let gc = GarbageCollector::start(api.clone(), config).await;
+    let run = drive(&gc, cluster, &types, &script, full.timeout, options.quiet).await;
     gc.shutdown().await;
     let run = run?;
     let expected = oracle_outcome(mapper, &script, options.quiet);
-    let actual = types.outcome(&cluster);
+    let actual = types.outcome(cluster);
     let found = differences(&expected.outcome, &actual);
     Ok(Report {
         mode: "full",

@@ -6,7 +6,6 @@
 
 pub mod builder;
 pub mod full;
-pub mod latency;
 pub mod oracle;
 pub mod script;
 

@@ -13,22 +13,27 @@
 //!    checked after the token's wait, right before the request is sent.
 //! 4. [`Count`]: every request sent is counted by verb and outcome, retries included.
 //!
+//! [`Latency`] is not in that stack: `loadgen` puts it over the in-memory cluster to stand for a
+//! network.
+//!
 //! Beneath them, the transport ([`super::KubeApi`]) sends one REST request per call and paces
 //! requests while the server cannot be reached at all.
 
 mod budgets;
 mod count;
 mod fence;
+mod latency;
 mod retry;
 
 pub use budgets::{Budget, Budgets, Throttle};
 pub use count::Count;
 pub use fence::Fence;
+pub use latency::Latency;
 pub use retry::{Retry, MAX_RETRY_WAIT, MAX_TRIES};
 
 use super::{
-    ApiError, CallCount, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
-    PatchType, WatchStream,
+    ApiError, CallCount, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, Patch,
+    WatchStream,
 };
 use std::future::Future;
 
@@ -137,10 +142,9 @@ impl<L: Layer, C: ClusterApi> ClusterApi for Layered<L, C> {
         gvr: &Gvr,
         namespace: &str,
         name: &str,
-        patch_type: PatchType,
-        body: &serde_json::Value,
+        patch: &Patch,
     ) -> Result<PartialObjectMeta, ApiError> {
-        let call = || self.inner.patch(gvr, namespace, name, patch_type, body);
+        let call = || self.inner.patch(gvr, namespace, name, patch);
         self.layer.around(Verb::Patch, call).await
     }
 

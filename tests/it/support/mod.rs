@@ -14,7 +14,7 @@ pub mod process;
 use kube_gc::api::layers::Verb;
 use kube_gc::api::{
     ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, ObjectMeta, OwnerReference,
-    PartialObjectMeta, PatchType, PropagationPolicy, RestMapper, SharedRestMapper, StatusReason, WatchStream,
+    PartialObjectMeta, Patch, PropagationPolicy, RestMapper, SharedRestMapper, StatusReason, WatchStream,
 };
 use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
 use kube_gc::collector::{Collector, CollectorConfig, PartialView};
@@ -679,11 +679,10 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
         gvr: &Gvr,
         namespace: &str,
         name: &str,
-        patch_type: PatchType,
-        body: &serde_json::Value,
+        patch: &Patch,
     ) -> Result<PartialObjectMeta, ApiError> {
         self.note("patch", gvr, namespace, name);
-        self.inner.patch(gvr, namespace, name, patch_type, body).await
+        self.inner.patch(gvr, namespace, name, patch).await
     }
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
