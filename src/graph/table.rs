@@ -25,6 +25,9 @@
 //!
 //! Every atomic and the writer lock come from [`crate::sync`], so the loom models in
 //! `loom_models.rs` explore this table's insert, replace, remove and resize against its readers.
+//! Loom takes a new table's slots as initialised wherever it is read, so it cannot see whether a
+//! resize publishes the table after its contents; Miri's race detector can, and the readers-vs-
+//! churn test below fails under Miri when the table pointer is stored `Relaxed`.
 
 use super::node::Node;
 use super::reclaim::{Guard, Reclaim, Retirements};
