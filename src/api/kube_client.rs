@@ -237,14 +237,8 @@ impl ClusterApi for KubeApi {
         Ok(self.stamp(gvr, self.send(req).await?))
     }
 
-    async fn patch(
-        &self,
-        gvr: &Gvr,
-        namespace: &str,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<PartialObjectMeta, ApiError> {
-        let body = Some((patch.patch_type.content_type(), patch.body.to_string().into_bytes()));
+    async fn patch(&self, gvr: &Gvr, namespace: &str, name: &str, edit: &Patch) -> Result<PartialObjectMeta, ApiError> {
+        let body = Some((edit.patch_type.content_type(), edit.body.to_string().into_bytes()));
         let req = request(Method::PATCH, &path(gvr, namespace, Some(name)), ACCEPT_METADATA, body)?;
         Ok(self.stamp(gvr, self.send(req).await?))
     }

@@ -70,7 +70,7 @@ pub trait ClusterApi: Send + Sync + 'static {
         gvr: &Gvr,
         namespace: &str,
         name: &str,
-        patch: &Patch,
+        edit: &Patch,
     ) -> impl Future<Output = Result<PartialObjectMeta, ApiError>> + Send;
 
     /// DELETE an object.

@@ -81,15 +81,9 @@ impl ClusterApi for SimCluster {
         self.counted(Verb::Get, Some(gvr), || self.get_object(gvr, namespace, name))
     }
 
-    async fn patch(
-        &self,
-        gvr: &Gvr,
-        namespace: &str,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<PartialObjectMeta, ApiError> {
+    async fn patch(&self, gvr: &Gvr, namespace: &str, name: &str, edit: &Patch) -> Result<PartialObjectMeta, ApiError> {
         self.counted(Verb::Patch, Some(gvr), || {
-            self.patch_object(gvr, namespace, name, patch.patch_type, &patch.body)
+            self.patch_object(gvr, namespace, name, edit.patch_type, &edit.body)
         })
     }
 

@@ -138,14 +138,8 @@ impl ClusterApi for Paging {
         self.cluster.get(gvr, namespace, name).await
     }
 
-    async fn patch(
-        &self,
-        gvr: &Gvr,
-        namespace: &str,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<PartialObjectMeta, ApiError> {
-        self.cluster.patch(gvr, namespace, name, patch).await
+    async fn patch(&self, gvr: &Gvr, namespace: &str, name: &str, edit: &Patch) -> Result<PartialObjectMeta, ApiError> {
+        self.cluster.patch(gvr, namespace, name, edit).await
     }
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {

@@ -137,14 +137,8 @@ impl<L: Layer, C: ClusterApi> ClusterApi for Layered<L, C> {
             .await
     }
 
-    async fn patch(
-        &self,
-        gvr: &Gvr,
-        namespace: &str,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<PartialObjectMeta, ApiError> {
-        let call = || self.inner.patch(gvr, namespace, name, patch);
+    async fn patch(&self, gvr: &Gvr, namespace: &str, name: &str, edit: &Patch) -> Result<PartialObjectMeta, ApiError> {
+        let call = || self.inner.patch(gvr, namespace, name, edit);
         self.layer.around(Verb::Patch, call).await
     }
 

@@ -674,15 +674,9 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
         self.inner.get(gvr, namespace, name).await
     }
 
-    async fn patch(
-        &self,
-        gvr: &Gvr,
-        namespace: &str,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<PartialObjectMeta, ApiError> {
+    async fn patch(&self, gvr: &Gvr, namespace: &str, name: &str, edit: &Patch) -> Result<PartialObjectMeta, ApiError> {
         self.note("patch", gvr, namespace, name);
-        self.inner.patch(gvr, namespace, name, patch).await
+        self.inner.patch(gvr, namespace, name, edit).await
     }
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
