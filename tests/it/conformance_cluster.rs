@@ -310,6 +310,15 @@ pub fn finalizers(name: impl Into<Name>, finalizers: &[&'static str]) -> Fact {
 pub fn in_graph<N: Into<Name>>(names: impl IntoIterator<Item = N>) -> Fact {
     InGraph(names.into_iter().map(Into::into).collect())
 }
+pub fn out_of_graph(name: impl Into<Name>) -> Fact {
+    OutOfGraph(name.into())
+}
+pub fn deleting(name: impl Into<Name>) -> Fact {
+    Deleting(name.into())
+}
+pub fn not_deleting(name: impl Into<Name>) -> Fact {
+    NotDeleting(name.into())
+}
 /// Every object named is gone.
 pub fn all_gone<N: Into<Name>>(names: impl IntoIterator<Item = N>) -> Fact {
     All(names.into_iter().map(gone).collect())
@@ -698,128 +707,93 @@ fn names(prefix: &str, n: usize) -> Vec<Name> {
     (0..n).map(|i| format!("{prefix}{i}").into()).collect()
 }
 
-/// §10.1: a 10-child owner in one namespace and 3 bad children per shape in another (upstream
-/// runs this with and without the API server's watch cache; the simulated cluster serves every
-/// watch from one ordered history, so one run covers both).
+/// One step per name.
+fn each(names: &[Name], step: impl Fn(Name) -> Step) -> Step {
+    Steps(names.iter().cloned().map(step).collect())
+}
+
+/// §10.1: valid children in the owner's namespace, and bad children of three shapes in another
+/// (upstream runs this with and without the API server's watch cache; the simulated cluster
+/// serves every watch from one ordered history, so one run covers both).
+#[rustfmt::skip]
 fn s01() -> Table {
     const NS_A: &str = "namespace-a";
-    const UNKNOWN_KINDS: usize = 5; // upstream: 25
-    const BAD_CHILDREN_PER_SHAPE: usize = 3;
     let valid = names("child-", 10);
+    let valid_ref = || to("parent").controller(false);
     // The parent's UID, but claiming to be a Pod in the child's namespace.
     let bad_ref = || Ref {
-        owner: Owner::Posing {
-            uid_of: "parent".into(),
-            api_version: "v1",
-            kind: "Pod",
-            name: "invalid",
-        },
+        owner: Owner::Posing { uid_of: "parent".into(), api_version: "v1", kind: "Pod", name: "invalid" },
         ..to("").controller(false)
     };
-    let unknown = ["invalid-0", "invalid-1", "invalid-2", "invalid-3", "invalid-4"];
+    // Refs to 5 kinds no one serves (upstream: 25), and the bad one.
     let kinds = ["invalid0", "invalid1", "invalid2", "invalid3", "invalid4"];
-    let mut invalid_refs: Vec<Ref> = (0..UNKNOWN_KINDS)
-        .map(|i| ghost("test/v1", kinds[i], "invalid", unknown[i]))
-        .collect();
+    let uids = ["invalid-0", "invalid-1", "invalid-2", "invalid-3", "invalid-4"];
+    let mut invalid_refs: Vec<Ref> = (0..5).map(|i| ghost("test/v1", kinds[i], "invalid", uids[i])).collect();
     invalid_refs.push(bad_ref());
-    let many_refs: Vec<Obj> = (0..BAD_CHILDREN_PER_SHAPE)
-        .flat_map(|i| {
-            [
-                obj(CONFIGMAP, format!("invalid-child-{i}")),
-                obj(SECRET, format!("invalid-child-a-{i}")),
-            ]
-        })
-        .map(|o| o.in_ns(NS_A).owned_by(invalid_refs.clone()))
-        .collect();
-    let only_bad_ref = names("invalid-child-b-", BAD_CHILDREN_PER_SHAPE);
-    let late = obj(SECRET, "invalid-child-c").in_ns(NS_A).owned_by([bad_ref()]);
-
-    // Everything exists before the controller starts, as after a controller-manager restart.
-    let mut steps = vec![Create(obj(CONFIGMAP, "parent"))];
-    steps.extend(
-        valid
-            .iter()
-            .map(|c| Create(obj(SECRET, c.clone()).owned_by([to("parent").controller(false)]))),
-    );
-    steps.extend(many_refs.iter().cloned().map(Create));
-    steps.extend(
-        only_bad_ref
-            .iter()
-            .map(|c| Create(obj(SECRET, c.clone()).in_ns(NS_A).owned_by([bad_ref()]))),
-    );
-    steps.extend([Start, Until(all_gone(only_bad_ref.clone())), Wait(secs(10))]);
-    steps.extend(
-        valid
-            .iter()
-            .map(|c| Check(refs(c.clone(), [to("parent").controller(false)]))),
-    );
-    steps.push(Check(exists("parent")));
-    // Refs to kinds no one serves cannot be resolved, so these are retried forever and never
-    // deleted (spec §4.1, §12.6).
-    steps.extend(
-        many_refs
-            .iter()
-            .map(|c| Check(refs(c.name.clone(), invalid_refs.clone()))),
-    );
-    // Every child holding the bad ref got an OwnerRefInvalidNamespace event (spec §3.9).
-    let holders = only_bad_ref.iter().chain(many_refs.iter().map(|c| &c.name));
-    steps.extend(holders.map(|c| Check(InvalidNamespace(c.clone(), bad_ref()))));
-    steps.extend(valid.iter().map(|c| Check(NoEvents(c.clone()))));
-    // A bad child created while the controller runs goes too.
-    steps.extend([Create(late), Until(gone("invalid-child-c")), Check(Count(SECRET, 10))]);
-    table("namespace-b", steps)
+    let many_refs = names("invalid-child-", 3);
+    let many_refs_a = names("invalid-child-a-", 3);
+    let only_bad_ref = names("invalid-child-b-", 3);
+    let bad = |o: Obj| Create(o.in_ns(NS_A).owned_by([bad_ref()]));
+    let holding_every_ref = |o: Obj| Create(o.in_ns(NS_A).owned_by(invalid_refs.clone()));
+    table("namespace-b", vec![
+        // Everything exists before the controller starts, as after a controller-manager restart.
+        Create(obj(CONFIGMAP, "parent")),
+        each(&valid, |c| Create(obj(SECRET, c).owned_by([valid_ref()]))),
+        each(&many_refs, |c| holding_every_ref(obj(CONFIGMAP, c))),
+        each(&many_refs_a, |c| holding_every_ref(obj(SECRET, c))),
+        each(&only_bad_ref, |c| bad(obj(SECRET, c))),
+        Start,
+        Until(all_gone(only_bad_ref.clone())), Wait(secs(10)),
+        each(&valid, |c| Check(refs(c, [valid_ref()]))),
+        Check(exists("parent")),
+        // Refs to kinds no one serves cannot be resolved, so these are retried forever and never
+        // deleted (spec §4.1, §12.6).
+        each(&[many_refs.clone(), many_refs_a.clone()].concat(), |c| Check(refs(c, invalid_refs.clone()))),
+        // Every child holding the bad ref got an OwnerRefInvalidNamespace event (spec §3.9).
+        each(&[only_bad_ref, many_refs, many_refs_a].concat(), |c| Check(InvalidNamespace(c, bad_ref()))),
+        each(&valid, |c| Check(NoEvents(c))),
+        // A bad child created while the controller runs goes too.
+        bad(obj(SECRET, "invalid-child-c")), Until(gone("invalid-child-c")),
+        Check(Count(SECRET, valid.len())),
+    ])
 }
 
 /// §10.2.
+#[rustfmt::skip]
 fn s02() -> Table {
-    table(
-        "gc-cascading-deletion",
-        vec![
-            Create(obj(RC, "test.rc.1")),
-            Create(obj(RC, "test.rc.2")),
-            Create(obj(POD, "test.pod.1").owned_by([to("test.rc.1")])),
-            Create(obj(POD, "test.pod.2")),
-            Create(obj(POD, "test.pod.3").owned_by([to("test.rc.1"), to("test.rc.2")])),
-            Start,
-            delete("test.rc.1", OrphanDependents(false)),
-            Until(OutOfGraph("test.rc.1".into())),
-            Until(gone("test.pod.1")),
-            Settle,
-            Check(refs("test.pod.2", [])),
-            // The dangling ref is stripped; the live owner's stays (spec §4.2 step 7).
-            Check(refs("test.pod.3", [to("test.rc.2")])),
-            Check(exists("test.rc.2")),
-        ],
-    )
+    table("gc-cascading-deletion", vec![
+        Create(obj(RC, "test.rc.1")),
+        Create(obj(RC, "test.rc.2")),
+        Create(obj(POD, "test.pod.1").owned_by([to("test.rc.1")])),
+        Create(obj(POD, "test.pod.2")),
+        Create(obj(POD, "test.pod.3").owned_by([to("test.rc.1"), to("test.rc.2")])),
+        Start,
+        delete("test.rc.1", OrphanDependents(false)),
+        Until(out_of_graph("test.rc.1")), Until(gone("test.pod.1")), Settle,
+        Check(refs("test.pod.2", [])),
+        // The dangling ref is stripped; the live owner's stays (spec §4.2 step 7).
+        Check(refs("test.pod.3", [to("test.rc.2")])),
+        Check(exists("test.rc.2")),
+    ])
 }
 
 /// §10.3.
+#[rustfmt::skip]
 fn s03() -> Table {
-    table(
-        "gc-non-existing-owner",
-        vec![
-            Create(obj(POD, "test.pod.1").owned_by([ghost(
-                "v1",
-                "ReplicationController",
-                "test.rc.1",
-                "doesn't matter",
-            )])),
-            Start,
-            Until(gone("test.pod.1")),
-            Settle,
-            Check(OutOfGraph("test.pod.1".into())),
-            Check(GraphEmpty),
-        ],
-    )
+    table("gc-non-existing-owner", vec![
+        Create(obj(POD, "test.pod.1").owned_by([ghost("v1", "ReplicationController", "test.rc.1", "doesn't matter")])),
+        Start,
+        Until(gone("test.pod.1")), Settle,
+        Check(out_of_graph("test.pod.1")), Check(GraphEmpty),
+    ])
 }
 
 /// §10.4: five ways of deleting an RC, each on 2 RCs with 3 pods (upstream: 10 per way). Only
 /// the RC created with the orphan finalizer and deleted with `orphanDependents: false` has its
 /// pods deleted: every other combination orphans (the RC registry's default is Orphan).
+#[rustfmt::skip]
 fn s04() -> Table {
-    const RCS_PER_GROUP: usize = 2;
-    const PODS_PER_RC: usize = 3;
-    // (group, the RC's finalizers, how it is deleted, whether its pods are orphaned)
+    // (group, the RCs' finalizers, how they are deleted, whether their pods are orphaned)
     let groups: [(&str, &[&str], Policy, bool); 5] = [
         ("collection1", &[], Unset, true),
         ("collection2", &["orphan"], Unset, true),
@@ -829,149 +803,115 @@ fn s04() -> Table {
     ];
     let (mut create, mut orphaned, mut deletes, mut outcome) = (vec![], vec![], vec![], vec![]);
     for (group, rc_finalizers, policy, orphans) in groups {
-        for i in 0..RCS_PER_GROUP {
+        for i in 0..2 {
             let rc = format!("test.rc.{group}-{i}");
             create.push(Create(obj(RC, rc.clone()).finalizers(rc_finalizers)));
-            for pod in names(&format!("test.pod.{group}-{i}-"), PODS_PER_RC) {
+            for pod in names(&format!("test.pod.{group}-{i}-"), 3) {
                 create.push(Create(obj(POD, pod.clone()).owned_by([to(rc.clone())])));
-                outcome.push(Check(if orphans {
-                    refs(pod.clone(), [])
-                } else {
-                    Gone(pod.clone())
-                }));
-                if orphans {
-                    orphaned.push(pod);
-                }
+                outcome.push(Check(if orphans { refs(pod.clone(), []) } else { Gone(pod.clone()) }));
+                if orphans { orphaned.push(pod) }
             }
             deletes.push(delete(rc.clone(), policy));
-            outcome.push(Check(OutOfGraph(rc.into())));
+            outcome.push(Check(out_of_graph(rc)));
         }
     }
     let left = orphaned.len();
-    table(
-        "gc-stressing-cascading-deletion",
-        vec![
-            Start,
-            Steps(create),
-            // Orphaning only reaches the dependents the graph knows of (spec §12.9).
-            Until(InGraph(orphaned)),
-            Steps(deletes),
-            Until(All(vec![Count(RC, 0), Count(POD, left)])),
-            Settle,
-            Steps(outcome),
-        ],
-    )
+    table("gc-stressing-cascading-deletion", vec![
+        Start,
+        Steps(create),
+        // Orphaning only reaches the dependents the graph knows of (spec §12.9).
+        Until(InGraph(orphaned)),
+        Steps(deletes),
+        Until(All(vec![Count(RC, 0), Count(POD, left)])), Settle,
+        Steps(outcome),
+    ])
 }
 
 /// §10.5.
+#[rustfmt::skip]
 fn s05() -> Table {
     let pods = names("test.pod.1", 3);
-    table(
-        "gc-orphaning",
-        vec![
-            Start,
-            Create(obj(RC, "test.rc.1")),
-            Steps(
-                pods.iter()
-                    .map(|p| Create(obj(POD, p.clone()).owned_by([to("test.rc.1")])))
-                    .collect(),
-            ),
-            Until(InGraph(pods.clone())),
-            delete("test.rc.1", OrphanDependents(true)),
-            Until(OutOfGraph("test.rc.1".into())),
-            Settle,
-            Check(gone("test.rc.1")),
-            Steps(pods.iter().map(|p| Check(refs(p.clone(), []))).collect()),
-        ],
-    )
+    table("gc-orphaning", vec![
+        Start,
+        Create(obj(RC, "test.rc.1")),
+        each(&pods, |p| Create(obj(POD, p).owned_by([to("test.rc.1")]))),
+        Until(InGraph(pods.clone())),
+        delete("test.rc.1", OrphanDependents(true)),
+        Until(out_of_graph("test.rc.1")), Settle,
+        Check(gone("test.rc.1")),
+        each(&pods, |p| Check(refs(p, []))),
+    ])
 }
 
 /// §10.6.
+#[rustfmt::skip]
 fn s06() -> Table {
-    table(
-        "gc-foreground1",
-        vec![
-            Start,
-            Create(obj(RC, "test.rc.1")),
-            Create(obj(RC, "test.rc.2")),
-            Create(obj(POD, "test.pod.1").owned_by([to("test.rc.1").blocking(), to("test.rc.2")])),
-            Until(in_graph(["test.pod.1"])),
-            delete("test.rc.1", Foreground),
-            Until(gone("test.rc.1")),
-            Settle,
-            Check(refs("test.pod.1", [to("test.rc.2")])),
-            Check(NotDeleting("test.pod.1".into())),
-        ],
-    )
+    table("gc-foreground1", vec![
+        Start,
+        Create(obj(RC, "test.rc.1")),
+        Create(obj(RC, "test.rc.2")),
+        Create(obj(POD, "test.pod.1").owned_by([to("test.rc.1").blocking(), to("test.rc.2")])),
+        Until(in_graph(["test.pod.1"])),
+        delete("test.rc.1", Foreground),
+        Until(gone("test.rc.1")), Settle,
+        Check(refs("test.pod.1", [to("test.rc.2")])), Check(not_deleting("test.pod.1")),
+    ])
 }
 
 /// §10.7.
+#[rustfmt::skip]
 fn s07() -> Table {
-    table(
-        "gc-foreground2",
-        vec![
-            Start,
-            Create(obj(RC, "test.rc.1")),
-            Create(obj(POD, "test.pod.1").owned_by([to("test.rc.1").non_blocking()]).held()),
-            Create(obj(POD, "test.pod.2").owned_by([to("test.rc.1")]).held()),
-            Until(in_graph(["test.pod.1", "test.pod.2"])),
-            delete("test.rc.1", Foreground),
-            Until(gone("test.rc.1")),
-            Settle,
-            // The pods are still there (their finalizer holds them), so nothing waited for them.
-            Check(finalizers("test.pod.1", &[HOLD])),
-            Check(finalizers("test.pod.2", &[HOLD])),
-            release("test.pod.1"),
-            release("test.pod.2"),
-            Until(all_gone(["test.pod.1", "test.pod.2"])),
-        ],
-    )
+    table("gc-foreground2", vec![
+        Start,
+        Create(obj(RC, "test.rc.1")),
+        Create(obj(POD, "test.pod.1").owned_by([to("test.rc.1").non_blocking()]).held()),
+        Create(obj(POD, "test.pod.2").owned_by([to("test.rc.1")]).held()),
+        Until(in_graph(["test.pod.1", "test.pod.2"])),
+        delete("test.rc.1", Foreground),
+        Until(gone("test.rc.1")), Settle,
+        // The pods are still there (their finalizer holds them), so nothing waited for them.
+        Check(finalizers("test.pod.1", &[HOLD])), Check(finalizers("test.pod.2", &[HOLD])),
+        release("test.pod.1"), release("test.pod.2"),
+        Until(all_gone(["test.pod.1", "test.pod.2"])),
+    ])
 }
 
 /// §10.8.
+#[rustfmt::skip]
 fn s08() -> Table {
-    let foreground_then_strip = || {
-        Steps(vec![
-            delete("test.pod.1", Foreground),
-            Check(finalizers("test.pod.1", &[HOLD, FINALIZER_FOREGROUND])),
-            Until(finalizers("test.pod.1", &[HOLD])),
-        ])
-    };
-    table(
-        "gc-foreground3",
-        vec![
-            Start,
-            Create(obj(POD, "test.pod.1").held()),
-            Until(in_graph(["test.pod.1"])),
-            foreground_then_strip(),
-            foreground_then_strip(),
-            release("test.pod.1"),
-            Until(gone("test.pod.1")),
-            Settle,
-            Check(OutOfGraph("test.pod.1".into())),
-        ],
-    )
+    let delete_in_foreground = || Steps(vec![
+        delete("test.pod.1", Foreground),
+        Check(finalizers("test.pod.1", &[HOLD, FINALIZER_FOREGROUND])),
+        Until(finalizers("test.pod.1", &[HOLD])),
+    ]);
+    table("gc-foreground3", vec![
+        Start,
+        Create(obj(POD, "test.pod.1").held()),
+        Until(in_graph(["test.pod.1"])),
+        delete_in_foreground(),
+        delete_in_foreground(),
+        release("test.pod.1"),
+        Until(gone("test.pod.1")), Settle,
+        Check(out_of_graph("test.pod.1")),
+    ])
 }
 
 /// §10.9.
+#[rustfmt::skip]
 fn s09() -> Table {
-    table(
-        "gc-foreground4",
-        vec![
-            Start,
-            Create(obj(RC, "test.rc.1")),
-            Create(obj(POD, "test.pod.1").owned_by([to("test.rc.1").blocking()]).held()),
-            Until(in_graph(["test.rc.1", "test.pod.1"])),
-            delete("test.rc.1", Foreground),
-            Wait(secs(15)),
-            Check(Deleting("test.rc.1".into())),
-            Check(finalizers("test.rc.1", &[FINALIZER_FOREGROUND])),
-            Check(Deleting("test.pod.1".into())),
-            // Once the dependent can go, so can the owner.
-            release("test.pod.1"),
-            Until(gone("test.rc.1")),
-        ],
-    )
+    table("gc-foreground4", vec![
+        Start,
+        Create(obj(RC, "test.rc.1")),
+        Create(obj(POD, "test.pod.1").owned_by([to("test.rc.1").blocking()]).held()),
+        Until(in_graph(["test.rc.1", "test.pod.1"])),
+        delete("test.rc.1", Foreground),
+        Wait(secs(15)),
+        Check(deleting("test.rc.1")), Check(finalizers("test.rc.1", &[FINALIZER_FOREGROUND])),
+        Check(deleting("test.pod.1")),
+        // Once the dependent can go, so can the owner.
+        release("test.pod.1"),
+        Until(gone("test.rc.1")),
+    ])
 }
 
 const FOO: Type = crd("mygroup.example.com", "Foo", "foos");
@@ -979,55 +919,47 @@ const FOO: Type = crd("mygroup.example.com", "Foo", "foos");
 /// §10.10: a second dependent also has a solid owner: it is kept, and its ref to the waiting
 /// owner is removed through the JSON merge fallback, since a custom resource answers a strategic
 /// merge patch with 415 (spec §4.2 step 7, §6.2).
+#[rustfmt::skip]
 fn s10() -> Table {
-    table(
-        "crd-foreground",
-        vec![
-            Start,
-            Serve(FOO),
-            Create(obj(FOO, "owner")),
-            Create(obj(FOO, "dependent").owned_by([to("owner").blocking()])),
-            Create(obj(FOO, "anchor")),
-            Create(obj(FOO, "shared").owned_by([to("owner").blocking(), to("anchor")])),
-            Until(in_graph(["owner", "dependent", "shared"])),
-            delete("owner", Foreground),
-            Until(all_gone(["owner", "dependent"])),
-            Settle,
-            Check(OutOfGraph("owner".into())),
-            Check(OutOfGraph("dependent".into())),
-            Check(refs("shared", [to("anchor")])),
-            Check(NotDeleting("shared".into())),
-        ],
-    )
+    table("crd-foreground", vec![
+        Start,
+        Serve(FOO),
+        Create(obj(FOO, "owner")),
+        Create(obj(FOO, "dependent").owned_by([to("owner").blocking()])),
+        Create(obj(FOO, "anchor")),
+        Create(obj(FOO, "shared").owned_by([to("owner").blocking(), to("anchor")])),
+        Until(in_graph(["owner", "dependent", "shared"])),
+        delete("owner", Foreground),
+        Until(all_gone(["owner", "dependent"])), Settle,
+        Check(out_of_graph("owner")), Check(out_of_graph("dependent")),
+        Check(refs("shared", [to("anchor")])), Check(not_deleting("shared")),
+    ])
 }
 
 /// §10.11.
+#[rustfmt::skip]
 fn s11() -> Table {
-    table(
-        "crd-mixed",
-        vec![
-            Start,
-            Serve(FOO),
-            Create(obj(FOO, "own-instance")),
-            Create(obj(CONFIGMAP, "dep-configmap").owned_by([to("own-instance")])),
-            Create(obj(CONFIGMAP, "own-configmap")),
-            Create(obj(FOO, "dep-instance").owned_by([to("own-configmap")])),
-            Until(in_graph(["dep-configmap", "dep-instance"])),
-            delete("own-instance", Unset),
-            Until(gone("dep-configmap")),
-            delete("own-configmap", Foreground),
-            Until(gone("dep-instance")),
-            Until(gone("own-configmap")),
-            Settle,
-            Check(GraphEmpty),
-        ],
-    )
+    table("crd-mixed", vec![
+        Start,
+        Serve(FOO),
+        Create(obj(FOO, "own-instance")),
+        Create(obj(CONFIGMAP, "dep-configmap").owned_by([to("own-instance")])),
+        Create(obj(CONFIGMAP, "own-configmap")),
+        Create(obj(FOO, "dep-instance").owned_by([to("own-configmap")])),
+        Until(in_graph(["dep-configmap", "dep-instance"])),
+        delete("own-instance", Unset),
+        Until(gone("dep-configmap")),
+        delete("own-configmap", Foreground),
+        Until(gone("dep-instance")), Until(gone("own-configmap")), Settle,
+        Check(GraphEmpty),
+    ])
 }
 
 /// §10.12: deleting the CRD is `Unregister`: its objects go at once, with DELETED events, and
 /// the type leaves discovery. The collector is left to find out on its own: the next periodic
 /// sync round drops the monitor, and serving the type again brings one back. Run twice, as
 /// upstream does.
+#[rustfmt::skip]
 fn s12() -> Table {
     const FOOS: Type = crd("crd-deletion.example.com", "Foo", "foos");
     let sync_period = Config::default().sync_period;
@@ -1039,12 +971,9 @@ fn s12() -> Table {
             Create(obj(CONFIGMAP, dependent.clone()).owned_by([to(owner.clone())])),
             Until(in_graph([owner.clone(), dependent.clone()])),
             Unregister(FOOS),
-            Until(gone(dependent)),
-            Check(OutOfGraph(owner.into())),
-            Wait(sync_period + secs(1)),
-            Check(NotMonitored(FOOS)),
-            Settle,
-            Check(GraphEmpty),
+            Until(gone(dependent)), Check(out_of_graph(owner)),
+            Wait(sync_period + secs(1)), Check(NotMonitored(FOOS)),
+            Settle, Check(GraphEmpty),
         ])
     };
     table("crd-deletion", vec![Start, round(0), round(1)])
@@ -1052,35 +981,25 @@ fn s12() -> Table {
 
 /// §10.14: the PV watch lags by a minute, so the collector must judge the configmaps' PV owners
 /// with live lookups before it has observed any PV.
+#[rustfmt::skip]
 fn s14() -> Table {
     const PV_WATCH_DELAY: Duration = secs(60);
     let unknown_type = || ghost("unknown.group/v1", "UnknownType", "unknown", "unknown-uid");
-    table(
-        "cluster-scoped-owners",
-        vec![
-            Start,
-            WatchDelay(PV, PV_WATCH_DELAY),
-            Mark,
-            Create(obj(PV, "pv-valid").in_ns("")),
-            Create(obj(CONFIGMAP, "cm-valid").owned_by([to("pv-valid")])),
-            Create(obj(CONFIGMAP, "cm-missing").owned_by([ghost(
-                "v1",
-                "PersistentVolume",
-                "pv-missing",
-                "pv-missing-uid",
-            )])),
-            Create(obj(CONFIGMAP, "cm-unknown").owned_by([unknown_type()])),
-            Until(gone("cm-missing")),
-            // The GC did not wait for the PV watch.
-            Check(Within(PV_WATCH_DELAY)),
-            Check(Unobserved("pv-valid".into())),
-            Until(Observed("pv-valid".into())),
-            Wait(secs(30)),
-            Check(refs("cm-valid", [to("pv-valid")])),
-            Check(refs("cm-unknown", [unknown_type()])),
-            Check(exists("pv-valid")),
-        ],
-    )
+    table("cluster-scoped-owners", vec![
+        Start,
+        WatchDelay(PV, PV_WATCH_DELAY), Mark,
+        Create(obj(PV, "pv-valid").in_ns("")),
+        Create(obj(CONFIGMAP, "cm-valid").owned_by([to("pv-valid")])),
+        Create(obj(CONFIGMAP, "cm-missing").owned_by([ghost("v1", "PersistentVolume", "pv-missing", "pv-missing-uid")])),
+        Create(obj(CONFIGMAP, "cm-unknown").owned_by([unknown_type()])),
+        Until(gone("cm-missing")),
+        // The GC did not wait for the PV watch.
+        Check(Within(PV_WATCH_DELAY)), Check(Unobserved("pv-valid".into())),
+        Until(Observed("pv-valid".into())), Wait(secs(30)),
+        Check(refs("cm-valid", [to("pv-valid")])),
+        Check(refs("cm-unknown", [unknown_type()])),
+        Check(exists("pv-valid")),
+    ])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1090,76 +1009,60 @@ fn s14() -> Table {
 /// An RC and the pods its controller made (controller refs with blockOwnerDeletion), once the
 /// graph has them all.
 fn rc_with_pods(rc: &'static str, pods: &[Name], pod: fn(Obj) -> Obj) -> Step {
-    let mut steps = vec![Create(obj(RC, rc))];
-    steps.extend(
-        pods.iter()
-            .map(|p| Create(pod(obj(POD, p.clone()).owned_by([controller_of(rc)])))),
-    );
-    steps.push(Until(InGraph(pods.to_vec())));
-    Steps(steps)
+    Steps(vec![
+        Create(obj(RC, rc)),
+        each(pods, |p| Create(pod(obj(POD, p).owned_by([controller_of(rc)])))),
+        Until(InGraph(pods.to_vec())),
+    ])
 }
 
 /// The RC goes, and its pods outlive a 30 s wait with no ref left.
 fn orphaned(rc: &'static str, pods: &[Name]) -> Step {
-    let mut steps = vec![Until(All(vec![gone(rc), OutOfGraph(rc.into())])), Wait(secs(30))];
-    steps.extend(pods.iter().map(|p| Check(refs(p.clone(), []))));
-    Steps(steps)
+    Steps(vec![
+        Until(All(vec![gone(rc), out_of_graph(rc)])),
+        Wait(secs(30)),
+        each(pods, |p| Check(refs(p, []))),
+    ])
 }
 
-/// Everything deleted, and the graph empty once the collector is quiet.
+/// No object of these types left, and the graph empty once the collector is quiet.
 fn all_collected(types: &[Type]) -> Step {
     let none_left = types.iter().map(|t| Count(*t, 0)).collect();
     Steps(vec![Until(All(none_left)), Settle, Check(GraphEmpty)])
 }
 
 /// §10.45.
+#[rustfmt::skip]
 fn s45() -> Table {
-    let pods = names("simpletest.rc-pod-", 5);
-    table(
-        "gc-e2e-45",
-        vec![
-            Start,
-            rc_with_pods("simpletest.rc", &pods, |p| p),
-            delete("simpletest.rc", Background),
-            Until(Count(POD, 0)),
-            Check(gone("simpletest.rc")),
-            all_collected(&[POD, RC]),
-        ],
-    )
+    table("gc-e2e-45", vec![
+        Start,
+        rc_with_pods("simpletest.rc", &names("simpletest.rc-pod-", 5), |p| p),
+        delete("simpletest.rc", Background),
+        Until(Count(POD, 0)), Check(gone("simpletest.rc")),
+        all_collected(&[POD, RC]),
+    ])
 }
 
 /// §10.46.
+#[rustfmt::skip]
 fn s46() -> Table {
     let by = |rc: &'static str, policy| {
         let pods = names(&format!("{rc}-pod-"), 3);
-        Steps(vec![
-            rc_with_pods(rc, &pods, |p| p),
-            delete(rc, policy),
-            orphaned(rc, &pods),
-        ])
+        Steps(vec![rc_with_pods(rc, &pods, |p| p), delete(rc, policy), orphaned(rc, &pods)])
     };
-    table(
-        "gc-e2e-46",
-        vec![
-            Start,
-            by("by-policy", Orphan),
-            by("by-legacy-flag", OrphanDependents(true)),
-        ],
-    )
+    table("gc-e2e-46", vec![Start, by("by-policy", Orphan), by("by-legacy-flag", OrphanDependents(true))])
 }
 
 /// §10.47.
+#[rustfmt::skip]
 fn s47() -> Table {
     let pods = names("simpletest.rc-pod-", 3);
-    table(
-        "gc-e2e-47",
-        vec![
-            Start,
-            rc_with_pods("simpletest.rc", &pods, |p| p),
-            delete("simpletest.rc", Unset),
-            orphaned("simpletest.rc", &pods),
-        ],
-    )
+    table("gc-e2e-47", vec![
+        Start,
+        rc_with_pods("simpletest.rc", &pods, |p| p),
+        delete("simpletest.rc", Unset),
+        orphaned("simpletest.rc", &pods),
+    ])
 }
 
 /// Two owners of `owned` type under `top`, each with two pods, all linked by controller refs,
@@ -1188,121 +1091,92 @@ fn rollout() -> (Step, Vec<Name>, Vec<(Name, Name)>) {
 }
 
 /// §10.48.
+#[rustfmt::skip]
 fn s48() -> Table {
     let (create, _, _) = rollout();
-    table(
-        "gc-e2e-48",
-        vec![
-            Start,
-            create,
-            delete("simpletest.deployment", Background),
-            all_collected(&[REPLICASET, POD]),
-        ],
-    )
+    table("gc-e2e-48", vec![
+        Start,
+        create,
+        delete("simpletest.deployment", Background),
+        all_collected(&[REPLICASET, POD]),
+    ])
 }
 
 /// §10.49.
+#[rustfmt::skip]
 fn s49() -> Table {
     let (create, sets, pods) = rollout();
-    // The ReplicaSets still own their pods: orphaning goes one level only.
-    let kept_pods = (pods.into_iter()).map(|(rs, pod)| Check(refs(pod, [controller_of(rs)])));
-    table(
-        "gc-e2e-49",
-        vec![
-            Start,
-            create,
-            delete("simpletest.deployment", Orphan),
-            Until(gone("simpletest.deployment")),
-            Wait(secs(30)),
-            Steps(sets.iter().map(|rs| Check(refs(rs.clone(), []))).collect()),
-            Steps(kept_pods.collect()),
-        ],
-    )
+    table("gc-e2e-49", vec![
+        Start,
+        create,
+        delete("simpletest.deployment", Orphan),
+        Until(gone("simpletest.deployment")), Wait(secs(30)),
+        each(&sets, |rs| Check(refs(rs, []))),
+        // The ReplicaSets still own their pods: orphaning goes one level only.
+        Steps(pods.into_iter().map(|(rs, pod)| Check(refs(pod, [controller_of(rs)]))).collect()),
+    ])
 }
 
 /// §10.50: the sim deletes pods at once, so each pod carries a finalizer that stands for its
 /// graceful termination; the table ends it pod by pod and checks the RC waits for the last one.
+#[rustfmt::skip]
 fn s50() -> Table {
     let pods = names("simpletest.rc-pod-", 4);
-    let terminating = pods.iter().map(|p| Deleting(p.clone())).collect();
-    let one_by_one = pods.iter().map(|p| {
-        Steps(vec![
+    table("gc-e2e-50", vec![
+        Start,
+        rc_with_pods("simpletest.rc", &pods, Obj::held),
+        delete("simpletest.rc", Foreground),
+        Until(All(pods.iter().cloned().map(Deleting).collect())),
+        each(&pods, |p| Steps(vec![
             Wait(secs(5)),
-            Check(Deleting("simpletest.rc".into())),
-            Check(finalizers("simpletest.rc", &[FINALIZER_FOREGROUND])),
-            release(p.clone()),
-        ])
-    });
-    table(
-        "gc-e2e-50",
-        vec![
-            Start,
-            rc_with_pods("simpletest.rc", &pods, Obj::held),
-            delete("simpletest.rc", Foreground),
-            Until(All(terminating)),
-            Steps(one_by_one.collect()),
-            Until(gone("simpletest.rc")),
-            Settle,
-            Check(GraphEmpty),
-        ],
-    )
+            Check(deleting("simpletest.rc")), Check(finalizers("simpletest.rc", &[FINALIZER_FOREGROUND])),
+            Release(p),
+        ])),
+        Until(gone("simpletest.rc")), Settle,
+        Check(GraphEmpty),
+    ])
 }
 
 /// §10.51: half the pods of the RC being deleted also belong to a second, live RC (the ref is
 /// added after creation, as the e2e test patches it in).
+#[rustfmt::skip]
 fn s51() -> Table {
     const TO_DELETE: &str = "simpletest-rc-to-be-deleted";
     const TO_STAY: &str = "simpletest-rc-to-stay";
     let pods = names(&format!("{TO_DELETE}-pod-"), 6);
     let (shared, only_owned) = pods.split_at(3);
-    let shared_refs = shared.iter().map(|p| AddRef(p.clone(), to(TO_STAY)));
-    let shared_kept = shared.iter().map(|p| {
-        Steps(vec![
-            Check(refs(p.clone(), [to(TO_STAY)])),
-            Check(NotDeleting(p.clone())),
-        ])
-    });
-    table(
-        "gc-e2e-51",
-        vec![
-            Start,
-            rc_with_pods(TO_DELETE, &pods, |p| p),
-            Create(obj(RC, TO_STAY)),
-            Steps(shared_refs.collect()),
-            Until(Dependents(TO_STAY.into(), shared.len())),
-            delete(TO_DELETE, Foreground),
-            Until(gone(TO_DELETE)),
-            Settle,
-            Check(all_gone(only_owned.to_vec())),
-            Steps(shared_kept.collect()),
-        ],
-    )
+    table("gc-e2e-51", vec![
+        Start,
+        rc_with_pods(TO_DELETE, &pods, |p| p),
+        Create(obj(RC, TO_STAY)),
+        each(shared, |p| AddRef(p, to(TO_STAY))),
+        Until(Dependents(TO_STAY.into(), shared.len())),
+        delete(TO_DELETE, Foreground),
+        Until(gone(TO_DELETE)), Settle,
+        Check(all_gone(only_owned.to_vec())),
+        each(shared, |p| Steps(vec![Check(refs(p.clone(), [to(TO_STAY)])), Check(NotDeleting(p))])),
+    ])
 }
 
 /// §10.52: A owns B, B owns C, C owns A, every ref blocking: a foreground delete of A would wait
 /// forever without the unblock patch of spec §4.2 step 7.
+#[rustfmt::skip]
 fn s52() -> Table {
-    table(
-        "gc-e2e-52",
-        vec![
-            Start,
-            Create(obj(POD, "pod1")),
-            Create(obj(POD, "pod2").owned_by([to("pod1").blocking()])),
-            Create(obj(POD, "pod3").owned_by([to("pod2").blocking()])),
-            AddRef("pod1".into(), to("pod3").blocking()),
-            Until(in_graph(["pod1", "pod2", "pod3"])),
-            Until(Dependents("pod3".into(), 1)),
-            Mark,
-            delete("pod1", Foreground),
-            Until(all_gone(["pod1", "pod2", "pod3"])),
-            Check(Within(secs(30))),
-            Settle,
-            Check(GraphEmpty),
-        ],
-    )
+    table("gc-e2e-52", vec![
+        Start,
+        Create(obj(POD, "pod1")),
+        Create(obj(POD, "pod2").owned_by([to("pod1").blocking()])),
+        Create(obj(POD, "pod3").owned_by([to("pod2").blocking()])),
+        AddRef("pod1".into(), to("pod3").blocking()),
+        Until(in_graph(["pod1", "pod2", "pod3"])), Until(Dependents("pod3".into(), 1)),
+        Mark,
+        delete("pod1", Foreground),
+        Until(all_gone(["pod1", "pod2", "pod3"])), Check(Within(secs(30))), Settle,
+        Check(GraphEmpty),
+    ])
 }
 
-/// A custom owner and its custom dependent, deleted with `policy`.
+/// A custom owner and its custom dependent, the owner deleted with `policy`.
 fn custom_pair(group: &'static str, policy: Policy) -> Step {
     let (owners, dependents) = (crd(group, "Owner", "owners"), crd(group, "Dependent", "dependents"));
     Steps(vec![
@@ -1316,40 +1190,31 @@ fn custom_pair(group: &'static str, policy: Policy) -> Step {
 }
 
 /// §10.53.
+#[rustfmt::skip]
 fn s53() -> Table {
-    table(
-        "gc-e2e-53",
-        vec![
-            Start,
-            custom_pair("e2e-53.example.com", Unset),
-            Until(gone("dependent")),
-            Check(gone("owner")),
-            Settle,
-            Check(GraphEmpty),
-        ],
-    )
+    table("gc-e2e-53", vec![
+        Start,
+        custom_pair("e2e-53.example.com", Unset),
+        Until(gone("dependent")), Check(gone("owner")), Settle,
+        Check(GraphEmpty),
+    ])
 }
 
 /// §10.54: orphaning a custom resource takes the JSON merge fallback: the strategic merge patch
 /// is answered with 415 (spec §6.2).
+#[rustfmt::skip]
 fn s54() -> Table {
-    table(
-        "gc-e2e-54",
-        vec![
-            Start,
-            custom_pair("e2e-54.example.com", Orphan),
-            Until(gone("owner")),
-            Wait(secs(30)),
-            Check(refs("dependent", [])),
-        ],
-    )
+    table("gc-e2e-54", vec![
+        Start,
+        custom_pair("e2e-54.example.com", Orphan),
+        Until(gone("owner")), Wait(secs(30)),
+        Check(refs("dependent", [])),
+    ])
 }
 
 /// §10.55.
+#[rustfmt::skip]
 fn s55() -> Table {
     let (create, _, _) = two_levels(obj(CRONJOB, "simple"), JOB, "simple-");
-    table(
-        "gc-e2e-55",
-        vec![Start, create, delete("simple", Background), all_collected(&[JOB, POD])],
-    )
+    table("gc-e2e-55", vec![Start, create, delete("simple", Background), all_collected(&[JOB, POD])])
 }
