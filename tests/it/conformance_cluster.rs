@@ -292,6 +292,8 @@ pub enum Fact {
     Monitor(Type, Option<bool>),
     /// Every monitored resource, by plural, sorted.
     Monitored(&'static [&'static str]),
+    /// The sync-error metric grew since `MarkSyncErrors`.
+    SyncErrorsGrew,
     All(Vec<Fact>),
 }
 
@@ -340,6 +342,19 @@ pub enum Step {
     Serve(Type),
     /// Drops a type, with every object of it (deleting a CRD).
     Unregister(Type),
+    /// Serves a type, leaving the collector to find it.
+    Register(Type),
+    /// One sync round; `Some`: whether it must change the monitors.
+    Resync(Option<bool>),
+    /// Discovery of the group-version fails, or stops failing.
+    FailDiscovery(&'static str, bool),
+    ClearFaults,
+    /// Waits three sync periods and checks that the sync loop read discovery at least twice (a
+    /// round that changes the monitors also waits up to one period for them to sync), as
+    /// upstream's `expectSyncNotBlocked` does.
+    KeepsSyncing,
+    /// Remembers the sync-error metric for `SyncErrorsGrew`.
+    MarkSyncErrors,
     /// The type's watch events arrive this late.
     WatchDelay(Type, Duration),
     Fault(Fault),
@@ -367,11 +382,35 @@ pub const fn secs(s: u64) -> Duration {
 pub struct Table {
     /// The namespace of every object that names none.
     pub ns: &'static str,
+    /// `None`: the built-in types; else only these, so monitor sets stay small and exact.
+    pub serving: Option<Vec<Type>>,
     pub steps: Vec<Step>,
 }
 
 pub fn table(ns: &'static str, steps: Vec<Step>) -> Table {
-    Table { ns, steps }
+    Table {
+        ns,
+        serving: None,
+        steps,
+    }
+}
+
+impl Table {
+    pub fn serving(self, types: &[Type]) -> Table {
+        Table {
+            serving: Some(types.to_vec()),
+            ..self
+        }
+    }
+}
+
+/// A cluster serving only these types.
+pub fn cluster_serving(types: &[Type]) -> SimCluster {
+    let cluster = SimCluster::empty();
+    for t in types {
+        cluster.register(t.def());
+    }
+    cluster
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -395,14 +434,9 @@ macro_rules! cluster_scenarios {
 }
 pub(crate) use cluster_scenarios;
 
-/// Runs `table` on a fresh cluster with the built-in types and a controller with `partitions`
-/// graph builders.
+/// Runs `table` on a fresh cluster and a controller with `partitions` graph builders.
 pub async fn run(table: Table, partitions: usize) {
-    run_on(SimCluster::new(), table, partitions).await;
-}
-
-/// Runs `table` on `cluster`.
-pub async fn run_on(cluster: SimCluster, table: Table, partitions: usize) {
+    let cluster = table.serving.as_deref().map_or_else(SimCluster::new, cluster_serving);
     let mut steps = Vec::new();
     flatten(table.steps, &mut steps);
     let mut s = Scenario {
@@ -412,6 +446,7 @@ pub async fn run_on(cluster: SimCluster, table: Table, partitions: usize) {
         h: None,
         objects: HashMap::new(),
         mark: tokio::time::Instant::now(),
+        sync_errors: 0,
     };
     for step in steps {
         s.step(step).await;
@@ -436,6 +471,7 @@ struct Scenario {
     /// Every object created, by name, as the server returned it.
     objects: HashMap<Name, (Type, PartialObjectMeta)>,
     mark: tokio::time::Instant,
+    sync_errors: u64,
 }
 
 impl Scenario {
@@ -501,6 +537,27 @@ impl Scenario {
             Unregister(ty) => self.cluster().unregister(ty.group, ty.plural),
             WatchDelay(ty, delay) => self.cluster().set_watch_delay(ty.group, ty.plural, delay),
             Fault(fault) => self.cluster().inject_fault(fault),
+            Register(ty) => self.cluster().register(ty.def()),
+            Resync(want) => {
+                let changed = self.h().gc.sync_once().await;
+                assert!(
+                    want.is_none_or(|w| w == changed),
+                    "the sync round changed monitors: {changed}"
+                );
+            }
+            FailDiscovery(group_version, fail) => self.cluster().fail_discovery(group_version, fail),
+            ClearFaults => self.cluster().clear_faults(),
+            KeepsSyncing => {
+                let h = self.h();
+                let before = h.cluster.api_calls().discover;
+                h.wait(Config::default().sync_period * 3 + secs(1)).await;
+                let after = h.cluster.api_calls().discover;
+                assert!(
+                    after >= before + 2,
+                    "likely blocked: the sync loop stopped reading discovery"
+                );
+            }
+            MarkSyncErrors => self.sync_errors = self.h().gc.metrics().sync_errors.get(),
             Until(fact) => {
                 let deadline = tokio::time::Instant::now() + PATIENCE;
                 while let Err(why) = self.holds(&fact) {
@@ -663,6 +720,10 @@ impl Scenario {
             Monitored(want) => {
                 let got = h.monitored();
                 expect(got == *want, format!("monitored: {got:?}"))
+            }
+            SyncErrorsGrew => {
+                let now = h.gc.metrics().sync_errors.get();
+                expect(now > self.sync_errors, format!("still {now}"))
             }
             All(facts) => facts
                 .iter()
