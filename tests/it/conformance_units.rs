@@ -1,11 +1,28 @@
 //! Conformance with upstream's unit tests of the garbage collector (gc-spec §10, items 13, 15, 16,
 //! 18, 19, 22, 23, 24 and 43), each test named after its checklist item.
 //!
-//! The scenarios are upstream's (`garbagecollector_test.go`, `graph_builder_test.go` and the
-//! integration test `TestCascadingDeleteOnCRDConversionFailure`); the fake HTTP servers of the Go
-//! tests become the simulated cluster, with [`SimCluster::inject_fault`] standing in for canned
-//! error responses and a [`Recorder`] for the list of requests a test expects.
+//! # Tables
+//!
+//! The scenarios that act on the whole controller as a sequence of actions and checks (13, 15,
+//! 24) are tables of `conformance_cluster`'s [`Step`]s and [`Fact`]s, run by its runner at
+//! P = 1, 2 and 4 graph builder partitions (`<scenario>::p{1,2,4}`); its module docs give the
+//! format and the runner's invariants. Their extra vocabulary is about discovery and sync:
+//! `Register`, `Unregister`, `Resync`, `Fault`, `FailDiscovery`, `KeepsSyncing`, and the facts
+//! `Monitored`, `Monitor`, `Synced`, `SyncErrorsGrew`.
+//!
+//! # What stays code
+//!
+//! The others test a unit API, or something a step table cannot state, and stay functions; each
+//! says why where it is defined. The scenarios are upstream's (`garbagecollector_test.go`,
+//! `graph_builder_test.go` and the integration test `TestCascadingDeleteOnCRDConversionFailure`);
+//! the fake HTTP servers of the Go tests become the simulated cluster, with
+//! [`SimCluster::inject_fault`] standing in for canned error responses and a [`Recorder`] for the
+//! list of requests a test expects.
 
+use crate::conformance_cluster::{
+    cluster_scenarios, cluster_serving, crd, delete, gone, in_graph, obj, table, to, Fact, Policy::Background, Step,
+    Table, Type, DEPLOYMENT, POD, RC, SECRET,
+};
 use crate::support;
 
 use kube_gc::api::layers::Verb;
@@ -22,13 +39,12 @@ use kube_gc::sim::{SimCluster, TypeDef};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use support::*;
+use Fact::{Monitor, Monitored, SyncErrorsGrew, Synced, Within};
+use Step::{Check, Create, Mark, Register, Resync, Shutdown, Start, StartUnsynced, Steps, Unregister, Until, Wait};
+use Step::{ClearFaults, FailDiscovery, KeepsSyncing, MarkSyncErrors};
 
 /// Every test's namespace, as upstream's `getPod` uses.
 const NS: &str = "ns1";
-
-fn widgets() -> Gvr {
-    Gvr::new("example.com", "v1", "widgets")
-}
 
 /// A ref to a ReplicationController that may or may not exist.
 fn rc_ref(name: &str, uid: &str) -> OwnerReference {
@@ -49,63 +65,43 @@ fn pod_meta(name: &str, uid: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
     }
 }
 
-/// A cluster serving only the given built-in-like types, so monitor sets stay small and exact.
-fn cluster_serving(types: &[TypeDef]) -> SimCluster {
-    let cluster = SimCluster::empty();
-    for t in types {
-        cluster.register(t.clone());
-    }
-    cluster
-}
+cluster_scenarios!(
+    s13_a_resource_that_never_lists_never_syncs_yet_rc_to_pod_cascades_still_work: s13,
+    s15_construction_tolerates_an_unservable_resource_and_resync_adds_and_removes_monitors: s15,
+    s24_garbage_collector_sync_survives_discovery_and_sync_failures: s24,
+);
 
-fn pod_type() -> TypeDef {
-    TypeDef::new("", "v1", "Pod", "pods", true)
-}
+const WIDGET: Type = crd("example.com", "Widget", "widgets");
 
-fn deployment_type() -> TypeDef {
-    TypeDef::new("apps", "v1", "Deployment", "deployments", true)
-}
-
-fn secret_type() -> TypeDef {
-    TypeDef::new("", "v1", "Secret", "secrets", true)
+/// A `Fault` step: `verb` calls about `resource` (all if `None`) answer `reason` with `message`.
+fn failing(verb: Verb, resource: Option<Type>, reason: StatusReason, message: &str) -> Step {
+    Step::Fault(fault(verb, resource.map(|t| (t.group, t.plural)), reason, message))
 }
 
 /// Item 13 (`TestCascadingDeleteOnCRDConversionFailure`): a custom resource whose every LIST
 /// fails, as behind a broken conversion webhook, never syncs; the collector still starts its
 /// workers after the initial sync timeout and cascades an RC's deletion to its pod, and
 /// `is_synced` stays false throughout.
-#[tokio::test(start_paused = true)]
-async fn s13_a_resource_that_never_lists_never_syncs_yet_rc_to_pod_cascades_still_work() {
-    let cluster = SimCluster::new();
-    cluster.register(TypeDef::new("example.com", "v1", "Widget", "widgets", true).custom());
-    cluster.inject_fault(fault(
-        Verb::List,
-        Some(("example.com", "widgets")),
-        StatusReason::InternalError,
-        "conversion webhook for example.com/v1, Kind=Widget failed: connection refused",
-    ));
-    let h = Harness::start_unsynced(cluster, Config::default()).await;
-    let rc = h.create(&rcs(), meta(NS, "rc1", vec![]));
-    let pod = h.create(&pods(), meta(NS, "pod1", vec![ref_to(&rc)]));
-    h.wait_in_graph(&[&rc, &pod]).await;
-    assert!(
-        !h.gc.is_synced(),
-        "a monitor whose LIST always fails must not count as synced"
-    );
-
-    h.delete(&rcs(), &rc, policy(PropagationPolicy::Background));
-    h.eventually("the RC's pod deleted", || !h.exists(&pods(), &pod)).await;
-
-    let states = h.gc.monitor_states();
-    assert_eq!(
-        states.get(&widgets()),
-        Some(&false),
-        "the broken resource is monitored, unsynced"
-    );
-    assert_eq!(states.get(&pods()), Some(&true));
-    assert!(!h.gc.is_synced(), "is_synced stays false while one monitor never syncs");
-    h.gc.shutdown().await;
+#[rustfmt::skip]
+fn s13() -> Table {
+    let conversion = "conversion webhook for example.com/v1, Kind=Widget failed: connection refused";
+    table(NS, vec![
+        Register(WIDGET),
+        failing(Verb::List, Some(WIDGET), StatusReason::InternalError, conversion),
+        StartUnsynced,
+        Create(obj(RC, "rc1")),
+        Create(obj(POD, "pod1").owned_by([to("rc1")])),
+        // a monitor whose LIST always fails must not count as synced
+        Until(in_graph(["rc1", "pod1"])), Check(Synced(false)),
+        delete("rc1", Background),
+        Until(gone("pod1")),
+        // the broken resource is monitored, unsynced, and keeps the collector unsynced
+        Check(Monitor(WIDGET, Some(false))), Check(Monitor(POD, Some(true))), Check(Synced(false)),
+        Shutdown,
+    ])
 }
+
+const UNKNOWN: Type = crd("tpr.io", "Unknown", "unknown");
 
 /// Item 15 (`TestGarbageCollectorConstruction`): a resource the cluster advertises but cannot
 /// serve is tolerated (its monitor simply never syncs), and resyncing adds and removes monitors,
@@ -115,56 +111,35 @@ async fn s13_a_resource_that_never_lists_never_syncs_yet_rc_to_pod_cascades_stil
 /// kube-gc has no "constructed but not running" state: `start` both builds and runs the
 /// collector. The closest point to upstream's "before Run" is the initial-sync wait, during which
 /// the monitors exist and the workers have not started.
-#[tokio::test(start_paused = true)]
-async fn s15_construction_tolerates_an_unservable_resource_and_resync_adds_and_removes_monitors() {
-    let unknown = TypeDef::new("tpr.io", "v1", "Unknown", "unknown", true).custom();
-    let cluster = cluster_serving(&[pod_type(), unknown.clone()]);
-    cluster.inject_fault(fault(
-        Verb::List,
-        Some(("tpr.io", "unknown")),
-        StatusReason::NotFound,
-        "the server could not find the requested resource",
-    ));
-    let config = Config::default();
-    let initial_sync_timeout = config.initial_sync_timeout;
-    let started = tokio::time::Instant::now();
-    let h = Harness::start_unsynced(cluster, config).await;
-    h.eventually("the first sync's monitors", || h.monitored() == ["pods", "unknown"])
-        .await;
-    assert!(!h.gc.is_synced());
-
-    // Before the workers start: drop the unservable resource, then add it back and drop it again.
-    h.cluster.unregister("tpr.io", "unknown");
-    assert!(h.gc.sync_once().await, "removing a resource changes the monitor set");
-    assert_eq!(h.monitored(), ["pods"]);
-    h.cluster.register(unknown.clone());
-    h.gc.sync_once().await;
-    assert_eq!(h.monitored(), ["pods", "unknown"]);
-    h.cluster.unregister("tpr.io", "unknown");
-    h.gc.sync_once().await;
-    assert_eq!(h.monitored(), ["pods"]);
-    assert!(
-        started.elapsed() < initial_sync_timeout,
-        "this half of the test must run before the workers start"
-    );
-    h.eventually("the pods monitor synced", || h.gc.is_synced()).await;
-
-    // Running: the same again.
-    h.wait(initial_sync_timeout * 2).await;
-    h.cluster.register(unknown);
-    assert!(h.gc.sync_once().await);
-    assert_eq!(h.monitored(), ["pods", "unknown"]);
-    assert!(!h.gc.is_synced());
-    h.cluster.unregister("tpr.io", "unknown");
-    assert!(h.gc.sync_once().await);
-    assert_eq!(h.monitored(), ["pods"]);
-    assert!(h.gc.is_synced());
-    h.gc.shutdown().await;
+#[rustfmt::skip]
+fn s15() -> Table {
+    let initial_sync_timeout = Config::default().initial_sync_timeout;
+    table(NS, vec![
+        failing(Verb::List, Some(UNKNOWN), StatusReason::NotFound, "the server could not find the requested resource"),
+        Mark,
+        StartUnsynced,
+        Until(Monitored(&["pods", "unknown"])), Check(Synced(false)),
+        // Before the workers start: drop the unservable resource, then add it back and drop it again.
+        Unregister(UNKNOWN), Resync(Some(true)), Check(Monitored(&["pods"])),
+        Register(UNKNOWN), Resync(None), Check(Monitored(&["pods", "unknown"])),
+        Unregister(UNKNOWN), Resync(None), Check(Monitored(&["pods"])),
+        // this half of the table must run before the workers start
+        Check(Within(initial_sync_timeout)),
+        Until(Synced(true)),
+        // Running: the same again.
+        Wait(initial_sync_timeout * 2),
+        Register(UNKNOWN), Resync(Some(true)), Check(Monitored(&["pods", "unknown"])), Check(Synced(false)),
+        Unregister(UNKNOWN), Resync(Some(true)), Check(Monitored(&["pods"])), Check(Synced(true)),
+        Shutdown,
+    ]).serving(&[POD, UNKNOWN])
 }
 
 /// Item 16 (`TestAttemptToDeleteItem`): a virtual item whose owner's GET answers 404 is deleted
 /// with exactly three requests (GET the item, GET its owner, DELETE the item), and the attempt
 /// leaves the item's virtual flag alone.
+///
+/// Stays code: it calls `attempt_to_delete_item` on a hand-made handle and checks the exact
+/// requests, which no builder sees, so partitions mean nothing here.
 #[tokio::test(start_paused = true)]
 async fn s16_attempt_to_delete_item_deletes_a_virtual_item_whose_owner_is_absent() {
     let rig = Rig::new(SimCluster::new()).await;
@@ -210,6 +185,9 @@ async fn s16_attempt_to_delete_item_deletes_a_virtual_item_whose_owner_is_absent
 /// thread while an orphan worker snapshots and patches that owner's dependents on another. Rust
 /// rules out the data race upstream hunts with the race detector; what is left to check is that
 /// neither side deadlocks or panics and that the graph is consistent afterwards.
+///
+/// Stays code: two threads race on purpose, so there is no sequence of steps to tabulate; the
+/// builder side calls one builder directly, so partitions mean nothing here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s18_dependents_race_between_the_builder_and_an_orphan_worker_stays_consistent() {
     // Ten times upstream's 100 rounds, for more overlap between the two sides.
@@ -264,6 +242,9 @@ async fn s18_dependents_race_between_the_builder_and_an_orphan_worker_stays_cons
 /// not fetched again (a ref that differs only in `controller` hits the same entry, since keys are
 /// coordinates plus namespace), a hit promotes the entry, and the least recently used one is
 /// evicted.
+///
+/// Stays code: it tests the cache's LRU through `attempt_to_delete_item` calls made by hand, with
+/// no builder involved, so partitions mean nothing here.
 #[tokio::test(start_paused = true)]
 async fn s19_absent_owner_cache_saves_a_get_and_evicts_lru() {
     let rig = Rig::with_cache(SimCluster::new(), 2).await;
@@ -321,6 +302,9 @@ async fn s19_absent_owner_cache_saves_a_get_and_evicts_lru() {
 /// Item 22 (`TestOrphanDependentsFailure`): a 409 from the orphaning patch surfaces as an
 /// OrphanDependents error carrying the server's conflict message; the owner keeps its `orphan`
 /// finalizer and is requeued with backoff, and succeeds once the conflict is gone.
+///
+/// Stays code: it checks the error value `attempt_to_orphan_worker` returns and the
+/// attemptToOrphan backoff, one worker call at a time, below what a cluster table can observe.
 #[tokio::test(start_paused = true)]
 async fn s22_a_conflict_on_the_orphan_patch_fails_the_owner_and_requeues_it() {
     let mut rig = Rig::new(SimCluster::new()).await;
@@ -420,6 +404,9 @@ const DELETABLE: [&str; 3] = ["delete", "list", "watch"];
 /// counterpart: [`kube_gc::api::ClusterApi::discover`] answers either a document (whose `failed`
 /// map is the group-discovery failure) or an error with no results, so that case collapses into
 /// the last one.
+///
+/// Stays code: most of it calls the pure function `deletable_resources` on discovery documents;
+/// the controller part only shows that a failed discovery changes nothing.
 #[tokio::test(start_paused = true)]
 async fn s23_get_deletable_resources_keeps_usable_results_whatever_discovery_answers() {
     let pods_in_apps = Gvr::new("apps", "v1", "pods");
@@ -447,7 +434,7 @@ async fn s23_get_deletable_resources_keeps_usable_results_whatever_discovery_ans
     assert_eq!(deletable_resources(&partial, &no_ignores), expected);
 
     // "discovery failure, no results": through the controller, since an error carries no document.
-    let h = Harness::start_with(cluster_serving(&[pod_type()]), Config::default()).await;
+    let h = Harness::start_with(cluster_serving(&[POD]), Config::default()).await;
     let errors = h.gc.metrics().sync_errors.get();
     h.cluster.inject_fault(fault(
         Verb::Discovery,
@@ -470,96 +457,47 @@ async fn s23_get_deletable_resources_keeps_usable_results_whatever_discovery_ans
     h.gc.shutdown().await;
 }
 
-/// Waits three sync periods and checks that the sync loop read discovery at least twice (a round
-/// that changes the monitors also waits up to one period for them to sync), as upstream's
-/// `expectSyncNotBlocked` does.
-async fn keeps_syncing(h: &Harness) {
-    let period = Config::default().sync_period;
-    let before = h.cluster.api_calls().discover;
-    h.wait(period * 3 + Duration::from_secs(1)).await;
-    assert!(
-        h.cluster.api_calls().discover >= before + 2,
-        "likely blocked: the sync loop stopped reading discovery"
-    );
-}
-
 /// Item 24 (`TestGarbageCollectorSync`): discovery errors, unsyncable resources and partial
 /// discovery failures never block the sync loop or the workers; a discovery error changes no
 /// monitor, a partial failure keeps the synced monitors of the failed group, the sync-error
 /// metric counts the unsynced round, and the collector syncs once the resource recovers.
-#[tokio::test(start_paused = true)]
-async fn s24_garbage_collector_sync_survives_discovery_and_sync_failures() {
-    let cluster = cluster_serving(&[pod_type(), deployment_type()]);
-    let h = Harness::start_with(cluster, Config::default()).await;
-    assert_eq!(h.monitored(), ["deployments", "pods"]);
-
-    // A discovery error: no monitor changes, the loop goes on.
-    h.cluster.inject_fault(fault(
-        Verb::Discovery,
-        None,
-        StatusReason::InternalError,
-        "error calling discoveryClient.ServerPreferredResources()",
-    ));
-    keeps_syncing(&h).await;
-    assert_eq!(h.monitored(), ["deployments", "pods"]);
-    assert!(h.gc.metrics().sync_errors.get() > 0);
-    h.cluster.clear_faults();
-    keeps_syncing(&h).await;
-    assert_eq!(h.monitored(), ["deployments", "pods"]);
-
-    // A resource that maps but never syncs (its LIST answers 404) replaces deployments.
-    let unsyncable = || {
-        h.cluster.inject_fault(fault(
-            Verb::List,
-            Some(("", "secrets")),
-            StatusReason::NotFound,
-            "the server could not find the requested resource",
-        ));
-        h.cluster.register(secret_type());
-    };
-    unsyncable();
-    h.cluster.unregister("apps", "deployments");
-    keeps_syncing(&h).await;
-    assert_eq!(h.monitored(), ["pods", "secrets"]);
-    assert!(!h.gc.is_synced());
-
-    // Back to normal.
-    h.cluster.unregister("", "secrets");
-    h.cluster.register(deployment_type());
-    keeps_syncing(&h).await;
-    assert_eq!(h.monitored(), ["deployments", "pods"]);
-    h.eventually("synced again", || h.gc.is_synced()).await;
-
-    // Partial discovery failure: apps/v1 fails; its synced deployments monitor is kept.
-    unsyncable();
-    h.cluster.fail_discovery("apps/v1", true);
-    keeps_syncing(&h).await;
-    assert_eq!(h.monitored(), ["deployments", "pods", "secrets"]);
-
-    // Back to normal: the unsyncable monitor is removed.
-    h.cluster.fail_discovery("apps/v1", false);
-    h.cluster.unregister("", "secrets");
-    keeps_syncing(&h).await;
-    assert_eq!(h.monitored(), ["deployments", "pods"]);
-    h.eventually("synced again", || h.gc.is_synced()).await;
-
-    // An informer that has not synced yet: the round that adds it counts a sync error...
-    let errors = h.gc.metrics().sync_errors.get();
-    unsyncable();
-    h.cluster.unregister("apps", "deployments");
-    keeps_syncing(&h).await;
-    assert_eq!(h.monitored(), ["pods", "secrets"]);
-    assert!(!h.gc.is_synced(), "the secrets monitor cannot have synced");
-    assert!(
-        h.gc.metrics().sync_errors.get() > errors,
-        "expected the sync-error metric to grow"
-    );
-
-    // ...and the collector syncs once the resource lists again.
-    h.cluster.clear_faults();
-    h.eventually("the secrets monitor synced", || h.gc.is_synced()).await;
-    assert_eq!(h.gc.monitor_states().get(&secrets()), Some(&true));
-    h.gc.shutdown().await;
+#[rustfmt::skip]
+fn s24() -> Table {
+    let both = &["deployments", "pods"];
+    let discovery_error = "error calling discoveryClient.ServerPreferredResources()";
+    // A resource that maps but never syncs (its LIST answers 404).
+    let unsyncable = || Steps(vec![
+        failing(Verb::List, Some(SECRET), StatusReason::NotFound, "the server could not find the requested resource"),
+        Register(SECRET),
+    ]);
+    table(NS, vec![
+        Start, MarkSyncErrors, Check(Monitored(both)),
+        // A discovery error: no monitor changes, the loop goes on.
+        failing(Verb::Discovery, None, StatusReason::InternalError, discovery_error),
+        KeepsSyncing, Check(Monitored(both)), Check(SyncErrorsGrew),
+        ClearFaults,
+        KeepsSyncing, Check(Monitored(both)),
+        // The unsyncable resource replaces deployments.
+        unsyncable(), Unregister(DEPLOYMENT),
+        KeepsSyncing, Check(Monitored(&["pods", "secrets"])), Check(Synced(false)),
+        // Back to normal.
+        Unregister(SECRET), Register(DEPLOYMENT),
+        KeepsSyncing, Check(Monitored(both)), Until(Synced(true)),
+        // Partial discovery failure: apps/v1 fails; its synced deployments monitor is kept.
+        unsyncable(), FailDiscovery("apps/v1", true),
+        KeepsSyncing, Check(Monitored(&["deployments", "pods", "secrets"])),
+        // Back to normal: the unsyncable monitor is removed.
+        FailDiscovery("apps/v1", false), Unregister(SECRET),
+        KeepsSyncing, Check(Monitored(both)), Until(Synced(true)),
+        // An informer that has not synced yet: the round that adds it counts a sync error...
+        MarkSyncErrors, unsyncable(), Unregister(DEPLOYMENT),
+        KeepsSyncing, Check(Monitored(&["pods", "secrets"])),
+        Check(Synced(false)), // the secrets monitor cannot have synced
+        Check(SyncErrorsGrew),
+        // ...and the collector syncs once the resource lists again.
+        ClearFaults, Until(Synced(true)), Check(Monitor(SECRET, Some(true))),
+        Shutdown,
+    ]).serving(&[POD, DEPLOYMENT])
 }
 
 fn alive_tasks() -> usize {
@@ -582,10 +520,16 @@ async fn expect_alive_tasks(expected: usize, what: &str) {
 
 /// Item 43 (`TestGraphBuilderLeak`): shutdown returns, and every task the collector started
 /// (builders, workers, monitors, the event sink, the queues' delay timers) is gone afterwards.
-#[tokio::test(start_paused = true)]
-async fn s43_shutdown_ends_every_task_the_collector_started() {
+///
+/// Stays code: it counts the runtime's live tasks against a baseline, which no fact about the
+/// cluster or the graph states. It runs at P = 1, 2, 4: each partition is a builder task.
+async fn shutdown_ends_every_task_the_collector_started(partitions: usize) {
     let baseline = alive_tasks();
-    let h = Harness::start().await;
+    let config = Config {
+        partitions,
+        ..Config::default()
+    };
+    let h = Harness::start_with(SimCluster::new(), config).await;
     // Give the workers something to do, including rate-limited retries: an owner of unknown kind.
     let rc = h.create(&rcs(), meta(NS, "rc", vec![]));
     let pod = h.create(&pods(), meta(NS, "pod", vec![ref_to(&rc)]));
@@ -606,11 +550,31 @@ async fn s43_shutdown_ends_every_task_the_collector_started() {
     expect_alive_tasks(baseline, "a task of the stopped collector").await;
 }
 
+mod s43_shutdown_ends_every_task_the_collector_started {
+    use super::shutdown_ends_every_task_the_collector_started as run;
+
+    #[tokio::test(start_paused = true)]
+    async fn p1() {
+        run(1).await
+    }
+    #[tokio::test(start_paused = true)]
+    async fn p2() {
+        run(2).await
+    }
+    #[tokio::test(start_paused = true)]
+    async fn p4() {
+        run(4).await
+    }
+}
+
 /// Item 43 (`TestGraphBuilder_SyncMonitorsLeak`): a monitor that a resync drops stops, and stops
 /// calling the API.
+///
+/// Stays code: like the test above it counts live tasks, here one per monitor; the builder
+/// partitions do not change with the monitor set, so one run says it all.
 #[tokio::test(start_paused = true)]
 async fn s43_a_monitor_dropped_by_resync_stops() {
-    let h = Harness::start_with(cluster_serving(&[pod_type()]), Config::default()).await;
+    let h = Harness::start_with(cluster_serving(&[POD]), Config::default()).await;
     h.settle().await;
     let with_one_monitor = alive_tasks();
 
@@ -639,6 +603,8 @@ async fn s43_a_monitor_dropped_by_resync_stops() {
 
 /// Not a checklist item: spec §4.1 retries an item whose owner's kind is not served forever, so
 /// the collector is never quiet; `is_settled` tells that nothing else is left to do.
+///
+/// Stays code: it is about `is_settled` and `is_quiet`, two probes of the controller's own state.
 #[tokio::test(start_paused = true)]
 async fn is_settled_should_hold_while_an_owner_of_an_unserved_kind_keeps_retrying() {
     let h = Harness::start().await;
