@@ -51,8 +51,8 @@ use std::fmt;
 /// The `Content-Type` of [`render`]'s text.
 pub(super) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The unit of every family whose name ends in `_seconds`. A static, because the encoder borrows
-/// the unit for as long as it writes the family's samples.
+/// The unit of every family whose name ends in `_seconds`: the encoder appends `_seconds` to the
+/// name it is given and writes a `# UNIT` line. A static, so that every family can borrow it.
 static SECONDS: Unit = Unit::Seconds;
 
 /// The exposition text, ending in `# EOF`.
