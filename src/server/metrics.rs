@@ -650,12 +650,21 @@ mod tests {
         families
     }
 
+    /// One histogram series as read: its buckets (`le`, value) in order, its `_count`, whether it
+    /// has a `_sum`.
+    #[derive(Default)]
+    struct Series {
+        buckets: Vec<(f64, u64)>,
+        count: Option<u64>,
+        sum: bool,
+    }
+
     /// The histogram checks of [`read_strictly`], per series (labels but `le`).
     fn check_histogram(family: &str, samples: &[Sample]) {
-        let mut series: BTreeMap<Vec<(String, String)>, (Vec<(f64, u64)>, Option<u64>, bool)> = BTreeMap::new();
+        let mut series: BTreeMap<Vec<(String, String)>, Series> = BTreeMap::new();
         for s in samples {
             let key: Vec<_> = s.labels.iter().filter(|(k, _)| k != "le").cloned().collect();
-            let (buckets, count, sum) = series.entry(key).or_default();
+            let Series { buckets, count, sum } = series.entry(key).or_default();
             match &s.name[family.len()..] {
                 "_bucket" => {
                     let (_, le) = s.labels.iter().find(|(k, _)| k == "le").expect("a bucket has le");
@@ -673,7 +682,7 @@ mod tests {
         assert!(!series.is_empty(), "{family} has no series");
         let mut bounds = DURATION_BUCKETS.to_vec();
         bounds.push(f64::INFINITY);
-        for (labels, (buckets, count, sum)) in series {
+        for (labels, Series { buckets, count, sum }) in series {
             let les: Vec<f64> = buckets.iter().map(|&(le, _)| le).collect();
             assert_eq!(
                 les, bounds,
