@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `/debug/controllers/garbagecollector/graph[?uid=…]` | the DOT dump of spec §8 |
 //! | `/explain?uid=U` | JSON: why an object is not collected yet ([`explain`]) |
-//! | `/metrics` | Prometheus text ([`metrics`]) |
+//! | `/metrics` | OpenMetrics text ([`metrics`]) |
 //! | `/healthz` | `ok` while the process serves |
 //! | `/readyz` | `ok` once the monitors have synced or the initial sync wait has passed, else 503 |
 //!
@@ -156,7 +156,7 @@ async fn explain<C: ClusterApi>(
 
 async fn metrics<C: ClusterApi>(State(slot): Shared<C>) -> Result<Response, Unavailable> {
     let gc = slot.collector()?;
-    let content_type = [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")];
+    let content_type = [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)];
     Ok((content_type, metrics::render(gc)).into_response())
 }
 

@@ -256,7 +256,8 @@ async fn endpoints_should_serve_the_graph_explanations_metrics_and_readiness() {
     for needle in [
         "garbagecollector_controller_resources_sync_error_total 0",
         "workqueue_adds_total{name=\"garbage_collector_attempt_to_delete\"}",
-        "workqueue_queue_duration_seconds_bucket{name=\"garbage_collector_attempt_to_orphan\",le=\"+Inf\"}",
+        // prometheus-client writes `le` before the family's own labels.
+        "workqueue_queue_duration_seconds_bucket{le=\"+Inf\",name=\"garbage_collector_attempt_to_orphan\"}",
         "kube_gc_monitor_synced{resource=\"apps/v1/deployments\"} 1",
         "kube_gc_api_requests_total{verb=\"list\",code=\"200\"}",
         "kube_gc_api_requests_total{verb=\"discovery\",code=\"200\"}",
