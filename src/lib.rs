@@ -24,6 +24,7 @@ pub mod collector;
 pub mod controller;
 pub mod duration;
 pub mod event;
+pub mod generate;
 pub mod graph;
 pub mod leader;
 pub mod monitor;

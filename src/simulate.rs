@@ -1,19 +1,20 @@
-//! `kube-gc simulate`: the demo. Builds a synthetic cluster in the in-memory simulated API
-//! server, starts the garbage collector against it, deletes parts of the cluster with each
-//! propagation policy, and reports what the collector did.
+//! `kube-gc simulate`: the demo. Builds a synthetic cluster with the one generator
+//! ([`crate::generate`]) in the in-memory simulated API server, starts the garbage collector
+//! against it, deletes a quarter of the roots with each propagation policy, and reports what the
+//! collector did.
 //!
-//! The shapes are the ones the collector meets most: Deployments → ReplicaSets → Pods,
-//! Jobs → Pods, a custom-resource chain (Widget → Gadget → ConfigMap, served as custom types so
-//! patches take the JSON-merge fallback), and a cluster-scoped owner (a ClusterRole owning
-//! ConfigMaps in every namespace).
+//! The shapes are the generator's ([`demo_topology`]): Deployments → ReplicaSets → Pods,
+//! Jobs → Pods, chains of Widgets (served as a custom type, so patches take the JSON-merge
+//! fallback), and cluster-scoped owners (ClusterRoles owning ClusterRoleBindings, Fleets owning
+//! ConfigMaps across the namespaces). [`populate_cluster`] is also how `kube-gc sim-apiserver
+//! --preset` fills its cluster.
 
-use crate::api::{DeleteOptions, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy};
+use crate::api::{ApiError, DeleteOptions, Gvr, ObjectMeta, PartialObjectMeta, PropagationPolicy, StatusReason};
 use crate::collector::CollectorConfig;
 use crate::controller::{Config, GarbageCollector};
+use crate::generate::{generate, Amount, GenerateError, Step, Topology, KINDS};
 use crate::sim::{SimCluster, TypeDef};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,7 +27,7 @@ pub struct SimulateOptions {
     pub workers: usize,
     /// Graph builder partitions.
     pub partitions: usize,
-    /// Seed of the random choices (which trees get which policy).
+    /// Seed of the generator (the cluster's names and UIDs, and which trees get which policy).
     pub seed: u64,
     /// Give up waiting for convergence after this long.
     pub timeout: Duration,
@@ -82,10 +83,45 @@ pub struct SimulateSummary {
     pub api_calls: BTreeMap<&'static str, u64>,
 }
 
-/// One tree of the synthetic cluster: its root and every object below it.
+/// Why the demo, or the filling of a cluster, stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    /// The simulated cluster refused a call.
+    #[error("the simulated cluster refused a call: {0}")]
+    Api(#[from] ApiError),
+    /// The generator cannot make the topology asked for.
+    #[error("{0}")]
+    Topology(String),
+    /// The collector's monitors did not sync in time.
+    #[error("the monitors did not sync within {0:?}")]
+    NotSynced(Duration),
+    /// The collector's graph did not take in the whole cluster in time.
+    #[error("the graph holds {held} of {expected} objects after {timeout:?}")]
+    GraphIncomplete {
+        /// Nodes in the graph at the deadline.
+        held: usize,
+        /// Objects the cluster holds.
+        expected: usize,
+        /// How long it was given.
+        timeout: Duration,
+    },
+}
+
+impl From<GenerateError<ApiError>> for SimulateError {
+    fn from(e: GenerateError<ApiError>) -> Self {
+        match e {
+            GenerateError::Topology(reason) => SimulateError::Topology(reason),
+            GenerateError::Sink(e) => SimulateError::Api(e),
+        }
+    }
+}
+
+/// One tree of the synthetic cluster: its root, every object below it, and how the demo deletes
+/// the root (`None`: it stays untouched).
 struct Tree {
     root: Created,
     members: Vec<Created>,
+    policy: Option<PropagationPolicy>,
 }
 
 /// An object the simulation created, as a (resource, namespace, name, uid) quadruple.
@@ -97,45 +133,153 @@ struct Created {
     uid: String,
 }
 
-/// The custom types of the demo.
-fn custom_types() -> [TypeDef; 2] {
-    [
-        TypeDef::new("demo.kube-gc.io", "v1", "Widget", "widgets", true).custom(),
-        TypeDef::new("demo.kube-gc.io", "v1", "Gadget", "gadgets", true).custom(),
-    ]
-}
-
-/// Fills `cluster` with the demo's trees, about `objects` objects in all, and serves its custom
-/// types; this is what `kube-gc sim-apiserver --preset` starts from. Returns how many objects were
-/// created.
-pub fn populate_cluster(cluster: &SimCluster, objects: usize, seed: u64) -> anyhow::Result<usize> {
-    for ns in 0..NAMESPACES {
-        create(cluster, &gvr("", "v1", "namespaces"), "", &namespace(ns), Vec::new())?;
+/// The demo's cluster: the generator's shapes at about `objects` objects, with a quarter of the
+/// roots deleted with each policy and a quarter untouched.
+///
+/// The special cases (multi-owner ConfigMaps, cycles, dangling and cross-namespace references)
+/// and the churn are left out: the table counts objects by the one tree each belongs to, and
+/// those cases belong to two trees or none. There are always a ClusterRole and a Fleet, so that
+/// cluster-scoped owners are in the demo at every size.
+pub fn demo_topology(objects: usize) -> Topology {
+    let sized = Topology::sized(objects);
+    Topology {
+        cluster_owners: sized.cluster_owners.max(2),
+        multi_owner: 0,
+        dangling: 0,
+        cross_namespace: 0,
+        cycles: 0,
+        churn: 0,
+        delete_background: Amount::Share(0.25),
+        delete_foreground: Amount::Share(0.25),
+        delete_orphan: Amount::Share(0.25),
+        ..sized
     }
-    let trees = prepare(cluster, objects, &mut SmallRng::seed_from_u64(seed))?;
-    Ok(trees.iter().map(|t| t.members.len() + 1).sum())
 }
 
-/// How many namespaces the trees are spread over.
-const NAMESPACES: usize = 10;
-
-fn namespace(i: usize) -> String {
-    format!("ns-{i}")
-}
-
-/// Serves the custom types, then creates the trees.
-fn prepare(cluster: &SimCluster, objects: usize, rng: &mut SmallRng) -> anyhow::Result<Vec<Tree>> {
-    for t in custom_types() {
-        cluster.register(t);
+/// Fills `cluster` with what the generator makes of `topology` and `seed`: serves the custom
+/// types, creates the namespaces, then creates each object of the initial listing (with the
+/// generator's UID, which the simulated cluster keeps) as it is yielded, so that even the largest
+/// preset is never held twice in memory. Churn and deletions are not applied; every step, those
+/// included, is shown to `observe` once handled. Returns how many objects the listing created.
+///
+/// `kube-gc simulate` and `kube-gc sim-apiserver --preset` both build their clusters here.
+pub fn populate_cluster(
+    cluster: &SimCluster,
+    topology: &Topology,
+    seed: u64,
+    mut observe: impl FnMut(&Step),
+) -> Result<usize, SimulateError> {
+    topology.check().map_err(SimulateError::Topology)?;
+    for kind in KINDS.iter().filter(|k| k.custom) {
+        let def = TypeDef::new(kind.group, kind.version, kind.kind, kind.resource, kind.namespaced);
+        cluster.register(def.custom());
     }
-    populate(cluster, objects, rng)
+    let namespaces = Gvr::new("", "v1", "namespaces");
+    for i in 0..topology.namespaces {
+        let meta = ObjectMeta {
+            name: Topology::namespace(i),
+            ..Default::default()
+        };
+        let namespace = PartialObjectMeta {
+            metadata: meta,
+            ..Default::default()
+        };
+        match cluster.create(&namespaces, namespace) {
+            // A cluster that already has the namespace (sim-apiserver's defaults) is fine.
+            Err(ApiError::Status {
+                reason: StatusReason::AlreadyExists,
+                ..
+            }) => {}
+            other => {
+                other?;
+            }
+        }
+    }
+    let summary = generate(topology, seed, |step| {
+        if let Step::Create { kind, object } = &step {
+            cluster.create(&kind.gvr(), object.clone())?;
+        }
+        observe(&step);
+        Ok::<(), ApiError>(())
+    })?;
+    Ok(summary.objects())
+}
+
+/// What the demo keeps of the generator's steps to build its [`Tree`]s after the population.
+#[derive(Default)]
+struct Recorder {
+    /// Every object created, with the UID of its first owner.
+    objects: Vec<(Created, Option<String>)>,
+    /// The roots to delete, by UID.
+    deletions: HashMap<String, PropagationPolicy>,
+}
+
+impl Recorder {
+    fn observe(&mut self, step: &Step) {
+        match step {
+            Step::Create { kind, object } => {
+                let m = &object.metadata;
+                let created = Created {
+                    gvr: kind.gvr(),
+                    namespace: m.namespace.clone(),
+                    name: m.name.clone(),
+                    uid: m.uid.clone(),
+                };
+                let owner = m.owner_references.first().map(|r| r.uid.clone());
+                self.objects.push((created, owner));
+            }
+            Step::Delete { policy, object, .. } => {
+                self.deletions.insert(object.metadata.uid.clone(), *policy);
+            }
+            Step::Listed | Step::Modify { .. } => {}
+        }
+    }
+
+    /// The trees, in the order their roots were created. Each object joins the tree its first
+    /// owner chain ends in; in the demo's topology every object has at most one owner, and some
+    /// Pods are listed before their ReplicaSet, hence the walk after the fact.
+    fn trees(self) -> Vec<Tree> {
+        let position: HashMap<&str, usize> = self
+            .objects
+            .iter()
+            .enumerate()
+            .map(|(i, (c, _))| (c.uid.as_str(), i))
+            .collect();
+        let root_of = |mut i: usize| {
+            while let Some(owner) = self.objects[i].1.as_deref().and_then(|uid| position.get(uid)) {
+                i = *owner;
+            }
+            i
+        };
+        let mut tree_of_root: HashMap<usize, usize> = HashMap::new();
+        let mut trees: Vec<Tree> = Vec::new();
+        for (i, (created, _)) in self.objects.iter().enumerate() {
+            let root = root_of(i);
+            let t = *tree_of_root.entry(root).or_insert_with(|| {
+                let root = self.objects[root].0.clone();
+                let policy = self.deletions.get(&root.uid).copied();
+                trees.push(Tree {
+                    root,
+                    members: Vec::new(),
+                    policy,
+                });
+                trees.len() - 1
+            });
+            if i != root {
+                trees[t].members.push(created.clone());
+            }
+        }
+        trees
+    }
 }
 
 /// Runs the whole demo on the current tokio runtime.
-pub async fn run(options: &SimulateOptions) -> anyhow::Result<SimulateSummary> {
+pub async fn run(options: &SimulateOptions) -> Result<SimulateSummary, SimulateError> {
     let cluster = Arc::new(SimCluster::new());
-    let mut rng = SmallRng::seed_from_u64(options.seed);
-    let trees = prepare(&cluster, options.objects, &mut rng)?;
+    let mut recorder = Recorder::default();
+    let topology = demo_topology(options.objects);
+    populate_cluster(&cluster, &topology, options.seed, |step| recorder.observe(step))?;
+    let trees = recorder.trees();
     let config = Config {
         workers: options.workers,
         partitions: options.partitions,
@@ -143,16 +287,16 @@ pub async fn run(options: &SimulateOptions) -> anyhow::Result<SimulateSummary> {
         ..Config::default()
     };
     let gc = GarbageCollector::start(cluster.clone(), config).await;
-    if !gc.wait_for_sync(Duration::from_secs(30)).await {
-        anyhow::bail!("the monitors did not sync within 30s");
+    let sync = Duration::from_secs(30);
+    if !gc.wait_for_sync(sync).await {
+        return Err(SimulateError::NotSynced(sync));
     }
     wait_until_graph_has(&gc, trees.iter().map(|t| t.members.len() + 1).sum(), options.timeout).await?;
-    let plan = choose_policies(&trees, &mut rng);
     let started = Instant::now();
-    for (tree, policy) in trees.iter().zip(&plan) {
-        if let Some(policy) = policy {
+    for tree in &trees {
+        if let Some(policy) = tree.policy {
             let options = DeleteOptions {
-                propagation_policy: Some(*policy),
+                propagation_policy: Some(policy),
                 ..Default::default()
             };
             cluster.delete_object(&tree.root.gvr, &tree.root.namespace, &tree.root.name, &options)?;
@@ -161,7 +305,7 @@ pub async fn run(options: &SimulateOptions) -> anyhow::Result<SimulateSummary> {
     let converged = wait_until_quiet(&gc, options.timeout, options.progress, GarbageCollector::is_quiet).await;
     let converge_time = started.elapsed();
     gc.shutdown().await;
-    let mut summary = tally(&cluster, &trees, &plan);
+    let mut summary = tally(&cluster, &trees);
     summary.converged = converged;
     summary.converge_time = converge_time;
     let calls = cluster.api_calls();
@@ -175,207 +319,19 @@ pub async fn run(options: &SimulateOptions) -> anyhow::Result<SimulateSummary> {
     Ok(summary)
 }
 
-/// Creates the trees: about `objects` objects in all.
-fn populate(cluster: &SimCluster, objects: usize, rng: &mut SmallRng) -> anyhow::Result<Vec<Tree>> {
-    let mut trees = Vec::new();
-    let mut made = 0;
-    let mut i = 0;
-    let role = create(
-        cluster,
-        &gvr("rbac.authorization.k8s.io", "v1", "clusterroles"),
-        "",
-        "demo-owner",
-        Vec::new(),
-    )?;
-    let mut role_tree = Tree {
-        root: role.clone(),
-        members: Vec::new(),
-    };
-    while made < objects {
-        let ns = namespace(i % NAMESPACES);
-        let tree = match i % 4 {
-            0 | 1 => deployment_tree(cluster, &ns, i, rng.gen_range(1..=2), rng.gen_range(2..=6))?,
-            2 => job_tree(cluster, &ns, i, rng.gen_range(1..=4))?,
-            _ => custom_chain(cluster, &ns, i)?,
-        };
-        let cm = create(
-            cluster,
-            &gvr("", "v1", "configmaps"),
-            &ns,
-            &format!("role-cm-{i}"),
-            vec![owner_ref(&role, "ClusterRole", "rbac.authorization.k8s.io/v1")],
-        )?;
-        role_tree.members.push(cm);
-        made += tree.members.len() + 2;
-        trees.push(tree);
-        i += 1;
-    }
-    trees.push(role_tree);
-    Ok(trees)
-}
-
-fn deployment_tree(cluster: &SimCluster, ns: &str, i: usize, sets: usize, pods: usize) -> anyhow::Result<Tree> {
-    let root = create(
-        cluster,
-        &gvr("apps", "v1", "deployments"),
-        ns,
-        &format!("deploy-{i}"),
-        Vec::new(),
-    )?;
-    let mut members = Vec::new();
-    for s in 0..sets {
-        let rs = create(
-            cluster,
-            &gvr("apps", "v1", "replicasets"),
-            ns,
-            &format!("deploy-{i}-rs{s}"),
-            vec![controller_ref(&root, "Deployment", "apps/v1")],
-        )?;
-        for p in 0..pods {
-            let pod = create(
-                cluster,
-                &gvr("", "v1", "pods"),
-                ns,
-                &format!("deploy-{i}-rs{s}-pod{p}"),
-                vec![controller_ref(&rs, "ReplicaSet", "apps/v1")],
-            )?;
-            members.push(pod);
-        }
-        members.push(rs);
-    }
-    Ok(Tree { root, members })
-}
-
-fn job_tree(cluster: &SimCluster, ns: &str, i: usize, pods: usize) -> anyhow::Result<Tree> {
-    let root = create(
-        cluster,
-        &gvr("batch", "v1", "jobs"),
-        ns,
-        &format!("job-{i}"),
-        Vec::new(),
-    )?;
-    let members = (0..pods)
-        .map(|p| {
-            create(
-                cluster,
-                &gvr("", "v1", "pods"),
-                ns,
-                &format!("job-{i}-pod{p}"),
-                vec![controller_ref(&root, "Job", "batch/v1")],
-            )
-        })
-        .collect::<anyhow::Result<_>>()?;
-    Ok(Tree { root, members })
-}
-
-fn custom_chain(cluster: &SimCluster, ns: &str, i: usize) -> anyhow::Result<Tree> {
-    let root = create(
-        cluster,
-        &gvr("demo.kube-gc.io", "v1", "widgets"),
-        ns,
-        &format!("widget-{i}"),
-        Vec::new(),
-    )?;
-    let gadget = create(
-        cluster,
-        &gvr("demo.kube-gc.io", "v1", "gadgets"),
-        ns,
-        &format!("gadget-{i}"),
-        vec![controller_ref(&root, "Widget", "demo.kube-gc.io/v1")],
-    )?;
-    let cm = create(
-        cluster,
-        &gvr("", "v1", "configmaps"),
-        ns,
-        &format!("gadget-{i}-cm"),
-        vec![controller_ref(&gadget, "Gadget", "demo.kube-gc.io/v1")],
-    )?;
-    Ok(Tree {
-        root,
-        members: vec![gadget, cm],
-    })
-}
-
-fn gvr(group: &str, version: &str, resource: &str) -> Gvr {
-    Gvr::new(group, version, resource)
-}
-
-fn owner_ref(owner: &Created, kind: &str, api_version: &str) -> OwnerReference {
-    OwnerReference {
-        api_version: api_version.into(),
-        kind: kind.into(),
-        name: owner.name.clone(),
-        uid: owner.uid.clone(),
-        ..Default::default()
-    }
-}
-
-/// A controller ref that blocks its owner's foreground deletion, as controllers write them.
-fn controller_ref(owner: &Created, kind: &str, api_version: &str) -> OwnerReference {
-    OwnerReference {
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-        ..owner_ref(owner, kind, api_version)
-    }
-}
-
-fn create(
-    cluster: &SimCluster,
-    gvr: &Gvr,
-    ns: &str,
-    name: &str,
-    owners: Vec<OwnerReference>,
-) -> anyhow::Result<Created> {
-    let meta = ObjectMeta {
-        name: name.into(),
-        namespace: ns.into(),
-        owner_references: owners,
-        ..Default::default()
-    };
-    let obj = cluster.create(
-        gvr,
-        PartialObjectMeta {
-            metadata: meta,
-            ..Default::default()
-        },
-    )?;
-    Ok(Created {
-        gvr: gvr.clone(),
-        namespace: ns.into(),
-        name: name.into(),
-        uid: obj.metadata.uid,
-    })
-}
-
-/// Each tree gets one of: untouched, Background, Foreground, Orphan (a quarter each, at random);
-/// the cluster-scoped owner's tree, which comes last, is always deleted in the background.
-fn choose_policies(trees: &[Tree], rng: &mut SmallRng) -> Vec<Option<PropagationPolicy>> {
-    let last = trees.len().saturating_sub(1);
-    trees
-        .iter()
-        .enumerate()
-        .map(|(i, _)| match rng.gen_range(0..4) {
-            _ if i == last => Some(PropagationPolicy::Background),
-            0 => None,
-            1 => Some(PropagationPolicy::Background),
-            2 => Some(PropagationPolicy::Foreground),
-            _ => Some(PropagationPolicy::Orphan),
-        })
-        .collect()
-}
-
 async fn wait_until_graph_has<C: crate::api::ClusterApi>(
     gc: &GarbageCollector<C>,
     nodes: usize,
     timeout: Duration,
-) -> anyhow::Result<()> {
+) -> Result<(), SimulateError> {
     let deadline = Instant::now() + timeout;
     while gc.graph().len() < nodes || !gc.is_quiet() {
         if Instant::now() > deadline {
-            anyhow::bail!(
-                "the graph holds {} of {nodes} objects after {timeout:?}",
-                gc.graph().len()
-            );
+            return Err(SimulateError::GraphIncomplete {
+                held: gc.graph().len(),
+                expected: nodes,
+                timeout,
+            });
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -418,13 +374,13 @@ pub async fn wait_until_quiet<C: crate::api::ClusterApi>(
     true
 }
 
-fn tally(cluster: &SimCluster, trees: &[Tree], plan: &[Option<PropagationPolicy>]) -> SimulateSummary {
+fn tally(cluster: &SimCluster, trees: &[Tree]) -> SimulateSummary {
     let mut summary = SimulateSummary {
         objects_created: trees.iter().map(|t| t.members.len() + 1).sum(),
         ..Default::default()
     };
-    for (tree, policy) in trees.iter().zip(plan) {
-        let Some(policy) = policy else {
+    for tree in trees {
+        let Some(policy) = tree.policy else {
             summary.untouched_total += tree.members.len() + 1;
             summary.untouched_present += std::iter::once(&tree.root)
                 .chain(&tree.members)

@@ -6,21 +6,12 @@
 
 use anyhow::Context;
 use kube_gc::api::{Gvr, ObjectMeta, PartialObjectMeta};
+use kube_gc::generate::Preset;
 use kube_gc::sim::{http, temporary_state_path, SimCluster};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A preset cluster for the simulated API server.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum Preset {
-    /// About 10 000 objects.
-    Small,
-    /// About 1 000 000 objects.
-    #[value(name = "1m")]
-    OneMillion,
-}
 
 #[derive(clap::Args)]
 pub struct SimApiserverArgs {
@@ -31,10 +22,11 @@ pub struct SimApiserverArgs {
     /// Accept a non-loopback --listen address (the server has no authentication).
     #[arg(long)]
     allow_remote: bool,
-    /// Start with the demo's trees of Deployments, Jobs and custom resources.
+    /// Start with the preset's cluster, made by the generator that `loadgen generate --preset`
+    /// and `kube-gc simulate` use: its listed objects less the garbage-from-the-start cases.
     #[arg(long, value_enum)]
     preset: Option<Preset>,
-    /// Seed of the preset's random shapes.
+    /// Seed of the preset's names and UIDs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Write a kubeconfig pointing at the server to this path.
@@ -157,12 +149,11 @@ fn start_cluster(args: &SimApiserverArgs) -> anyhow::Result<SimCluster> {
         )?;
     }
     if let Some(preset) = args.preset {
-        let objects = match preset {
-            Preset::Small => 10_000,
-            Preset::OneMillion => 1_000_000,
-        };
-        eprintln!("kube-gc sim-apiserver: creating ~{objects} objects");
-        kube_gc::simulate::populate_cluster(&cluster, objects, args.seed)?;
+        // Settled: a served cluster starts with nothing for a collector to do, so that whatever
+        // a collector deletes is the consequence of what a client did.
+        let topology = preset.topology().settled();
+        eprintln!("kube-gc sim-apiserver: creating {} objects", topology.objects());
+        kube_gc::simulate::populate_cluster(&cluster, &topology, args.seed, |_| {})?;
     }
     Ok(cluster)
 }

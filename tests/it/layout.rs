@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("graph", 2),
     ("sim", 2),
     ("leader", 2),
+    ("generate", 2),
     ("event", 3),
     ("router", 4),
     ("queue", 4),

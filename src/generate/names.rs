@@ -1,4 +1,7 @@
 //! UIDs and names shaped like the ones a cluster makes, drawn from the generator's seeded RNG.
+//!
+//! The draws are part of the streams' contract: a UID is one `u128` draw and a suffix one draw per
+//! character, so that a seed names the same objects in every release.
 
 use rand::Rng;
 use std::collections::HashSet;
@@ -7,9 +10,14 @@ use std::collections::HashSet;
 /// and look-alike characters so that suffixes never spell words).
 const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
-/// A canonical lowercase version-4 UUID.
+/// A canonical lowercase version-4 UUID: 128 random bits with the version and RFC 4122 variant
+/// bits set, as `graph::Uid::new_v4` packs them (the graph is a layer above, hence the copy of
+/// its two masks).
 pub fn uid(rng: &mut impl Rng) -> String {
-    kube_gc::graph::Uid::new_v4(rng.gen()).to_string()
+    let random: u128 = rng.gen();
+    let version = (random & !(0xf << 76)) | (0x4 << 76);
+    let variant = (version & !(0b11 << 62)) | (0b10 << 62);
+    uuid::Uuid::from_u128(variant).hyphenated().to_string()
 }
 
 /// `len` random characters of [`ALPHABET`].
@@ -45,7 +53,15 @@ mod tests {
             assert_eq!(&u[14..15], "4", "{u}");
             assert!("89ab".contains(&u[19..20]), "{u}");
             assert_eq!(u, u.to_lowercase());
-            assert_eq!(kube_gc::graph::Uid::parse(&u).to_string(), u);
+            assert_eq!(crate::graph::Uid::parse(&u).to_string(), u);
+        }
+    }
+
+    #[test]
+    fn uid_should_be_the_graphs_v4_packing_of_the_same_draw() {
+        let (mut a, mut b) = (SmallRng::seed_from_u64(9), SmallRng::seed_from_u64(9));
+        for _ in 0..100 {
+            assert_eq!(uid(&mut a), crate::graph::Uid::new_v4(b.gen()).to_string());
         }
     }
 

@@ -1,4 +1,4 @@
-//! What a generated stream holds: the [`Topology`], its [`Preset`]s, and [`Amount`]s of deletions.
+//! What a generated cluster holds: the [`Topology`], its [`Preset`]s, and [`Amount`]s of deletions.
 
 use std::fmt;
 use std::str::FromStr;
@@ -123,11 +123,18 @@ impl Preset {
     /// sprinkling of every special case, and 10 % / 5 % / 5 % of the roots deleted in the
     /// background / foreground / with orphaning.
     pub fn topology(self) -> Topology {
-        let (namespaces, deployments, special) = match self {
-            Preset::Small => (10, 42, 10),
-            Preset::OneMillion => (100, 420, 1000),
-            Preset::FiveMillion => (500, 420, 5000),
-        };
+        match self {
+            Preset::Small => Topology::shape(10, 42, 10),
+            Preset::OneMillion => Topology::shape(100, 420, 1000),
+            Preset::FiveMillion => Topology::shape(500, 420, 5000),
+        }
+    }
+}
+
+impl Topology {
+    /// The presets' shape: `namespaces` of `deployments` each (2 ReplicaSets of 10 Pods), a Job of
+    /// 3 Pods per 10 Deployments, 2 Widget chains of 3, and `special` sizing every special case.
+    fn shape(namespaces: usize, deployments: usize, special: usize) -> Topology {
         Topology {
             namespaces,
             deployments,
@@ -150,9 +157,44 @@ impl Preset {
             delete_orphan: Amount::Share(0.05),
         }
     }
-}
 
-impl Topology {
+    /// The presets' shape grown or shrunk to about `objects` objects (`kube-gc simulate
+    /// --objects`): a namespace per thousand objects (1 to 100), one special case of each kind
+    /// per thousand, and as many Deployments per namespace as fill the rest. At 10 000 and
+    /// 1 000 000 this is the `small` and `1m` presets within a few objects. Tiny sizes still
+    /// get one namespace with its two chains, so the result is never empty.
+    pub fn sized(objects: usize) -> Topology {
+        let namespaces = (objects / 1000).clamp(1, 100);
+        let special = objects / 1000;
+        let base = Topology::shape(namespaces, 0, special);
+        // What each Deployment brings: its tree, plus a tenth of a Job tree.
+        let per_deployment = 1.0 + (base.replicasets * (1 + base.pods)) as f64 + (1 + base.job_pods) as f64 / 10.0;
+        let fill = objects.saturating_sub(base.objects()) as f64 / namespaces as f64;
+        Topology::shape(namespaces, (fill / per_deployment).round() as usize, special)
+    }
+
+    /// The same shapes with nothing for a collector to do: no special case that is garbage from
+    /// the start (dangling and cross-namespace references), no churn and no deletions. This is
+    /// the cluster `kube-gc sim-apiserver --preset` serves, where every object should stay until
+    /// a client deletes something.
+    pub fn settled(self) -> Topology {
+        Topology {
+            dangling: 0,
+            cross_namespace: 0,
+            churn: 0,
+            delete_background: Amount::Count(0),
+            delete_foreground: Amount::Count(0),
+            delete_orphan: Amount::Count(0),
+            ..self
+        }
+    }
+
+    /// The name of namespace `i` (`team-0000`, …); every namespaced object lives in one of
+    /// `0..namespaces`.
+    pub fn namespace(i: usize) -> String {
+        format!("team-{i:04}")
+    }
+
     /// Roots that deletions pick from, in generation order: per namespace its Deployments, Jobs
     /// and chain heads, then the cluster-scoped owners.
     pub fn roots(&self) -> usize {
@@ -220,7 +262,7 @@ impl Topology {
     }
 }
 
-/// The largest stream `generate` makes: far beyond the 5M preset, and still a stream that a
+/// The largest stream [`generate`](super::generate) makes: far beyond the 5M preset, and still a stream that a
 /// machine can write.
 const MAX_OBJECTS: usize = 1_000_000_000;
 
@@ -260,5 +302,32 @@ mod tests {
             let objects = preset.topology().objects();
             assert!(objects.abs_diff(size) * 50 < size, "{preset:?}: {objects} objects");
         }
+    }
+
+    #[test]
+    fn sized_should_be_about_its_size_and_the_presets_at_theirs() {
+        for size in [1, 500, 3000, 20_000, 1_000_000, 5_000_000] {
+            let objects = Topology::sized(size).objects();
+            assert!(
+                objects.abs_diff(size) * 50 <= size.max(300),
+                "{size}: {objects} objects"
+            );
+            assert_eq!(Topology::sized(size).check(), Ok(()));
+        }
+        let small = Topology::sized(10_000);
+        assert_eq!(
+            (small.namespaces, small.deployments, small.dangling),
+            (10, 42, 40),
+            "the small preset's shape"
+        );
+        assert_eq!(Topology::sized(1_000_000), Preset::OneMillion.topology());
+    }
+
+    #[test]
+    fn settled_should_keep_the_trees_and_drop_the_garbage() {
+        let t = Preset::Small.topology().settled();
+        assert_eq!((t.dangling, t.cross_namespace, t.churn), (0, 0, 0));
+        assert_eq!(t.deployments, Preset::Small.topology().deployments);
+        assert_eq!(t.check(), Ok(()));
     }
 }
