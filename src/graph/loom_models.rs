@@ -74,12 +74,32 @@ fn spawn_link(graph: &Arc<Graph>, dependent: &Handle, make_virtual: fn() -> Hand
     thread::spawn(move || graph.link(&owner_uid(), &dependent, make_virtual))
 }
 
+/// A graph holding the observed owner and an observed `dependent` that another thread is linking
+/// to it, with `make_virtual` as the link's factory.
+fn link_from_another_thread(make_virtual: fn() -> Handle) -> (Arc<Graph>, Handle, Handle, thread::JoinHandle<Linked>) {
+    let (graph, owner) = graph_with_owner();
+    let dependent = observed("dependent");
+    let linker = spawn_link(&graph, &dependent, make_virtual);
+    (graph, owner, dependent, linker)
+}
+
+/// A graph holding the observed owner with an edge to an observed `dependent`, which another
+/// thread is unlinking.
+fn unlink_from_another_thread() -> (Arc<Graph>, Handle, Handle, thread::JoinHandle<()>) {
+    let (graph, owner) = graph_with_owner();
+    let dependent = observed("dependent");
+    assert!(owner.add_dependent(dependent.clone()));
+    let unlinker = thread::spawn({
+        let (graph, dependent) = (graph.clone(), dependent.clone());
+        move || graph.unlink(&owner_uid(), &dependent)
+    });
+    (graph, owner, dependent, unlinker)
+}
+
 #[test]
 fn link_racing_remove_node_leaves_the_edge_on_a_new_virtual_owner_or_returns_it() {
     model(|| {
-        let (graph, owner) = graph_with_owner();
-        let dependent = observed("dependent");
-        let linker = spawn_link(&graph, &dependent, virtual_owner);
+        let (graph, owner, dependent, linker) = link_from_another_thread(virtual_owner);
         let returned = graph.remove_node(&owner);
         let linked = linker.join().expect("linker");
 
@@ -109,9 +129,7 @@ fn link_racing_remove_node_leaves_the_edge_on_a_new_virtual_owner_or_returns_it(
 #[test]
 fn link_racing_replace_lands_on_the_clone_or_is_copied_by_it() {
     model(|| {
-        let (graph, owner) = graph_with_owner();
-        let dependent = observed("dependent");
-        let linker = spawn_link(&graph, &dependent, no_virtual_owner);
+        let (graph, owner, dependent, linker) = link_from_another_thread(no_virtual_owner);
         let clone = graph.replace(&owner, identity(OWNER, "Secret"));
         let Linked::Existing(found) = linker.join().expect("linker") else {
             unreachable!("no_virtual_owner panics");
@@ -135,13 +153,7 @@ fn link_racing_replace_lands_on_the_clone_or_is_copied_by_it() {
 #[test]
 fn unlink_racing_replace_leaves_no_edge_on_the_clone() {
     model(|| {
-        let (graph, owner) = graph_with_owner();
-        let dependent = observed("dependent");
-        assert!(owner.add_dependent(dependent.clone()));
-        let unlinker = thread::spawn({
-            let (graph, dependent) = (graph.clone(), dependent.clone());
-            move || graph.unlink(&owner_uid(), &dependent)
-        });
+        let (graph, owner, _dependent, unlinker) = unlink_from_another_thread();
         let clone = graph.replace(&owner, identity(OWNER, "Secret"));
         unlinker.join().expect("unlinker");
 
@@ -228,9 +240,7 @@ fn link_racing_the_owners_first_observation_leaves_the_edge_on_the_node_in_the_m
 #[test]
 fn link_racing_replace_then_remove_node_follows_the_clone_or_creates_a_virtual_owner() {
     model(|| {
-        let (graph, owner) = graph_with_owner();
-        let dependent = observed("dependent");
-        let linker = spawn_link(&graph, &dependent, virtual_owner);
+        let (graph, owner, dependent, linker) = link_from_another_thread(virtual_owner);
         let clone = graph.replace(&owner, identity(OWNER, "Secret"));
         let returned = graph.remove_node(&clone);
         let linked = linker.join().expect("linker");
@@ -341,13 +351,7 @@ fn link_racing_remove_node_puts_the_edges_left_adrift_on_the_new_virtual_owner()
 #[test]
 fn unlink_racing_remove_node_leaves_the_edge_neither_adrift_nor_on_an_owner() {
     model(|| {
-        let (graph, owner) = graph_with_owner();
-        let dependent = observed("dependent");
-        assert!(owner.add_dependent(dependent.clone()));
-        let unlinker = thread::spawn({
-            let (graph, dependent) = (graph.clone(), dependent.clone());
-            move || graph.unlink(&owner_uid(), &dependent)
-        });
+        let (graph, owner, _dependent, unlinker) = unlink_from_another_thread();
         graph.remove_node(&owner);
         unlinker.join().expect("unlinker");
 

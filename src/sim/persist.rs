@@ -362,16 +362,11 @@ impl<R: Read> Lines<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{DeleteOptions, Gvr, ObjectMeta, OwnerReference, PropagationPolicy, StatusReason};
+    use crate::api::{DeleteOptions, Gvr, OwnerReference, PropagationPolicy, StatusReason};
+    use crate::sim::tests::{object, pods, NS};
     use futures::StreamExt;
     use serde_json::json;
     use std::time::Duration;
-
-    const NS: &str = "default";
-
-    fn pods() -> Gvr {
-        Gvr::new("", "v1", "pods")
-    }
 
     fn gadgets() -> Gvr {
         Gvr::new("example.com", "v1", "gadgets")
@@ -379,17 +374,6 @@ mod tests {
 
     fn crds() -> Gvr {
         Gvr::new(CRD_GROUP, "v1", CRD_RESOURCE)
-    }
-
-    fn object(namespace: &str, name: &str) -> PartialObjectMeta {
-        PartialObjectMeta {
-            metadata: ObjectMeta {
-                name: name.into(),
-                namespace: namespace.into(),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
     }
 
     fn gadget_crd() -> PartialObjectMeta {

@@ -11,9 +11,9 @@ use futures::StreamExt;
 use serde_json::json;
 use std::time::Duration;
 
-const NS: &str = "default";
+pub(super) const NS: &str = "default";
 
-fn pods() -> Gvr {
+pub(super) fn pods() -> Gvr {
     Gvr::new("", "v1", "pods")
 }
 
@@ -25,7 +25,8 @@ fn widgets() -> Gvr {
     Gvr::new("example.com", "v1", "widgets")
 }
 
-fn object(namespace: &str, name: &str) -> PartialObjectMeta {
+/// An object with only a namespace and a name, as a create takes it.
+pub(super) fn object(namespace: &str, name: &str) -> PartialObjectMeta {
     PartialObjectMeta {
         metadata: ObjectMeta {
             name: name.into(),

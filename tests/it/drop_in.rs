@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use support::process::{kubectl, kubectl_available, Child};
+use support::process::{kubectl, kubectl_available, leader_elect_flags, Child};
 use support::{crd_manifest, http_get, within_real_time};
 
 /// How long a cascade may take between processes on a loaded machine.
@@ -689,18 +689,10 @@ async fn two_leader_elected_replicas_should_never_both_delete() {
     // A slow client, so the leader still has deletions waiting for the rate limiter when it
     // freezes.
     let elect = [
-        "--leader-elect",
-        "--leader-elect-lease-duration",
-        "4s",
-        "--leader-elect-renew-deadline",
-        "3s",
-        "--leader-elect-retry-period",
-        "500ms",
-        "--kube-api-qps",
-        "10",
-        "--kube-api-burst",
-        "1",
-    ];
+        &leader_elect_flags("500ms")[..],
+        &["--kube-api-qps", "10", "--kube-api-burst", "1"],
+    ]
+    .concat();
     let mut first = Collector::start(&server, dir.path(), "first", &elect);
     let first_id = identity(&mut first);
     first.process.wait_for_line("leading");

@@ -11,12 +11,13 @@
 
 use crate::support;
 
-use kube_gc::api::{ClusterApi, DeleteOptions, PartialObjectMeta, PropagationPolicy, FINALIZER_ORPHAN};
+use kube_gc::api::{ClusterApi, DeleteOptions, Gvr, PartialObjectMeta, PropagationPolicy, FINALIZER_ORPHAN};
 use kube_gc::collector::CollectorConfig;
 use kube_gc::controller::Config;
 use kube_gc::event::EventType;
 use kube_gc::graph::{invariants, Uid};
 use kube_gc::sim::SimCluster;
+use std::sync::Arc;
 use std::time::Duration;
 use support::*;
 
@@ -55,25 +56,53 @@ fn background() -> DeleteOptions {
 async fn pod_of_deleted_rc(rig: &Rig) -> PartialObjectMeta {
     let rc = rig.create(&rcs(), meta(NS, "rc", vec![]));
     let pod = rig.create(&pods(), meta(NS, "pod", vec![ref_to(&rc)]));
-    rig.observe(EventType::Add, &rc);
-    rig.observe(EventType::Add, &pod);
-    rig.cluster
-        .delete_object(&rcs(), NS, "rc", &background())
-        .expect("delete rc");
-    rig.observe(EventType::Delete, &rc);
-    rig.drain_delete_queue().await;
-    let item = rig.graph.get(&Uid::parse(&pod.metadata.uid)).expect("pod node");
-    rig.attempt_to_delete.add(item);
+    queue_after_owner_deleted(rig, &rcs(), &rc, &pod).await;
     pod
+}
+
+/// Observes `owner` and `dependent`, deletes `owner` in the background and observes that, then
+/// leaves `dependent` alone queued for attemptToDelete: the state a worker meets when the graph
+/// is current with the cluster.
+async fn queue_after_owner_deleted(
+    rig: &Rig,
+    owner_gvr: &Gvr,
+    owner: &PartialObjectMeta,
+    dependent: &PartialObjectMeta,
+) {
+    rig.observe(EventType::Add, owner);
+    rig.observe(EventType::Add, dependent);
+    let m = &owner.metadata;
+    rig.cluster
+        .delete_object(owner_gvr, NS, &m.name, &background())
+        .unwrap_or_else(|e| panic!("delete {owner_gvr} {}: {e}", m.name));
+    rig.observe(EventType::Delete, owner);
+    rig.drain_delete_queue().await;
+    let item = rig
+        .graph
+        .get(&Uid::parse(&dependent.metadata.uid))
+        .expect("the dependent's node");
+    rig.attempt_to_delete.add(item);
+}
+
+/// Runs one attemptToDelete worker step through a recording collector, which must find an item
+/// queued; the recorder holds the calls the step made.
+async fn record_delete_step(rig: &Rig) -> Arc<Recorder<SimCluster>> {
+    let (collector, recorder) = rig.recording_collector().await;
+    assert!(collector.process_attempt_to_delete_worker().await);
+    recorder
+}
+
+/// The pod named `pod`, which the step under test must have kept.
+fn kept_pod(rig: &Rig) -> PartialObjectMeta {
+    rig.cluster.get_object(&pods(), NS, "pod").expect("the pod is kept")
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_observed_dependent_of_a_deleted_owner_is_collected_with_one_delete_at_its_observed_version() {
     let rig = Rig::new(SimCluster::new()).await;
     let pod = pod_of_deleted_rc(&rig).await;
-    let (collector, recorder) = rig.recording_collector().await;
 
-    assert!(collector.process_attempt_to_delete_worker().await);
+    let recorder = record_delete_step(&rig).await;
 
     assert_eq!(recorder.calls(), ["delete v1/pods ns1/pod"]);
     let preconditions = recorder.deletes()[0].preconditions.clone().expect("preconditions");
@@ -94,9 +123,8 @@ async fn a_dependent_changed_since_observed_is_read_live_and_judged_again() {
     let mut labelled = rig.cluster.get_object(&pods(), NS, "pod").expect("pod");
     labelled.metadata.labels.insert("touched".into(), "yes".into());
     let labelled = rig.cluster.update(&pods(), labelled).expect("label");
-    let (collector, recorder) = rig.recording_collector().await;
 
-    assert!(collector.process_attempt_to_delete_worker().await);
+    let recorder = record_delete_step(&rig).await;
 
     assert_eq!(
         recorder.calls(),
@@ -132,17 +160,15 @@ async fn a_dependent_given_another_owner_since_observed_is_kept() {
     let mut adopted = rig.cluster.get_object(&pods(), NS, "pod").expect("pod");
     adopted.metadata.owner_references.push(ref_to(&keeper));
     rig.cluster.update(&pods(), adopted).expect("add an owner");
-    let (collector, recorder) = rig.recording_collector().await;
 
-    assert!(collector.process_attempt_to_delete_worker().await);
+    let recorder = record_delete_step(&rig).await;
 
     assert_eq!(
         recorder.calls(),
         ["delete v1/pods ns1/pod", "get v1/pods ns1/pod", "patch v1/pods ns1/pod"],
         "the observed keeper is solid without a GET; only the dangling ref goes"
     );
-    let left = rig.cluster.get_object(&pods(), NS, "pod").expect("the pod is kept");
-    assert_eq!(uids(&left), [keeper.metadata.uid.as_str()]);
+    assert_eq!(uids(&kept_pod(&rig)), [keeper.metadata.uid.as_str()]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -152,26 +178,16 @@ async fn an_owner_the_graph_never_observed_is_verified_with_a_get() {
     // Created, but its watch event has not arrived: the graph knows it only as a virtual owner.
     let fresh = rig.create(&rcs(), meta(NS, "fresh", vec![]));
     let pod = rig.create(&pods(), meta(NS, "pod", vec![ref_to(&gone), ref_to(&fresh)]));
-    rig.observe(EventType::Add, &gone);
-    rig.observe(EventType::Add, &pod);
-    rig.cluster
-        .delete_object(&configmaps(), NS, "gone", &background())
-        .expect("delete");
-    rig.observe(EventType::Delete, &gone);
-    rig.drain_delete_queue().await;
-    rig.attempt_to_delete
-        .add(rig.graph.get(&Uid::parse(&pod.metadata.uid)).expect("pod node"));
-    let (collector, recorder) = rig.recording_collector().await;
+    queue_after_owner_deleted(&rig, &configmaps(), &gone, &pod).await;
 
-    assert!(collector.process_attempt_to_delete_worker().await);
+    let recorder = record_delete_step(&rig).await;
 
     assert_eq!(
         recorder.calls(),
         ["get v1/replicationcontrollers ns1/fresh", "patch v1/pods ns1/pod"],
         "the virtual owner is read live and found solid; the tombstoned one is dangling"
     );
-    let left = rig.cluster.get_object(&pods(), NS, "pod").expect("the pod is kept");
-    assert_eq!(uids(&left), [fresh.metadata.uid.as_str()]);
+    assert_eq!(uids(&kept_pod(&rig)), [fresh.metadata.uid.as_str()]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -182,9 +198,8 @@ async fn verify_with_get_reads_the_item_and_its_owners_as_upstream_does() {
     };
     let rig = Rig::with_config(SimCluster::new(), 500, config).await;
     pod_of_deleted_rc(&rig).await;
-    let (collector, recorder) = rig.recording_collector().await;
 
-    assert!(collector.process_attempt_to_delete_worker().await);
+    let recorder = record_delete_step(&rig).await;
 
     assert_eq!(
         recorder.calls(),
@@ -271,15 +286,37 @@ async fn an_orphaned_owner_loses_its_finalizer_at_its_observed_version_or_else_a
 // Outcomes, on the whole controller, with lagging watches and concurrent users
 // ---------------------------------------------------------------------------------------------
 
-/// Runs `scenario` with the fast path and with `verify_with_get`.
-async fn in_both_modes<F, Fut>(scenario: F)
-where
-    F: Fn(bool) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
+/// Runs `scenario` on a fresh controller with the fast path, then on one with `verify_with_get`,
+/// shutting each down once its run has passed.
+async fn in_both_modes(scenario: impl AsyncFn(&Harness, bool)) {
     for verify_with_get in [false, true] {
-        scenario(verify_with_get).await;
+        let h = Harness::start_with(SimCluster::new(), config(verify_with_get)).await;
+        scenario(&h, verify_with_get).await;
+        h.gc.shutdown().await;
     }
+}
+
+/// An RC and a config map `keeper`, neither owned: the owner to delete and the one to keep.
+fn rc_and_keeper<C: ClusterApi>(h: &Harness<C>) -> (PartialObjectMeta, PartialObjectMeta) {
+    let rc = h.create(&rcs(), meta(NS, "rc", vec![]));
+    let keeper = h.create(&configmaps(), meta(NS, "keeper", vec![]));
+    (rc, keeper)
+}
+
+/// Adds `finalizer` to `pod` while the pods' watch lags, so the graph still sees the pod without
+/// it when its owner `rc` is deleted in the background; returns once the lag has ended and the
+/// graph has caught up.
+async fn finalize_while_pods_lag<C: ClusterApi>(
+    h: &Harness<C>,
+    rc: &PartialObjectMeta,
+    pod: &PartialObjectMeta,
+    finalizer: &str,
+) {
+    h.cluster.set_watch_delay("", "pods", LAG);
+    h.edit(&pods(), pod, |m| m.finalizers.push(finalizer.into()));
+    h.delete(&rcs(), rc, background());
+    h.wait(LAG * 2).await;
+    catch_up(h, "pods").await;
 }
 
 /// Ends the lag of `resource`'s watch, lets the event in flight arrive and the collector settle,
@@ -301,10 +338,8 @@ async fn settle_and_mirror<C: ClusterApi>(h: &Harness<C>) {
 
 #[tokio::test(start_paused = true)]
 async fn a_dependent_given_an_owner_back_while_its_watch_lags_is_kept() {
-    in_both_modes(|verify| async move {
-        let h = Harness::start_with(SimCluster::new(), config(verify)).await;
-        let rc = h.create(&rcs(), meta(NS, "rc", vec![]));
-        let keeper = h.create(&configmaps(), meta(NS, "keeper", vec![]));
+    in_both_modes(async |h: &Harness, verify: bool| {
+        let (rc, keeper) = rc_and_keeper(h);
         let pod = h.create(&pods(), meta(NS, "pod", vec![ref_to(&rc)]));
         h.wait_in_graph(&[&rc, &keeper, &pod]).await;
 
@@ -317,17 +352,15 @@ async fn a_dependent_given_an_owner_back_while_its_watch_lags_is_kept() {
         // The fast path tried a DELETE at the version the graph saw, and the server refused it.
         assert_eq!(h.cluster.api_calls().delete, u64::from(!verify));
 
-        catch_up(&h, "pods").await;
+        catch_up(h, "pods").await;
         assert!(h.exists(&pods(), &pod));
-        h.gc.shutdown().await;
     })
     .await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_orphan_finalizer_added_while_the_watch_lags_decides_the_policy() {
-    in_both_modes(|verify| async move {
-        let h = Harness::start_with(SimCluster::new(), config(verify)).await;
+    in_both_modes(async |h: &Harness, verify: bool| {
         let rc = h.create(&rcs(), meta(NS, "rc", vec![]));
         let pod = h.create(&pods(), meta(NS, "pod", vec![ref_to(&rc)]));
         let config_map = h.create(&configmaps(), meta(NS, "cm", vec![ref_to(&pod)]));
@@ -335,52 +368,39 @@ async fn an_orphan_finalizer_added_while_the_watch_lags_decides_the_policy() {
 
         // The graph last saw the pod without finalizers; deleted at that version it would go in
         // the background, and take the config map with it.
-        h.cluster.set_watch_delay("", "pods", LAG);
-        h.edit(&pods(), &pod, |m| m.finalizers.push(FINALIZER_ORPHAN.into()));
-        h.delete(&rcs(), &rc, background());
-        h.wait(LAG * 2).await;
-        catch_up(&h, "pods").await;
+        finalize_while_pods_lag(h, &rc, &pod, FINALIZER_ORPHAN).await;
 
         assert!(!h.exists(&pods(), &pod), "verify={verify}: the pod is collected");
         let left = h
             .get(&configmaps(), &config_map)
             .expect("its own orphan finalizer orphans the config map");
         assert!(left.metadata.owner_references.is_empty());
-        h.gc.shutdown().await;
     })
     .await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_hold_finalizer_added_while_the_watch_lags_keeps_the_collected_object() {
-    in_both_modes(|verify| async move {
-        let h = Harness::start_with(SimCluster::new(), config(verify)).await;
+    in_both_modes(async |h: &Harness, verify: bool| {
         let rc = h.create(&rcs(), meta(NS, "rc", vec![]));
         let pod = h.create(&pods(), meta(NS, "pod", vec![ref_to(&rc)]));
         h.wait_in_graph(&[&rc, &pod]).await;
 
-        h.cluster.set_watch_delay("", "pods", LAG);
-        h.edit(&pods(), &pod, |m| m.finalizers.push(HOLD.into()));
-        h.delete(&rcs(), &rc, background());
-        h.wait(LAG * 2).await;
-        catch_up(&h, "pods").await;
+        finalize_while_pods_lag(h, &rc, &pod, HOLD).await;
 
         let held = h.get(&pods(), &pod).expect("held by its finalizer");
         assert!(held.metadata.deletion_timestamp.is_some(), "verify={verify}: deleted");
         assert_eq!(held.metadata.finalizers, [HOLD]);
         h.edit(&pods(), &pod, |m| m.finalizers.clear());
         h.eventually("the released pod gone", || !h.exists(&pods(), &pod)).await;
-        h.gc.shutdown().await;
     })
     .await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_object_recreated_under_the_same_name_while_the_watch_lags_is_kept() {
-    in_both_modes(|verify| async move {
-        let h = Harness::start_with(SimCluster::new(), config(verify)).await;
-        let rc = h.create(&rcs(), meta(NS, "rc", vec![]));
-        let keeper = h.create(&configmaps(), meta(NS, "keeper", vec![]));
+    in_both_modes(async |h: &Harness, verify: bool| {
+        let (rc, keeper) = rc_and_keeper(h);
         let pod = h.create(&pods(), meta(NS, "pod", vec![ref_to(&rc)]));
         h.wait_in_graph(&[&rc, &keeper, &pod]).await;
 
@@ -392,20 +412,18 @@ async fn an_object_recreated_under_the_same_name_while_the_watch_lags_is_kept() 
         h.wait(LAG * 4).await;
         // The fast path's DELETE named the old pod's UID, and the server refused it.
         assert_eq!(h.cluster.api_calls().delete, u64::from(!verify));
-        catch_up(&h, "pods").await;
+        catch_up(h, "pods").await;
 
         let left = h.get(&pods(), &again).expect("the new pod under the old name is kept");
         assert_eq!(uids(&left), [keeper.metadata.uid.as_str()], "verify={verify}");
         assert!(h.exists(&pods(), &orphan));
-        h.gc.shutdown().await;
     })
     .await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_dependent_of_an_owner_whose_watch_lags_its_creation_is_kept() {
-    in_both_modes(|verify| async move {
-        let h = Harness::start_with(SimCluster::new(), config(verify)).await;
+    in_both_modes(async |h: &Harness, verify: bool| {
         let gone = h.create(&configmaps(), meta(NS, "gone", vec![]));
         h.wait_in_graph(&[&gone]).await;
 
@@ -418,17 +436,15 @@ async fn a_dependent_of_an_owner_whose_watch_lags_its_creation_is_kept() {
         let kept = h.get(&pods(), &pod).expect("the new owner is live");
         assert_eq!(uids(&kept), [fresh.metadata.uid.as_str()], "verify={verify}");
 
-        catch_up(&h, "replicationcontrollers").await;
+        catch_up(h, "replicationcontrollers").await;
         assert!(h.exists(&pods(), &pod));
-        h.gc.shutdown().await;
     })
     .await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_deletion_the_owner_watch_has_not_delivered_only_defers_the_dependent() {
-    in_both_modes(|verify| async move {
-        let h = Harness::start_with(SimCluster::new(), config(verify)).await;
+    in_both_modes(async |h: &Harness, verify: bool| {
         let rc = h.create(&rcs(), meta(NS, "rc", vec![]));
         let cm = h.create(&configmaps(), meta(NS, "cm", vec![]));
         let pod = h.create(&pods(), meta(NS, "pod", vec![ref_to(&rc), ref_to(&cm)]));
@@ -443,22 +459,19 @@ async fn a_deletion_the_owner_watch_has_not_delivered_only_defers_the_dependent(
         // graph's "solid" and waits for the RC's delete event, which re-queues the pod.
         assert_eq!(h.exists(&pods(), &pod), !verify, "verify={verify}");
 
-        catch_up(&h, "replicationcontrollers").await;
+        catch_up(h, "replicationcontrollers").await;
         assert!(
             !h.exists(&pods(), &pod),
             "verify={verify}: collected once both are known gone"
         );
-        h.gc.shutdown().await;
     })
     .await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn pod_events_lost_and_relisted_leave_no_wrongful_deletion_and_a_converged_graph() {
-    in_both_modes(|verify| async move {
-        let h = Harness::start_with(SimCluster::new(), config(verify)).await;
-        let rc = h.create(&rcs(), meta(NS, "rc", vec![]));
-        let keeper = h.create(&configmaps(), meta(NS, "keeper", vec![]));
+    in_both_modes(async |h: &Harness, verify: bool| {
+        let (rc, keeper) = rc_and_keeper(h);
         let adopted = h.create(&pods(), meta(NS, "adopted", vec![ref_to(&rc)]));
         let replaced = h.create(&pods(), meta(NS, "replaced", vec![ref_to(&rc)]));
         let doomed = h.create(&pods(), meta(NS, "doomed", vec![ref_to(&rc)]));
@@ -477,7 +490,7 @@ async fn pod_events_lost_and_relisted_leave_no_wrongful_deletion_and_a_converged
         h.cluster.set_watch_blackout("", "pods", false);
         h.create(&pods(), meta(NS, "nudge", vec![]));
         h.wait(LAG).await;
-        settle_and_mirror(&h).await;
+        settle_and_mirror(h).await;
         for kept in [&adopted, &again] {
             let left = h.get(&pods(), kept).expect("kept");
             assert_eq!(uids(&left), [keeper.metadata.uid.as_str()], "verify={verify}");
@@ -491,7 +504,6 @@ async fn pod_events_lost_and_relisted_leave_no_wrongful_deletion_and_a_converged
             !h.in_graph(&doomed),
             "the relist removed the node of the pod it missed deleted"
         );
-        h.gc.shutdown().await;
     })
     .await;
 }

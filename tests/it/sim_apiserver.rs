@@ -10,6 +10,7 @@
 //! hand-written exchange and condition by [`within`], which names what it waited for.
 
 use crate::support;
+use crate::support::list_version;
 
 use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use futures::{Stream, StreamExt};
@@ -82,6 +83,15 @@ impl TestServer {
         }
     }
 
+    /// A server with a fresh cluster whose answers meet `faults`.
+    async fn with_faults(faults: HttpFaults) -> Self {
+        let options = ServerOptions {
+            faults,
+            ..ServerOptions::default()
+        };
+        Self::start_with(SimCluster::new(), options).await
+    }
+
     /// A typed API in the context's namespace.
     fn api<K>(&self) -> Api<K>
     where
@@ -145,6 +155,31 @@ fn change_of(event: WatchEvent<ConfigMap>) -> Option<(&'static str, String)> {
         WatchEvent::Bookmark(_) => None,
         WatchEvent::Error(e) => panic!("watch error: {e:?}"),
     }
+}
+
+/// The changes of a ConfigMap watch, bookmarks skipped, from the first until `done` holds of
+/// those seen; each event must come within [`PATIENCE`], so the wait is bounded by how many
+/// events `done` needs.
+async fn changes_until<S>(
+    events: &mut S,
+    what: &str,
+    done: impl Fn(&[(&'static str, String)]) -> bool,
+) -> Vec<(&'static str, String)>
+where
+    S: Stream<Item = kube::Result<WatchEvent<ConfigMap>>> + Unpin,
+{
+    let mut seen = Vec::new();
+    while !done(&seen) {
+        if let Some(change) = change_of(next(events, what).await) {
+            seen.push(change);
+        }
+    }
+    seen
+}
+
+/// Expected watch changes as [`change_of`] names them.
+fn changes(expected: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    expected.iter().map(|&(kind, name)| (kind, name.to_string())).collect()
 }
 
 /// The `Status` of a failed call, checked against the expected code and reason.
@@ -690,13 +725,7 @@ async fn watch_should_report_added_modified_deleted_in_order_from_a_lists_versio
     let server = TestServer::start().await;
     let cms: Api<ConfigMap> = server.api();
     create_all(&cms, ["before".to_string()]).await;
-    let rv = cms
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = list_version(&cms).await;
     let mut events = cms.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
 
     let created = cms.create(&PostParams::default(), &config_map("w", &[])).await.unwrap();
@@ -753,19 +782,13 @@ async fn watch_from_a_middle_version_should_replay_exactly_the_later_events() {
     cms.create(&PostParams::default(), &config_map("sentinel", &[]))
         .await
         .unwrap();
-    let mut seen = Vec::new();
-    while seen.last().is_none_or(|(_, name)| name != "sentinel") {
-        if let Some(change) = change_of(next(&mut events, "the replay and the sentinel").await) {
-            seen.push(change);
-        }
-    }
+    let seen = changes_until(&mut events, "the replay and the sentinel", |seen| {
+        seen.last().is_some_and(|(_, name)| name == "sentinel")
+    })
+    .await;
     assert_eq!(
         seen,
-        [
-            ("ADDED", "b".to_string()),
-            ("DELETED", "a".to_string()),
-            ("ADDED", "sentinel".to_string())
-        ]
+        changes(&[("ADDED", "b"), ("DELETED", "a"), ("ADDED", "sentinel")])
     );
 }
 
@@ -808,13 +831,7 @@ async fn watch_allowing_bookmarks_should_get_one_at_the_newest_version() {
     };
     let server = TestServer::start_with(SimCluster::new(), options).await;
     let cms: Api<ConfigMap> = server.api();
-    let rv = cms
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = list_version(&cms).await;
     let wp = WatchParams::default();
     assert!(wp.bookmarks, "kube-rs asks for bookmarks by default");
     let mut events = cms.watch(&wp, &rv).await.unwrap().boxed();
@@ -871,13 +888,7 @@ async fn runtime_watcher_should_see_an_object_created_after_it_started() {
 async fn watch_field_selector_should_report_only_the_named_object() {
     let server = TestServer::start().await;
     let cms: Api<ConfigMap> = server.api();
-    let rv = cms
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = list_version(&cms).await;
     let wp = WatchParams::default().fields("metadata.name=b");
     let mut events = cms.watch(&wp, &rv).await.unwrap().boxed();
 
@@ -891,20 +902,8 @@ async fn watch_field_selector_should_report_only_the_named_object() {
     cms.delete("a", &DeleteParams::default()).await.unwrap();
     cms.delete("b", &DeleteParams::default()).await.unwrap();
 
-    let mut seen = Vec::new();
-    while seen.len() < 3 {
-        if let Some(change) = change_of(next(&mut events, "the events of b").await) {
-            seen.push(change);
-        }
-    }
-    assert_eq!(
-        seen,
-        [
-            ("ADDED", "b".to_string()),
-            ("MODIFIED", "b".to_string()),
-            ("DELETED", "b".to_string())
-        ]
-    );
+    let seen = changes_until(&mut events, "the events of b", |seen| seen.len() == 3).await;
+    assert_eq!(seen, changes(&[("ADDED", "b"), ("MODIFIED", "b"), ("DELETED", "b")]));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1105,15 +1104,11 @@ async fn errors_should_carry_the_api_servers_code_and_reason() {
 
 #[tokio::test]
 async fn qps_ceiling_should_answer_429_with_retry_after() {
-    let faults = HttpFaults {
+    let server = TestServer::with_faults(HttpFaults {
         qps: Some(1.0),
         ..HttpFaults::default()
-    };
-    let options = ServerOptions {
-        faults,
-        ..ServerOptions::default()
-    };
-    let server = TestServer::start_with(SimCluster::new(), options).await;
+    })
+    .await;
     let uri = "/api/v1/namespaces/default/configmaps";
     let first = raw(&server.client, Method::GET, uri, "application/json", Vec::new()).await;
     assert_eq!(
@@ -1137,15 +1132,11 @@ async fn qps_ceiling_should_answer_429_with_retry_after() {
 
 #[tokio::test]
 async fn kube_client_should_get_through_a_throttled_server_by_waiting_its_retry_after() {
-    let faults = HttpFaults {
+    let server = TestServer::with_faults(HttpFaults {
         qps: Some(1.0),
         ..HttpFaults::default()
-    };
-    let options = ServerOptions {
-        faults,
-        ..ServerOptions::default()
-    };
-    let server = TestServer::start_with(SimCluster::new(), options).await;
+    })
+    .await;
     let cms: Api<ConfigMap> = Api::default_namespaced(client_for(server.addr, true).await);
     cms.list(&ListParams::default()).await.unwrap();
     let start = Instant::now();
@@ -1160,15 +1151,11 @@ async fn kube_client_should_get_through_a_throttled_server_by_waiting_its_retry_
 
 #[tokio::test]
 async fn error_rate_should_fail_its_verb_only_with_the_chosen_error() {
-    let faults = HttpFaults {
+    let server = TestServer::with_faults(HttpFaults {
         error_rates: vec!["get=1:429".parse().unwrap(), "create=1:500".parse().unwrap()],
         ..HttpFaults::default()
-    };
-    let options = ServerOptions {
-        faults,
-        ..ServerOptions::default()
-    };
-    let server = TestServer::start_with(SimCluster::new(), options).await;
+    })
+    .await;
     server
         .cluster
         .create(
@@ -1208,15 +1195,11 @@ async fn error_rate_should_fail_its_verb_only_with_the_chosen_error() {
 #[tokio::test]
 async fn injected_latency_should_delay_each_request_by_at_least_its_amount() {
     let latency = Duration::from_millis(300);
-    let faults = HttpFaults {
+    let server = TestServer::with_faults(HttpFaults {
         latency: Latency::Fixed(latency),
         ..HttpFaults::default()
-    };
-    let options = ServerOptions {
-        faults,
-        ..ServerOptions::default()
-    };
-    let server = TestServer::start_with(SimCluster::new(), options).await;
+    })
+    .await;
     let cms: Api<ConfigMap> = server.api();
     for _ in 0..2 {
         let start = Instant::now();
@@ -1365,23 +1348,13 @@ async fn hand_written_http_should_be_answered_without_taking_the_server_down() {
 
 #[tokio::test]
 async fn watch_drop_events_should_end_a_watch_after_that_many_events() {
-    let faults = HttpFaults {
+    let server = TestServer::with_faults(HttpFaults {
         watch_drop_events: Some(2),
         ..HttpFaults::default()
-    };
-    let options = ServerOptions {
-        faults,
-        ..ServerOptions::default()
-    };
-    let server = TestServer::start_with(SimCluster::new(), options).await;
+    })
+    .await;
     let cms: Api<ConfigMap> = server.api();
-    let rv = cms
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = list_version(&cms).await;
     let mut events = cms.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
     create_all(&cms, ["a", "b", "c"].map(String::from)).await;
 
@@ -1444,15 +1417,6 @@ async fn serve_should_end_open_watches_and_return_once_shut_down() {
     );
 }
 
-/// The audit log's lines as JSON, read once the requests under test have been answered.
-fn audit_lines(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .expect("the audit log exists")
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("an audit line is not JSON ({e}): {line}")))
-        .collect()
-}
-
 #[tokio::test]
 async fn the_audit_log_should_record_each_answered_request_with_its_verb_code_and_user_agent() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -1478,7 +1442,7 @@ async fn the_audit_log_should_record_each_answered_request_with_its_verb_code_an
     cms.delete("a", &DeleteParams::default()).await.unwrap();
     raw(&server.client, Method::GET, "/version", "application/json", Vec::new()).await;
 
-    let lines = audit_lines(&path);
+    let lines = support::audit_lines(&path);
     let seen: Vec<(&str, u64, &str, &str)> = lines
         .iter()
         .map(|l| {

@@ -15,9 +15,9 @@ use axum::http::header;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -90,12 +90,11 @@ fn config_map(name: &str) -> ConfigMap {
 
 /// The audit log's lines as (verb, code, resource, name, userAgent).
 fn audit(path: &Path) -> Vec<(String, u64, String, String, String)> {
-    let text = std::fs::read_to_string(path).expect("the audit log exists");
-    text.lines()
-        .map(|line| {
-            let l: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-            let field = |k: &str| l[k].as_str().unwrap_or_else(|| panic!("no {k} in {line}")).to_string();
-            let code = l["code"].as_u64().unwrap_or_else(|| panic!("no code in {line}"));
+    support::audit_lines(path)
+        .iter()
+        .map(|l| {
+            let field = |k: &str| l[k].as_str().unwrap_or_else(|| panic!("no {k} in {l}")).to_string();
+            let code = l["code"].as_u64().unwrap_or_else(|| panic!("no code in {l}"));
             (
                 field("verb"),
                 code,
@@ -133,13 +132,7 @@ async fn a_restarted_server_should_keep_its_objects_and_send_older_watches_away_
         .create(&PostParams::default(), &widget)
         .await
         .unwrap();
-    let before = cms
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let before = support::list_version(&cms).await;
     cms.create(&PostParams::default(), &config_map("last")).await.unwrap();
     let mut watch = cms.watch(&WatchParams::default(), "0").await.unwrap().boxed();
     let opened = tokio::time::timeout(PATIENCE, watch.next()).await;

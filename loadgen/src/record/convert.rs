@@ -65,6 +65,20 @@ mod tests {
         ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apps", "v1", "ReplicaSet"), "replicasets")
     }
 
+    /// The served ReplicaSet's owner, with every field set, in either crate's type: both read the
+    /// same wire form, so the conversion is checked against the reference the server sent.
+    fn owner<R: serde::de::DeserializeOwned>() -> R {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": "web",
+            "uid": "u-0",
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }))
+        .expect("an owner reference")
+    }
+
     /// A ReplicaSet as the metadata endpoint returns it, with every field the recorder keeps or
     /// drops set.
     fn served(types: Option<TypeMeta>) -> KubePartialObjectMeta<DynamicObject> {
@@ -82,14 +96,7 @@ mod tests {
                 labels: Some(BTreeMap::from([("app".into(), "web".into())])),
                 annotations: Some(BTreeMap::from([("note".into(), "x".repeat(1000))])),
                 finalizers: Some(vec!["foregroundDeletion".into()]),
-                owner_references: Some(vec![meta::OwnerReference {
-                    api_version: "apps/v1".into(),
-                    kind: "Deployment".into(),
-                    name: "web".into(),
-                    uid: "u-0".into(),
-                    controller: Some(true),
-                    block_owner_deletion: Some(true),
-                }]),
+                owner_references: Some(vec![owner()]),
                 ..meta::ObjectMeta::default()
             },
             _phantom: std::marker::PhantomData,
@@ -122,14 +129,7 @@ mod tests {
             creation_timestamp: Some("2025-03-01T10:00:00Z".into()),
             deletion_timestamp: Some("2025-03-02T11:30:00Z".into()),
             finalizers: vec!["foregroundDeletion".into()],
-            owner_references: vec![OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                name: "web".into(),
-                uid: "u-0".into(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }],
+            owner_references: vec![owner()],
             ..ObjectMeta::default()
         };
         assert_eq!(object.metadata, expected);

@@ -5,7 +5,7 @@
 
 use super::audit;
 use super::oracle::{Expected, Key, Obj, Universe};
-use super::support::process::Child;
+use super::support::process::{leader_elect_flags, Child};
 use super::support::{crd_manifest, http_get};
 use super::workload;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -163,15 +163,7 @@ impl Collector {
             "5s",
         ]);
         if leader_elect {
-            command.args([
-                "--leader-elect",
-                "--leader-elect-lease-duration",
-                "4s",
-                "--leader-elect-renew-deadline",
-                "3s",
-                "--leader-elect-retry-period",
-                "1s",
-            ]);
+            command.args(leader_elect_flags("1s"));
         }
         if let Ok(flags) = std::env::var("FAULT_COLLECTOR_FLAGS") {
             command.args(flags.split_whitespace());

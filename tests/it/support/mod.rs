@@ -749,3 +749,27 @@ impl Rig {
         }
     }
 }
+
+/// The resourceVersion of a fresh LIST of `api`'s collection: the version a watch opened from it
+/// starts after.
+pub async fn list_version<K>(api: &kube::Api<K>) -> String
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&Default::default())
+        .await
+        .expect("the list that pins a watch's start")
+        .metadata
+        .resource_version
+        .expect("a list carries its resourceVersion")
+}
+
+/// The lines of a simulated API server's audit log as JSON, read once the requests under test
+/// have been answered.
+pub fn audit_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .expect("the audit log exists")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("an audit line is not JSON ({e}): {line}")))
+        .collect()
+}

@@ -228,3 +228,18 @@ pub fn kubectl(kubeconfig: &Path, dir: &Path, args: &[&str]) -> String {
     );
     run.stdout
 }
+
+/// The flags of a `kube-gc run` replica that takes part in leader election, retrying every
+/// `retry_period`. The lease is short so that a standby takes over within seconds of the
+/// leader's loss, and a test waiting for the handover stays well inside its bounds.
+pub fn leader_elect_flags(retry_period: &'static str) -> [&'static str; 7] {
+    [
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "4s",
+        "--leader-elect-renew-deadline",
+        "3s",
+        "--leader-elect-retry-period",
+        retry_period,
+    ]
+}
