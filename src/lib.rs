@@ -25,6 +25,7 @@ pub mod controller;
 pub mod duration;
 pub mod event;
 pub mod graph;
+pub mod model;
 pub mod monitor;
 pub mod queue;
 pub mod rate;

@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("api", 1),
     ("graph", 2),
     ("sim", 2),
+    ("model", 2),
     ("event", 3),
     ("router", 4),
     ("queue", 4),
