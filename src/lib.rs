@@ -10,6 +10,9 @@
 //!   through [`api::ClusterApi`];
 //! - [`controller`]: wires the stages together and owns configuration and lifecycle.
 //!
+//! Beside the flow, [`model`] is the reference model of the collector's decisions that the
+//! differential tests and `loadgen replay --mode full` check the engine against.
+//!
 //! `gc-spec` section numbers in the docs refer to the behavioural contract kube-gc follows.
 
 #![deny(missing_docs)]
@@ -27,6 +30,7 @@ pub mod event;
 pub mod generate;
 pub mod graph;
 pub mod leader;
+pub mod model;
 pub mod monitor;
 pub mod queue;
 pub mod rate;

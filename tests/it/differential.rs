@@ -1,6 +1,6 @@
 //! Differential tests (DESIGN.md §4): random clusters and random user actions, run through the
-//! whole engine at several partition and worker counts, must end where the reference model in
-//! `support/model.rs` says, with the graph invariants holding at quiescence.
+//! whole engine at several partition and worker counts, must end where the reference model
+//! ([`kube_gc::model`], `src/model/`) says, with the graph invariants holding at quiescence.
 //!
 //! A case is a cluster (Deployment → ReplicaSet → Pod and ReplicationController → Pod chains,
 //! ConfigMaps and Secrets owning each other and anything else, ClusterRoles and
@@ -35,11 +35,11 @@ use kube_gc::api::{
 use kube_gc::collector::CollectorConfig;
 use kube_gc::controller::Config;
 use kube_gc::graph::{invariants, Uid};
+use kube_gc::model::{self, Action, Kind, Model, Object, OutOfRegion};
 use kube_gc::sim::SimCluster;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use std::collections::BTreeMap;
-use support::model::{self, Action, Kind, Model, Object, OutOfRegion};
 use support::Harness;
 
 /// Cases per run unless `PROPTEST_CASES` says otherwise. 48 cases took 12–26 s on two cores
@@ -317,7 +317,6 @@ impl Builder {
             finalizers.push(f.to_string());
         }
         self.objects.push(Object {
-            kind,
             namespace: if kind.namespaced {
                 NAMESPACES[namespace].to_string()
             } else {
@@ -326,6 +325,7 @@ impl Builder {
             // Names are unique across kinds and namespaces, so a reference that misses by kind or
             // namespace never finds another object by chance.
             name: format!("{}-{i}", kind.kind.to_lowercase()),
+            kind,
             uid: object_uid(i),
             owner_references: Vec::new(),
             finalizers,
@@ -357,8 +357,8 @@ impl Builder {
 /// A reference to `owner` with its own coordinates.
 fn reference_to(owner: &Object, link: &Link) -> OwnerReference {
     OwnerReference {
-        api_version: owner.kind.api_version.into(),
-        kind: owner.kind.kind.into(),
+        api_version: owner.kind.api_version.to_string(),
+        kind: owner.kind.kind.to_string(),
         name: owner.name.clone(),
         uid: owner.uid.clone(),
         controller: link.controller.then_some(true),
@@ -417,8 +417,8 @@ fn resolve_ref(
                 model::POD
             };
             OwnerReference {
-                api_version: wrong.api_version.into(),
-                kind: wrong.kind.into(),
+                api_version: wrong.api_version.to_string(),
+                kind: wrong.kind.to_string(),
                 ..reference_to(t, &raw.link)
             }
         }
@@ -428,8 +428,8 @@ fn resolve_ref(
         },
         (Target::UnknownKind, _) => unlinked("example.com/v1", "Widget", "widget", fresh_uid()),
         (Target::Phantom(k), _) => {
-            let (kind, name) = PHANTOMS[*k];
-            unlinked(kind.api_version, kind.kind, name, absent_uid(*k))
+            let (kind, name) = &PHANTOMS[*k];
+            unlinked(&kind.api_version, &kind.kind, name, absent_uid(*k))
         }
         (_, None) => return None,
     })
@@ -469,7 +469,7 @@ fn build(case: &RawCase) -> Vec<Object> {
     }
     let first_loose = b.objects.len();
     for l in &case.loose {
-        b.add(l.kind, l.namespace, &l.traits);
+        b.add(l.kind.clone(), l.namespace, &l.traits);
     }
     // References are resolved once every object exists, so loose objects can own each other.
     for (n, l) in case.loose.iter().enumerate() {
@@ -606,7 +606,7 @@ impl Resolver<'_> {
         }
         finalizers.extend(traits.gc_finalizer.map(String::from));
         let mut object = Object {
-            kind: template.kind,
+            kind: template.kind.clone(),
             namespace: template.namespace.clone(),
             name,
             uid: object_uid(CREATED + n),
@@ -704,32 +704,17 @@ fn plan(case: &RawCase) -> Result<Plan, OutOfRegion> {
 
 fn gvr(kind: &Kind) -> Gvr {
     let version = kind.api_version.rsplit('/').next().expect("a version");
-    Gvr::new(kind.group, version, kind.resource)
+    Gvr::new(&kind.group, version, &kind.resource)
 }
 
 /// The cluster as the model describes it, finalizers sorted.
 fn observe(cluster: &SimCluster) -> BTreeMap<String, Object> {
-    let mut out = BTreeMap::new();
-    for kind in model::KINDS {
-        for o in cluster.list_objects(&gvr(&kind)) {
-            let m = o.metadata;
-            let mut finalizers = m.finalizers;
-            finalizers.sort();
-            out.insert(
-                m.uid.clone(),
-                Object {
-                    kind,
-                    namespace: m.namespace,
-                    name: m.name,
-                    uid: m.uid,
-                    owner_references: m.owner_references,
-                    finalizers,
-                    deleting: m.deletion_timestamp.is_some(),
-                },
-            );
-        }
-    }
-    out
+    model::outcome_of(model::KINDS.into_iter().flat_map(|kind| {
+        cluster
+            .list_objects(&gvr(&kind))
+            .into_iter()
+            .map(move |o| Object::of(kind.clone(), &o))
+    }))
 }
 
 /// An object to create, as the API takes it (with its UID, which the simulated cluster keeps).
@@ -766,6 +751,9 @@ fn describe(action: &Action, objects: &BTreeMap<String, Object>) -> String {
             "set blockOwnerDeletion={block:?} on {name}'s ref to {}",
             model::short_uid(owner_uid)
         ),
+        Action::SetOwnerReferences { owner_references, .. } => {
+            format!("set {name}'s refs to {}", model::show_refs(owner_references))
+        }
         Action::RemoveFinalizer { finalizer, .. } => format!("remove {finalizer} from {name}"),
     }
 }
@@ -817,6 +805,7 @@ fn edit(m: &mut ObjectMeta, action: &Action) {
                 r.block_owner_deletion = *block;
             }
         }
+        Action::SetOwnerReferences { owner_references, .. } => m.owner_references = owner_references.clone(),
         Action::RemoveFinalizer { finalizer, .. } => m.finalizers.retain(|f| f != finalizer),
     }
 }
@@ -1002,13 +991,13 @@ proptest! {
 
 fn make(kind: Kind, namespace: &str, n: usize) -> Object {
     Object {
-        kind,
         namespace: if kind.namespaced {
             namespace.into()
         } else {
             String::new()
         },
         name: format!("{}-{n}", kind.kind.to_lowercase()),
+        kind,
         uid: object_uid(n),
         owner_references: Vec::new(),
         finalizers: Vec::new(),
@@ -1018,8 +1007,8 @@ fn make(kind: Kind, namespace: &str, n: usize) -> Object {
 
 fn owned_by(mut dependent: Object, owner: &Object, block: Option<bool>) -> Object {
     dependent.owner_references.push(OwnerReference {
-        api_version: owner.kind.api_version.into(),
-        kind: owner.kind.kind.into(),
+        api_version: owner.kind.api_version.to_string(),
+        kind: owner.kind.kind.to_string(),
         name: owner.name.clone(),
         uid: owner.uid.clone(),
         controller: None,

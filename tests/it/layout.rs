@@ -15,6 +15,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("sim", 2),
     ("leader", 2),
     ("generate", 2),
+    ("model", 2),
     ("event", 3),
     ("router", 4),
     ("queue", 4),

@@ -1,7 +1,7 @@
 //! `replay --mode full`: the whole collector against the in-memory simulated cluster, its outcome
-//! checked against the oracle.
+//! checked against the oracle, kube-gc's reference model ([`kube_gc::model`]).
 //!
-//! Invariant: the cluster and the oracle are driven by the same [`Script`]; the outcome is
+//! Invariant: the cluster and the model are driven by the same [`Script`]; the outcome is
 //! compared once the collector has settled, and the timed part is only the replay of the later
 //! events and the collection it causes.
 //!
@@ -19,13 +19,13 @@
 //! 5. The clock starts; the actions are applied as a user would, as fast as they come; the clock
 //!    stops at the first check that finds the collector settled for good (checks are 50 ms apart,
 //!    so the time is late by at most one period).
-//! 6. The cluster's objects are compared with the oracle's outcome.
+//! 6. The cluster's objects are compared with the model's outcome.
 //!
 //! "Settled" means: no event in flight, no queued or running item, and no API call by the
 //! collector between two checks 50 ms apart, twice in a row. Items retrying with backoff may
 //! remain (an owner of a kind nobody serves is retried forever); they make no API call.
 
-use super::oracle::{differences, ObjectState, Oracle, Outcome};
+use super::oracle;
 use super::script::{Action, Script, Target};
 use super::ReplayOptions;
 use crate::progress;
@@ -33,10 +33,12 @@ use crate::report::{ApiCallCounts, BucketPercentiles, Report};
 use anyhow::Context;
 use kube_gc::api::layers::{Latency, Layered};
 use kube_gc::api::{
-    split_api_version, ApiError, ClusterApi, DeleteOptions, Gvr, PatchType, Preconditions, RestMapper, StatusReason,
+    split_api_version, ApiError, ApiResource, ClusterApi, DeleteOptions, Gvr, PatchType, Preconditions, RestMapper,
+    StatusReason,
 };
 use kube_gc::collector::CollectorConfig;
 use kube_gc::controller::{Config, GarbageCollector};
+use kube_gc::model::{differences, Outcome};
 use kube_gc::sim::{ApiCalls, SimCluster, TypeDef};
 use kube_gc::simulate::wait_until_quiet;
 use std::collections::HashMap;
@@ -76,7 +78,7 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
     let types = Types::serve(cluster, &script).await?;
     load(cluster, &types, &script, options.quiet)?;
     let loaded = cluster.object_count();
-    let mapper = RestMapper::new(&cluster.discover().await.context("reading discovery")?.resources);
+    let resources = cluster.discover().await.context("reading discovery")?.resources;
     let partitions = options.partitions.first().copied().unwrap_or(1);
     let config = Config {
         workers: full.workers,
@@ -91,8 +93,8 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
     let run = drive(&gc, cluster, &types, &script, full.timeout, options.quiet).await;
     gc.shutdown().await;
     let run = run?;
-    let expected = oracle_outcome(mapper, &script, options.quiet);
-    let actual = types.outcome(cluster);
+    let expected = expected_outcome(&resources, &script, options.quiet);
+    let actual = types.outcome(cluster, &resources);
     let found = differences(&expected.outcome, &actual);
     Ok(Report {
         mode: "full",
@@ -160,16 +162,16 @@ impl Types {
         self.gvrs.get(&(api_version.to_string(), kind.to_string()))
     }
 
-    /// Every object of the stream's kinds, by UID.
-    fn outcome(&self, cluster: &SimCluster) -> Outcome {
+    /// Every object of the stream's kinds, by UID, as the model describes it.
+    fn outcome(&self, cluster: &SimCluster, served: &[ApiResource]) -> Outcome {
         let mut resources: Vec<&Gvr> = self.gvrs.values().collect();
         resources.sort();
         resources.dedup();
-        resources
+        let objects: Vec<_> = resources
             .into_iter()
             .flat_map(|gvr| cluster.list_objects(gvr))
-            .map(|o| ObjectState::of(&o))
-            .collect()
+            .collect();
+        oracle::outcome(&oracle::model(served), &objects)
     }
 }
 
@@ -396,33 +398,36 @@ async fn settle(
     settled_since.context("settled without a settled check")
 }
 
-/// The oracle's outcome for the script, and whether it is the same under both extremes of timing.
-struct Expected {
-    outcome: Outcome,
-    timing_independent: bool,
+/// The model's outcome for the script, and whether it is the same under both extremes of timing.
+pub struct Expected {
+    /// Where the cluster must end.
+    pub outcome: Outcome,
+    /// Whether settling after each action ends in the same place.
+    pub timing_independent: bool,
 }
 
-/// Settles the oracle on the initial objects, then applies the actions all at once and settles
-/// (what a replay faster than the collector sees), and compares with settling after each action.
-fn oracle_outcome(mapper: RestMapper, script: &Script, quiet: bool) -> Expected {
+/// Settles the model, serving `resources`, on the initial objects, then applies the actions all
+/// at once and settles (what a replay faster than the collector sees), and compares with settling
+/// after each action.
+pub fn expected_outcome(resources: &[ApiResource], script: &Script, quiet: bool) -> Expected {
     let spinner = progress::spinner(quiet);
     spinner.set_message("computing the expected outcome");
-    let mut start = Oracle::new(mapper);
+    let mut start = oracle::model(resources);
     for object in &script.initial {
-        start.create(object);
+        oracle::create(&mut start, object);
     }
     for action in &script.prelude {
-        start.apply(action);
+        oracle::apply(&mut start, action);
     }
-    start.settle();
+    start.settle_in_one_order();
     let mut stepwise = start.clone();
     let mut burst = start;
     for action in &script.actions {
-        burst.apply(action);
-        stepwise.apply(action);
-        stepwise.settle();
+        oracle::apply(&mut burst, action);
+        oracle::apply(&mut stepwise, action);
+        stepwise.settle_in_one_order();
     }
-    burst.settle();
+    burst.settle_in_one_order();
     let outcome = burst.outcome();
     let timing_independent = outcome == stepwise.outcome();
     spinner.finish_and_clear();

@@ -2,7 +2,8 @@
 //!
 //! - [`builder`]: the graph builders alone, P threads, events decoded before the clock starts;
 //! - [`full`]: the whole collector against the in-memory cluster, driven by a [`script`] read from
-//!   the stream, its outcome checked by an [`oracle`], optionally behind a [`latency`].
+//!   the stream, its outcome checked by kube-gc's reference model (through the [`oracle`]
+//!   adapter), optionally behind a [`latency`].
 
 pub mod builder;
 pub mod full;

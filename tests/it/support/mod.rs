@@ -1,14 +1,13 @@
 //! Test support: an end-to-end [`Harness`] (the whole controller against the simulated cluster,
 //! acting as a user would) and a step-by-step [`Rig`] (builder and workers driven by hand, one
-//! event or one queue item at a time, as upstream's unit tests drive them), plus the reference
-//! [`model`] the differential tests compare the engine with.
+//! event or one queue item at a time, as upstream's unit tests drive them). The reference model
+//! the differential tests compare the engine with is the library's `kube_gc::model`.
 //!
 //! Tests run on tokio's paused clock: waits advance virtual time, so backoffs and periods cost
 //! nothing, and every wait is bounded and names what it waited for.
 
 #![allow(dead_code)] // each test file uses a different part of the kit
 
-pub mod model;
 pub mod process;
 
 use kube_gc::api::layers::Verb;
