@@ -78,6 +78,37 @@ pub struct Report {
     pub oracle_timing_independent: Option<bool>,
 }
 
+/// What a replay went through, the same in every mode.
+pub struct ReplayedStream<'a> {
+    /// `builder` or `full`.
+    pub mode: &'static str,
+    /// The stream's file.
+    pub stream: &'a std::path::Path,
+    /// Watch events replayed.
+    pub events: u64,
+    /// Malformed values skipped.
+    pub skipped_bad: usize,
+    /// Objects the stream lists or creates.
+    pub objects: u64,
+    /// Graph builder partitions.
+    pub partitions: usize,
+}
+
+impl Report {
+    /// A report of what `replayed` went through, the mode's own figures still empty.
+    pub fn of(replayed: ReplayedStream<'_>) -> Report {
+        Report {
+            mode: replayed.mode,
+            stream: replayed.stream.display().to_string(),
+            events: replayed.events,
+            skipped_bad: replayed.skipped_bad as u64,
+            objects: replayed.objects,
+            partitions: replayed.partitions,
+            ..Report::default()
+        }
+    }
+}
+
 /// Percentiles of a latency, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Percentiles {

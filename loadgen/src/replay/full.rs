@@ -29,7 +29,7 @@ use super::oracle;
 use super::script::{Action, Script, Target};
 use super::ReplayOptions;
 use crate::progress;
-use crate::report::{ApiCallCounts, BucketPercentiles, Report};
+use crate::report::{ApiCallCounts, BucketPercentiles, ReplayedStream, Report};
 use anyhow::Context;
 use kube_gc::api::layers::{Latency, Layered};
 use kube_gc::api::{
@@ -96,13 +96,15 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
     let expected = expected_outcome(&resources, &script, options.quiet);
     let actual = types.outcome(cluster, &resources);
     let found = differences(&expected.outcome, &actual);
-    Ok(Report {
+    let replayed = Report::of(ReplayedStream {
         mode: "full",
-        stream: path.display().to_string(),
+        stream: path,
         events: script.events,
-        skipped_bad: script.skipped_bad as u64,
+        skipped_bad: script.skipped_bad,
         objects: script.added,
         partitions,
+    });
+    Ok(Report {
         workers: Some(full.workers),
         verify_with_get: Some(full.verify_with_get),
         api_latency_ms: Some(full.api_latency.as_secs_f64() * 1e3),
@@ -110,7 +112,7 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
         outcome_ok: Some(found.is_empty()),
         outcome_differences: found.into_iter().take(SHOWN_DIFFERENCES).collect(),
         oracle_timing_independent: Some(expected.timing_independent),
-        ..run.report(&script)
+        ..run.report(&script, replayed)
     })
 }
 
@@ -277,7 +279,8 @@ struct Run {
 }
 
 impl Run {
-    fn report(&self, script: &Script) -> Report {
+    /// `replayed` with the run's own figures.
+    fn report(&self, script: &Script, replayed: Report) -> Report {
         let (before, after) = self.calls;
         let calls = ApiCallCounts {
             get: after.get - before.get,
@@ -300,7 +303,7 @@ impl Run {
             api_calls: Some(calls),
             queue_wait_ns_le: Some(self.queue_wait),
             attempt_to_delete_ns_le: Some(self.attempt),
-            ..Report::default()
+            ..replayed
         }
     }
 }

@@ -10,7 +10,7 @@ pub mod full;
 pub mod oracle;
 pub mod script;
 
-use crate::report::{Percentiles, Report, Scaling};
+use crate::report::{Percentiles, ReplayedStream, Report, Scaling};
 use std::path::Path;
 
 /// What every replay is told.
@@ -55,13 +55,15 @@ pub fn builder_mode(path: &Path, options: &ReplayOptions) -> anyhow::Result<Repo
             rss_bytes_per_object: per_node(r),
         })
         .collect();
-    Ok(Report {
+    let replayed = Report::of(ReplayedStream {
         mode: "builder",
-        stream: path.display().to_string(),
+        stream: path,
         events: last.events,
-        skipped_bad: last.skipped_bad as u64,
+        skipped_bad: last.skipped_bad,
         objects: last.added,
         partitions: last.partitions,
+    });
+    Ok(Report {
         elapsed_s: last.elapsed.as_secs_f64(),
         events_per_sec: Some(events_per_sec(last)),
         latency_ns: Some(Percentiles::of(&last.latency)),
@@ -70,7 +72,7 @@ pub fn builder_mode(path: &Path, options: &ReplayOptions) -> anyhow::Result<Repo
         rss_bytes_per_object: warm_up.iter().chain(&runs).filter_map(per_node).reduce(f64::max),
         ratio: compared.then(|| scaling[scaling.len() - 1].events_per_sec / scaling[0].events_per_sec),
         scaling: compared.then_some(scaling),
-        ..Report::default()
+        ..replayed
     })
 }
 
