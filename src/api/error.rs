@@ -106,6 +106,23 @@ impl StatusReason {
     }
 }
 
+/// `error` and its sources on one line, each source's first line added unless the line so far
+/// already says it (kube-rs messages often end with their source's message, and a YAML error
+/// adds a multi-line excerpt): for logs and command-line errors.
+pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
+    let first_line = |e: &dyn std::error::Error| e.to_string().lines().next().unwrap_or_default().to_string();
+    let mut line = first_line(error);
+    let mut source = error.source();
+    while let Some(e) = source {
+        let message = first_line(e);
+        if !line.contains(&message) {
+            line = format!("{line}: {message}");
+        }
+        source = e.source();
+    }
+    line
+}
+
 /// An API call's failure.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum ApiError {

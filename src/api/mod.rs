@@ -11,13 +11,14 @@ mod error;
 mod kube_client;
 pub mod layers;
 mod mapper;
+pub mod names;
 mod outage;
 pub mod time;
 mod types;
 mod validation;
 
 pub use connect::{connect, ConnectError};
-pub use error::{ApiError, StatusReason, TransportError};
+pub use error::{one_line, ApiError, StatusReason, TransportError};
 pub use kube_client::KubeApi;
 pub use mapper::{RestMapper, SharedRestMapper};
 pub use types::*;

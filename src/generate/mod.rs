@@ -45,8 +45,9 @@ mod topology;
 
 pub use topology::{Amount, Preset, Topology};
 
+use crate::api::names::random_suffix;
 use crate::api::{Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy};
-use names::{suffix, uid, unique_child};
+use names::{uid, unique_child};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -400,7 +401,7 @@ impl<E, F: FnMut(Step) -> Result<(), E>> Generator<'_, F> {
             }
         }
         for k in 0..share(self.t.dangling, n, i) {
-            let name = format!("ghost-{}", suffix(&mut self.rng, 10));
+            let name = format!("ghost-{}", random_suffix(&mut self.rng, 10));
             let ghost = self.made(&REPLICA_SET, ns, name, None);
             let pod = self.made(&POD, ns, format!("stray-{k:04}"), None);
             self.create(&POD, pod.object(vec![ghost.owner_ref(true)]))?;

@@ -3,35 +3,20 @@
 //! The draws are part of the streams' contract: a UID is one `u128` draw and a suffix one draw per
 //! character, so that a seed names the same objects in every release.
 
+use crate::api::names::{random_suffix, uid_v4};
 use rand::Rng;
 use std::collections::HashSet;
 
-/// The alphabet of generated name suffixes (apimachinery's `rand.String`, which leaves out vowels
-/// and look-alike characters so that suffixes never spell words).
-const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-
-/// A canonical lowercase version-4 UUID: 128 random bits with the version and RFC 4122 variant
-/// bits set, as `graph::Uid::new_v4` packs them (the graph is a layer above, hence the copy of
-/// its two masks).
+/// A canonical lowercase version-4 UUID from one `u128` draw.
 pub fn uid(rng: &mut impl Rng) -> String {
-    let random: u128 = rng.gen();
-    let version = (random & !(0xf << 76)) | (0x4 << 76);
-    let variant = (version & !(0b11 << 62)) | (0b10 << 62);
-    uuid::Uuid::from_u128(variant).hyphenated().to_string()
-}
-
-/// `len` random characters of [`ALPHABET`].
-pub fn suffix(rng: &mut impl Rng, len: usize) -> String {
-    (0..len)
-        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
-        .collect()
+    uid_v4(rng.gen())
 }
 
 /// `<prefix>-<len random characters>`, different from every name in `taken` (which it joins), as
 /// controllers retry a generated name that collides.
 pub fn unique_child(rng: &mut impl Rng, prefix: &str, len: usize, taken: &mut HashSet<String>) -> String {
     loop {
-        let name = format!("{prefix}-{}", suffix(rng, len));
+        let name = format!("{prefix}-{}", random_suffix(rng, len));
         if taken.insert(name.clone()) {
             return name;
         }

@@ -50,8 +50,11 @@ impl Uid {
 
     /// A random version-4 UUID made from 128 random bits (the version and variant bits are set).
     pub fn new_v4(random: u128) -> Uid {
-        let version = (random & !(0xf << 76)) | (0x4 << 76);
-        Uid::from_bits((version & !(u128::from(VARIANT_MASK))) | u128::from(VARIANT_RFC4122))
+        Uid::from_bits(
+            uuid::Builder::from_random_bytes(random.to_be_bytes())
+                .into_uuid()
+                .as_u128(),
+        )
     }
 
     fn from_bits(v: u128) -> Uid {

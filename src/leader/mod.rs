@@ -162,7 +162,7 @@ impl<S: LeaseStore> LeaderElector<S> {
             match self.try_acquire_or_renew().await {
                 Ok(true) => return,
                 Ok(false) => {}
-                Err(e) => tracing::warn!(error = %chain(&e), "could not read or write the lease"),
+                Err(e) => tracing::warn!(error = %crate::api::one_line(&e), "could not read or write the lease"),
             }
             tokio::time::sleep(self.config.retry_period).await;
         }
@@ -178,7 +178,7 @@ impl<S: LeaseStore> LeaderElector<S> {
                 match self.try_acquire_or_renew().await {
                     Ok(true) => break,
                     Ok(false) => return self.tenure.end(),
-                    Err(e) => tracing::warn!(error = %chain(&e), "could not renew the lease"),
+                    Err(e) => tracing::warn!(error = %crate::api::one_line(&e), "could not renew the lease"),
                 }
                 if Instant::now() + self.config.retry_period >= deadline {
                     return self.tenure.end();
@@ -279,17 +279,6 @@ impl<S: LeaseStore> LeaderElector<S> {
     fn lease_seconds(&self) -> i32 {
         i32::try_from(self.config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX)
     }
-}
-
-/// `error` and its sources on one line, for the log.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        line = format!("{line}: {e}");
-        source = e.source();
-    }
-    line
 }
 
 fn now() -> MicroTime {

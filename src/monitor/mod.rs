@@ -38,6 +38,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// Watch events a monitor routes between two checks for room in the router ([`Router::room`]).
+const ROOM_CHECK_EVERY: u64 = 64;
+
 /// Objects per list page, as client-go's pager asks for by default. Each page is routed before
 /// the next is asked for, so a monitor holds one page at a time, whatever the size of the
 /// resource.
@@ -272,18 +275,24 @@ impl<C: ClusterApi> Watcher<C> {
     /// Routes a watch's events until it ends; returns whether it delivered any, and its error.
     async fn follow(&mut self, mut stream: crate::api::WatchStream, rv: &mut String) -> (bool, Option<ApiError>) {
         let mut delivered = false;
+        let mut delivered_count: u64 = 0;
         while let Some(event) = stream.next().await {
             let event = match event {
                 Ok(event) => event,
                 Err(e) => return (delivered, Some(e)),
             };
+            // The room check sums every partition's counts, so it is made once per 64 events,
+            // which lets each monitor run at most that far past the bound.
+            if delivered_count.is_multiple_of(ROOM_CHECK_EVERY) {
+                self.router.room().await;
+            }
+            delivered_count += 1;
             delivered = true;
             let meta = event.object.metadata;
             if !meta.resource_version.is_empty() {
                 rv.clone_from(&meta.resource_version);
             }
             if let Some(event_type) = EventType::of_watch(event.event_type) {
-                self.router.room().await;
                 self.route(event_type, meta);
             }
         }

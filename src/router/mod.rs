@@ -19,9 +19,9 @@
 //! The partitions' channels have no bound of their own, because two kinds of sender share them:
 //! monitors, and collector workers routing virtual deletes. A worker must never wait on a
 //! builder: a builder fills the workers' queues, so a full channel could close a cycle. Monitors
-//! may wait, and do ([`Router::room`]): before they route a list page or a watch event, they wait
-//! while [`MAX_IN_FLIGHT`] events are in flight. So the channels hold at most that many events
-//! plus one page or event per monitor plus the workers' virtual deletes, which are bounded by
+//! may wait, and do ([`Router::room`]): before they route a list page, and every 64 watch events,
+//! they wait while [`MAX_IN_FLIGHT`] events are in flight. So the channels hold at most that many
+//! events plus one page or 64 events per monitor plus the workers' virtual deletes, which are bounded by
 //! the work queues' items; builders never wait on anything, so the wait always ends.
 //!
 //! Invariant: an event is counted as routed before it is sent, and as applied only after its

@@ -1,11 +1,8 @@
 //! Server-assigned metadata: UIDs are fresh random v4 UUIDs, and generated names use the API
 //! server's alphabet. (Timestamps are [`crate::api::time`]'s.)
 
-use rand::Rng;
+use crate::api::names::random_suffix;
 
-/// The alphabet of apimachinery's `util/rand.String`: no vowels, so no accidental words, and no
-/// look-alikes such as `0`/`o` or `1`/`l`.
-const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// The API server's `generateName` suffix length.
 const GENERATED_SUFFIX_LEN: usize = 5;
 
@@ -16,16 +13,16 @@ pub(super) fn new_uid() -> String {
 
 /// `prefix` plus five random characters, as `generateName` produces.
 pub(super) fn generated_name(prefix: &str) -> String {
-    let mut rng = rand::thread_rng();
-    let suffix: String = (0..GENERATED_SUFFIX_LEN)
-        .map(|_| char::from(NAME_ALPHABET[rng.gen_range(0..NAME_ALPHABET.len())]))
-        .collect();
-    format!("{prefix}{suffix}")
+    format!(
+        "{prefix}{}",
+        random_suffix(&mut rand::thread_rng(), GENERATED_SUFFIX_LEN)
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::names::SUFFIX_ALPHABET;
 
     #[test]
     fn new_uid_should_be_a_lowercase_v4_uuid() {
@@ -44,6 +41,6 @@ mod tests {
     fn generated_name_should_append_five_lowercase_alphanumerics() {
         let name = generated_name("web-");
         assert_eq!(name.len(), 9);
-        assert!(name[4..].bytes().all(|b| NAME_ALPHABET.contains(&b)));
+        assert!(name[4..].bytes().all(|b| SUFFIX_ALPHABET.contains(&b)));
     }
 }

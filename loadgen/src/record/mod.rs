@@ -45,7 +45,7 @@ use kube::core::PartialObjectMeta as KubePartialObjectMeta;
 use kube::discovery::ApiResource;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
-use kube_gc::api::{Gvr, WatchEventType};
+use kube_gc::api::{one_line, Gvr, WatchEventType};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
@@ -66,21 +66,6 @@ const PROGRESS_PERIOD: Duration = Duration::from_millis(200);
 /// message, which is also their `source()`, and a YAML error adds a multi-line excerpt.
 pub fn kube_error(error: &(dyn std::error::Error + 'static)) -> anyhow::Error {
     anyhow::Error::msg(one_line(error))
-}
-
-/// `error` and its sources, each source's first line added unless the line so far has it.
-fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
-    let first_line = |e: &dyn std::error::Error| e.to_string().lines().next().unwrap_or_default().to_string();
-    let mut line = first_line(error);
-    let mut source = error.source();
-    while let Some(e) = source {
-        let message = first_line(e);
-        if !line.contains(&message) {
-            line = format!("{line}: {message}");
-        }
-        source = e.source();
-    }
-    line
 }
 
 /// Records `resources` (from [`discover`]) into `sink` until `stop` completes, showing counts on
