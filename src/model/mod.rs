@@ -91,12 +91,14 @@
 mod kind;
 mod outcome;
 mod rules;
+mod verdicts;
 
 pub use kind::{
     Kind, KindDef, CLUSTER_ROLE, CLUSTER_ROLE_BINDING, CONFIG_MAP, DEPLOYMENT, KINDS, POD, REPLICATION_CONTROLLER,
     REPLICA_SET, SECRET,
 };
 pub use outcome::{differences, outcome_of, short_uid, show_refs, Outcome};
+pub use verdicts::Verdicts;
 
 use crate::api::{OwnerReference, PartialObjectMeta, PropagationPolicy, FINALIZER_FOREGROUND};
 use kind::{Served, TypeIndex};
@@ -341,10 +343,18 @@ impl Model {
 
     /// An empty cluster serving `kinds`.
     pub fn serving(kinds: impl IntoIterator<Item = Kind>) -> Model {
-        let served = Served::new(kinds);
+        Model::with_served(Arc::new(Served::new(kinds)))
+    }
+
+    /// An empty cluster serving what `other` serves.
+    fn serving_as(other: &Model) -> Model {
+        Model::with_served(other.served.clone())
+    }
+
+    fn with_served(served: Arc<Served>) -> Model {
         Model {
             names: vec![HashMap::new(); served.types()],
-            served: Arc::new(served),
+            served,
             objects: BTreeMap::new(),
             dependents: HashMap::new(),
             actions: 0,
@@ -419,10 +429,33 @@ impl Model {
 
     /// Lets the collector run to its fixpoint, or reports why the outcome depends on order.
     pub fn settle(&mut self) -> Result<(), OutOfRegion> {
+        let reference = self.explore(|schedule, first, run| {
+            let differences = differences(&first.outcome(), &run.outcome());
+            if differences.is_empty() {
+                return Ok(());
+            }
+            Err(OutOfRegion::OrderDependent {
+                schedule: format!("{schedule:?}"),
+                differences,
+            })
+        })?;
+        *self = reference;
+        self.checking_stuck = false;
+        self.work.clear();
+        self.queued.clear();
+        Ok(())
+    }
+
+    /// Runs every explored order (module docs) from the current cluster and returns where the
+    /// first one ends; `compare` sees each later order's end beside the first's, and may stop the
+    /// exploration with an error.
+    fn explore(
+        &mut self,
+        mut compare: impl FnMut(&Schedule, &Model, &Model) -> Result<(), OutOfRegion>,
+    ) -> Result<Model, OutOfRegion> {
         if let Some(out) = self.left_region.take() {
             return Err(out);
         }
-        let start = self.clone();
         let mut schedules = vec![Schedule::Canonical, Schedule::OwnersFirst, Schedule::DependentsFirst];
         for uid in self.objects.keys() {
             schedules.push(Schedule::Defer(uid.clone()));
@@ -431,26 +464,14 @@ impl Model {
         schedules.extend((1..=RANDOM_SCHEDULES).map(Schedule::Random));
         let mut reference: Option<Model> = None;
         for schedule in schedules {
-            let mut run = start.clone();
+            let mut run = self.clone();
             run.run(&schedule)?;
             match &reference {
                 None => reference = Some(run),
-                Some(first) => {
-                    let differences = differences(&first.outcome(), &run.outcome());
-                    if !differences.is_empty() {
-                        return Err(OutOfRegion::OrderDependent {
-                            schedule: format!("{schedule:?}"),
-                            differences,
-                        });
-                    }
-                }
+                Some(first) => compare(&schedule, first, &run)?,
             }
         }
-        *self = reference.expect("at least one schedule");
-        self.checking_stuck = false;
-        self.work.clear();
-        self.queued.clear();
-        Ok(())
+        Ok(reference.expect("at least one schedule"))
     }
 
     /// Lets the collector run to its fixpoint in one order, claiming nothing about the others

@@ -1,27 +1,18 @@
-//! The oracle: what the cluster must look like once the collector has done its work, computed
-//! from the objects that existed and what the workload deleted, with the rules of cascading
-//! deletion and nothing of the collector's code.
+//! The oracle: what the cluster must look like once the collector has done its work.
 //!
-//! - A reference to an owner deleted with the Orphan policy is removed; the object lives on.
-//! - An object is garbage when it had at least one owner reference and every reference left
-//!   points to an owner that is gone: deleted by the workload, never existed, or garbage itself
-//!   (a fixed point, so cascades of any depth are followed).
-//! - Every other object must live, keeping each reference to an owner that lives.
-//! - An object with a reference to an owner deleted with the Orphan policy *and* one to an owner
-//!   that goes with a cascade may end either way: if the cascade reaches it first, its ref to the
-//!   orphaning owner keeps it (the ref counts as a solid owner until stripped); if the orphaning
-//!   comes first, it is collected. Upstream decides by timing too, so such objects, and their own
-//!   dependents, are left out of the verdict.
+//! The verdicts are the reference model's ([`kube_gc::model`]), object by object
+//! ([`Model::verdicts`]): the objects as they were created, the workload's deletions applied as
+//! user actions, then every explored order of the collector's steps. An object every order
+//! deletes must go; one every order keeps must live, with the references every order leaves it;
+//! one whose end depends on order (a dependent of an owner deleted with the Orphan policy and of
+//! one deleted with a cascade: whichever reaches it first decides, as upstream's timing does) is
+//! left out of the verdict, with its own dependents. This file only carries the workload's
+//! objects, read through kube-rs, to the model and its verdicts back to the checks.
 
+use kube::api::{ApiResource, DynamicObject};
+use kube_gc::api::{self, Gvr, OwnerReference, PropagationPolicy};
+use kube_gc::model::{Action, Kind, Model, Object};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-/// How the workload deleted an object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Policy {
-    Background,
-    Foreground,
-    Orphan,
-}
 
 /// Where an object lives: resource (plural, with its group), namespace, name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -43,20 +34,88 @@ impl std::fmt::Display for Key {
     }
 }
 
-/// An object as the oracle sees it.
+/// A served resource, as the suite lists it and the model types it.
+#[derive(Clone)]
+pub struct Resource {
+    pub ar: ApiResource,
+    pub kind: Kind,
+}
+
+impl Resource {
+    pub fn new(ar: ApiResource, namespaced: bool) -> Resource {
+        let served = api::ApiResource {
+            gvr: Gvr::new(&ar.group, &ar.version, &ar.plural),
+            kind: ar.kind.clone(),
+            namespaced,
+            verbs: Vec::new(),
+            preferred: true,
+        };
+        Resource {
+            kind: Kind::of(&served),
+            ar,
+        }
+    }
+}
+
+/// An object as read from the cluster.
 #[derive(Clone, Debug)]
 pub struct Obj {
     pub key: Key,
-    pub uid: String,
-    /// Owner UIDs, each with its blockOwnerDeletion.
-    pub owners: Vec<(String, bool)>,
+    pub object: Object,
 }
 
-/// The cluster before the deletions, and what became of it.
-#[derive(Default)]
+impl Obj {
+    /// `o`, read as a `resource`.
+    pub fn of(resource: &Resource, o: &DynamicObject) -> Obj {
+        let m = &o.metadata;
+        let owner_references = m
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|r| OwnerReference {
+                api_version: r.api_version.clone(),
+                kind: r.kind.clone(),
+                name: r.name.clone(),
+                uid: r.uid.clone(),
+                controller: r.controller,
+                block_owner_deletion: r.block_owner_deletion,
+            })
+            .collect();
+        let object = Object {
+            kind: resource.kind.clone(),
+            namespace: m.namespace.clone().unwrap_or_default(),
+            name: m.name.clone().unwrap_or_default(),
+            uid: m.uid.clone().unwrap_or_default(),
+            owner_references,
+            finalizers: m.finalizers.clone().unwrap_or_default(),
+            deleting: m.deletion_timestamp.is_some(),
+        };
+        let key = Key {
+            group: resource.ar.group.clone(),
+            resource: resource.ar.plural.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+        };
+        Obj { key, object }
+    }
+
+    pub fn uid(&self) -> &str {
+        &self.object.uid
+    }
+
+    /// The UIDs of its owners.
+    pub fn owners(&self) -> impl Iterator<Item = &str> {
+        self.object.owner_references.iter().map(|r| r.uid.as_str())
+    }
+}
+
+/// The cluster as it was created, what the workload deleted, and the model of both.
 pub struct Universe {
+    /// Every object, as created, by UID.
     pub objects: BTreeMap<String, Obj>,
-    pub deleted: HashMap<String, Policy>,
+    /// The workload's deletions, by UID.
+    pub deleted: HashMap<String, PropagationPolicy>,
+    model: Model,
 }
 
 /// What the oracle expects.
@@ -65,96 +124,56 @@ pub struct Expected {
     pub gone: BTreeSet<String>,
     /// For each UID that must live, the owner UIDs it must still name.
     pub live: BTreeMap<String, BTreeSet<String>>,
-    /// UIDs whose fate depends on timing; in neither set.
-    pub either: BTreeSet<String>,
+    /// UIDs whose end depends on timing, each with why; in neither set.
+    pub undecided: BTreeMap<String, String>,
 }
 
 impl Universe {
+    /// An empty cluster serving `resources`.
+    pub fn serving<'a>(resources: impl IntoIterator<Item = &'a Resource>) -> Universe {
+        Universe {
+            objects: BTreeMap::new(),
+            deleted: HashMap::new(),
+            model: Model::serving(resources.into_iter().map(|r| r.kind.clone())),
+        }
+    }
+
+    /// An object that was created.
     pub fn add(&mut self, obj: Obj) {
-        self.objects.insert(obj.uid.clone(), obj);
+        self.model.apply(&Action::Create(obj.object.clone()));
+        self.objects.insert(obj.uid().to_string(), obj);
+    }
+
+    /// A deletion the workload made.
+    pub fn delete(&mut self, uid: &str, policy: PropagationPolicy) {
+        let action = Action::Delete {
+            uid: uid.into(),
+            policy: Some(policy),
+        };
+        self.model.apply(&action);
+        self.deleted.insert(uid.into(), policy);
     }
 
     /// The UID of the object at `key`, if the oracle knows it.
     pub fn uid_of(&self, key: &Key) -> Option<&str> {
-        self.objects.values().find(|o| &o.key == key).map(|o| o.uid.as_str())
+        self.objects.values().find(|o| &o.key == key).map(Obj::uid)
     }
 
+    /// The model's verdicts: an object a deletion removed at once is gone, as is every object
+    /// all orders delete; an object all orders keep lives with the owners they leave it.
     pub fn expected(&self) -> Expected {
-        let orphaned: BTreeSet<&str> = self
-            .deleted
+        let verdicts = self.model.verdicts();
+        let removed = self.objects.keys().filter(|uid| self.model.get(uid).is_none());
+        let gone = verdicts.gone.iter().chain(removed).cloned().collect();
+        let live = verdicts
+            .live
             .iter()
-            .filter(|(_, p)| **p == Policy::Orphan)
-            .map(|(uid, _)| uid.as_str())
+            .map(|(uid, o)| (uid.clone(), o.owner_references.iter().map(|r| r.uid.clone()).collect()))
             .collect();
-        let mut gone: BTreeSet<String> = self.deleted.keys().cloned().collect();
-        loop {
-            let newly: Vec<String> = self
-                .objects
-                .values()
-                .filter(|o| !gone.contains(&o.uid))
-                .filter(|o| {
-                    let refs: Vec<&str> = o
-                        .owners
-                        .iter()
-                        .map(|(uid, _)| uid.as_str())
-                        .filter(|uid| !orphaned.contains(uid))
-                        .collect();
-                    !refs.is_empty()
-                        && refs
-                            .iter()
-                            .all(|uid| gone.contains(*uid) || !self.objects.contains_key(*uid))
-                })
-                .map(|o| o.uid.clone())
-                .collect();
-            if newly.is_empty() {
-                break;
-            }
-            gone.extend(newly);
-        }
-        let either = self.timing_dependent(&orphaned, &gone);
-        gone.retain(|uid| !either.contains(uid));
-        let live = self
-            .objects
-            .values()
-            .filter(|o| !gone.contains(&o.uid) && !either.contains(&o.uid))
-            .map(|o| {
-                let kept = o
-                    .owners
-                    .iter()
-                    .map(|(uid, _)| uid)
-                    .filter(|uid| self.objects.contains_key(*uid) && !gone.contains(*uid))
-                    .cloned()
-                    .collect();
-                (o.uid.clone(), kept)
-            })
-            .collect();
-        Expected { gone, live, either }
-    }
-
-    /// Objects naming both an orphaning owner and a cascading one, and their dependents.
-    fn timing_dependent(&self, orphaned: &BTreeSet<&str>, gone: &BTreeSet<String>) -> BTreeSet<String> {
-        let mut either: BTreeSet<String> = self
-            .objects
-            .values()
-            .filter(|o| !self.deleted.contains_key(&o.uid))
-            .filter(|o| {
-                let names = |pred: &dyn Fn(&str) -> bool| o.owners.iter().any(|(uid, _)| pred(uid));
-                names(&|uid| orphaned.contains(uid)) && names(&|uid| !orphaned.contains(uid) && gone.contains(uid))
-            })
-            .map(|o| o.uid.clone())
-            .collect();
-        loop {
-            let more: Vec<String> = self
-                .objects
-                .values()
-                .filter(|o| !either.contains(&o.uid) && !self.deleted.contains_key(&o.uid))
-                .filter(|o| o.owners.iter().any(|(uid, _)| either.contains(uid)))
-                .map(|o| o.uid.clone())
-                .collect();
-            if more.is_empty() {
-                return either;
-            }
-            either.extend(more);
+        Expected {
+            gone,
+            live,
+            undecided: verdicts.undecided,
         }
     }
 }
@@ -163,63 +182,43 @@ impl Universe {
 mod tests {
     use super::*;
 
+    fn pods() -> Resource {
+        Resource::new(ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()), true)
+    }
+
     fn obj(uid: &str, owners: &[&str]) -> Obj {
-        Obj {
-            key: Key {
-                group: String::new(),
-                resource: "pods".into(),
-                namespace: "default".into(),
-                name: uid.into(),
-            },
-            uid: uid.into(),
-            owners: owners.iter().map(|o| (o.to_string(), true)).collect(),
-        }
+        let refs: Vec<_> = owners
+            .iter()
+            .map(|o| serde_json::json!({"apiVersion": "v1", "kind": "Pod", "name": o, "uid": o}))
+            .collect();
+        let manifest = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": uid, "namespace": "default", "uid": uid, "ownerReferences": refs}});
+        Obj::of(&pods(), &serde_json::from_value(manifest).expect("a pod"))
     }
 
     #[test]
     fn the_oracle_should_follow_each_policy_and_keep_refs_to_living_owners() {
-        let mut u = Universe::default();
+        let mut u = Universe::serving([&pods()]);
         for (uid, owners) in [
             ("d", &[][..]),
             ("rs", &["d"][..]),
             ("p", &["rs"][..]),
             ("job", &[][..]),
             ("jp", &["job"][..]),
-            ("multi", &["d", "job2"][..]),
             ("job2", &[][..]),
+            ("multi", &["d", "job2"][..]),
             ("ghost-child", &["never-existed"][..]),
-        ] {
-            u.add(obj(uid, owners));
-        }
-        u.deleted.insert("d".into(), Policy::Background);
-        u.deleted.insert("job".into(), Policy::Orphan);
-        let e = u.expected();
-        for uid in ["d", "rs", "p", "job", "ghost-child"] {
-            assert!(e.gone.contains(uid), "{uid} gone");
-        }
-        assert_eq!(e.live["jp"], BTreeSet::new(), "orphaned");
-        assert_eq!(
-            e.live["multi"],
-            BTreeSet::from(["job2".to_string()]),
-            "keeps its living owner"
-        );
-    }
-
-    #[test]
-    fn an_object_of_an_orphaning_and_a_cascading_owner_should_be_left_to_timing() {
-        let mut u = Universe::default();
-        for (uid, owners) in [
-            ("d", &[][..]),
-            ("job", &[][..]),
             ("both", &["d", "job"][..]),
-            ("child", &["both"][..]),
         ] {
             u.add(obj(uid, owners));
         }
-        u.deleted.insert("d".into(), Policy::Background);
-        u.deleted.insert("job".into(), Policy::Orphan);
+        u.delete("d", PropagationPolicy::Background);
+        u.delete("job", PropagationPolicy::Orphan);
         let e = u.expected();
-        assert_eq!(e.either, BTreeSet::from(["both".to_string(), "child".to_string()]));
-        assert!(!e.gone.contains("both") && !e.live.contains_key("both"));
+        let gone: Vec<&str> = e.gone.iter().map(String::as_str).collect();
+        assert_eq!(gone, ["d", "ghost-child", "job", "p", "rs"]);
+        assert_eq!(e.live["jp"], BTreeSet::new(), "orphaned");
+        assert_eq!(e.live["multi"], BTreeSet::from(["job2".to_string()]), "keeps its living owner");
+        assert!(!e.gone.contains("both") && !e.live.contains_key("both"), "left to timing");
     }
 }

@@ -4,13 +4,14 @@
 //! time and every wait is bounded.
 
 use super::audit;
-use super::oracle::{Expected, Key, Obj, Universe};
+use super::oracle::{Expected, Obj, Resource, Universe};
 use super::support::process::{leader_elect_flags, Child};
 use super::support::{crd_manifest, http_get};
 use super::workload;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
-use kube::discovery::{verbs, Discovery};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube_gc::api::PropagationPolicy;
+use kube::discovery::{verbs, Discovery, Scope};
 use kube::Client;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -220,13 +221,14 @@ async fn monitor_sync_times(addr: SocketAddr) -> Result<BTreeMap<String, f64>, S
 }
 
 /// Every listable resource of the cluster, by (group, plural).
-async fn listable(client: &Client) -> BTreeMap<(String, String), ApiResource> {
+async fn listable(client: &Client) -> BTreeMap<(String, String), Resource> {
     let discovery = Discovery::new(client.clone()).run().await.expect("discovery");
     let mut out = BTreeMap::new();
     for group in discovery.groups() {
         for (ar, caps) in group.recommended_resources() {
             if caps.supports_operation(verbs::LIST) && ar.plural != "events" {
-                out.insert((ar.group.clone(), ar.plural.clone()), ar);
+                let namespaced = caps.scope == Scope::Namespaced;
+                out.insert((ar.group.clone(), ar.plural.clone()), Resource::new(ar, namespaced));
             }
         }
     }
@@ -234,33 +236,16 @@ async fn listable(client: &Client) -> BTreeMap<(String, String), ApiResource> {
 }
 
 /// Every object of `resources`; `None` when the server could not answer (it may be restarting).
-async fn list_all(client: &Client, resources: &BTreeMap<(String, String), ApiResource>) -> Option<Vec<Obj>> {
+async fn list_all(client: &Client, resources: &BTreeMap<(String, String), Resource>) -> Option<Vec<Obj>> {
     let mut out = Vec::new();
-    for ((group, plural), ar) in resources {
-        let api = Api::<DynamicObject>::all_with(client.clone(), ar);
+    for resource in resources.values() {
+        let api = Api::<DynamicObject>::all_with(client.clone(), &resource.ar);
         let list = match api.list(&ListParams::default()).await {
             Ok(list) => list,
             Err(kube::Error::Api(e)) if e.code == 404 => continue, // a CRD's type that went away
             Err(_) => return None,
         };
-        for o in list.items {
-            out.push(Obj {
-                key: Key {
-                    group: group.clone(),
-                    resource: plural.clone(),
-                    namespace: o.metadata.namespace.clone().unwrap_or_default(),
-                    name: o.metadata.name.clone().unwrap_or_default(),
-                },
-                uid: o.metadata.uid.clone().unwrap_or_default(),
-                owners: o
-                    .metadata
-                    .owner_references
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|r| (r.uid, r.block_owner_deletion.unwrap_or(false)))
-                    .collect(),
-            });
-        }
+        out.extend(list.items.iter().map(|o| Obj::of(resource, o)));
     }
     Some(out)
 }
@@ -276,7 +261,7 @@ struct Diff {
 fn compare(universe: &Universe, expected: &Expected, current: &[Obj]) -> Diff {
     let now: HashMap<&str, BTreeSet<&str>> = current
         .iter()
-        .map(|o| (o.uid.as_str(), o.owners.iter().map(|(u, _)| u.as_str()).collect()))
+        .map(|o| (o.uid(), o.owners().collect()))
         .collect();
     let mut diff = Diff::default();
     for (uid, obj) in &universe.objects {
@@ -294,7 +279,7 @@ fn compare(universe: &Universe, expected: &Expected, current: &[Obj]) -> Diff {
                 }
             }
             (None, Some(_)) if expected.gone.contains(uid) => diff.pending.push(format!("{key} must go")),
-            (None, Some(_)) => {} // its fate depends on timing
+            (None, Some(_)) => {} // its end depends on timing
             (None, None) => {}
         }
     }
@@ -320,7 +305,7 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         .expect("the widgets CRD");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let resources = listable(&client).await;
-    let mut universe = Universe::default();
+    let mut universe = Universe::serving(resources.values());
     for obj in list_all(&client, &resources).await.expect("the first snapshot") {
         universe.add(obj);
     }
@@ -378,6 +363,19 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     }
 
     let expected = universe.expected();
+    let undecided: Vec<String> = expected
+        .undecided
+        .iter()
+        .map(|(uid, why)| format!("{}: {why}", universe.objects[uid].key))
+        .collect();
+    let verdicts = format!(
+        "gone {}, live {}, undecided {}\n{}\n",
+        expected.gone.len(),
+        expected.live.len(),
+        undecided.len(),
+        undecided.join("\n")
+    );
+    std::fs::write(dir.join("oracle.txt"), verdicts).expect("write");
     let client = server.client().await;
     let (converged_in, last) = converge(&client, &resources, &universe, &expected, workload_end).await;
     match (&converged_in, last) {
@@ -461,7 +459,7 @@ async fn wait_for_leader(collectors: &[Collector]) -> usize {
 /// difference once [`CONVERGENCE`] has passed or something broke that cannot be undone.
 async fn converge(
     client: &Client,
-    resources: &BTreeMap<(String, String), ApiResource>,
+    resources: &BTreeMap<(String, String), Resource>,
     universe: &Universe,
     expected: &Expected,
     since: Instant,
@@ -505,7 +503,7 @@ fn foreground_order(universe: &Universe, expected: &Expected, lines: &[audit::Li
     let removed = audit::removals(lines);
     let mut out = Vec::new();
     for (uid, policy) in &universe.deleted {
-        if *policy != super::oracle::Policy::Foreground {
+        if *policy != PropagationPolicy::Foreground {
             continue;
         }
         let owner = &universe.objects[uid];
@@ -515,8 +513,9 @@ fn foreground_order(universe: &Universe, expected: &Expected, lines: &[audit::Li
         for dep in universe.objects.values() {
             // A dependent with another owner may rightly lose its ref instead (a solid owner does
             // not let a waiting one block, spec §4.2 step 7), so only sole owners are judged.
-            let blocks = matches!(dep.owners.as_slice(), [(o, true)] if o == uid);
-            if !blocks || !expected.gone.contains(&dep.uid) {
+            let blocks = matches!(dep.object.owner_references.as_slice(),
+                                  [r] if r.uid == *uid && r.block_owner_deletion == Some(true));
+            if !blocks || !expected.gone.contains(dep.uid()) {
                 continue;
             }
             match removed.get(&dep.key) {

@@ -6,9 +6,10 @@
 //! Deployment and a Job at once, Pods whose owner never existed, and late dependents: Pods added to
 //! existing ReplicaSets in a second wave. Every name starts with `fs-` and none is reused.
 
-use super::oracle::{Key, Obj, Policy, Universe};
+use super::oracle::{Obj, Resource, Universe};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::Client;
+use kube_gc::api::PropagationPolicy as Policy;
 use rand::rngs::SmallRng;
 use rand::Rng;
 use serde_json::{json, Value};
@@ -55,7 +56,7 @@ pub fn widgets() -> ApiResource {
 
 /// A reference to `owner`, of kind `ar`, as a controller writes it.
 fn owner_ref(ar: &ApiResource, owner: &Obj) -> Value {
-    json!({"apiVersion": ar.api_version, "kind": ar.kind, "name": owner.key.name, "uid": owner.uid,
+    json!({"apiVersion": ar.api_version, "kind": ar.kind, "name": owner.key.name, "uid": owner.uid(),
            "controller": true, "blockOwnerDeletion": true})
 }
 
@@ -72,23 +73,8 @@ async fn create(client: &Client, universe: &mut Universe, ar: &ApiResource, name
         .create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("creating {} {name}: {e}", ar.plural));
-    let owners = created
-        .metadata
-        .owner_references
-        .unwrap_or_default()
-        .into_iter()
-        .map(|r| (r.uid, r.block_owner_deletion.unwrap_or(false)))
-        .collect();
-    let obj = Obj {
-        key: Key {
-            group: ar.group.clone(),
-            resource: ar.plural.clone(),
-            namespace: NS.into(),
-            name: name.into(),
-        },
-        uid: created.metadata.uid.expect("a UID"),
-        owners,
-    };
+    // Every workload kind is namespaced.
+    let obj = Obj::of(&Resource::new(ar.clone(), true), &created);
     universe.add(obj.clone());
     obj
 }
@@ -198,19 +184,18 @@ pub async fn delete_roots(
             halfway();
         }
         let api = Api::<DynamicObject>::namespaced_with(client.clone(), NS, ar);
-        let propagation = match policy {
-            Policy::Background => PropagationPolicy::Background,
-            Policy::Foreground => PropagationPolicy::Foreground,
-            Policy::Orphan => PropagationPolicy::Orphan,
-        };
         let params = DeleteParams {
-            propagation_policy: Some(propagation),
+            propagation_policy: Some(match policy {
+                Policy::Background => PropagationPolicy::Background,
+                Policy::Foreground => PropagationPolicy::Foreground,
+                Policy::Orphan => PropagationPolicy::Orphan,
+            }),
             ..DeleteParams::default()
         };
         api.delete(&obj.key.name, &params)
             .await
             .unwrap_or_else(|e| panic!("deleting {}: {e}", obj.key));
-        universe.deleted.insert(obj.uid.clone(), policy);
+        universe.delete(obj.uid(), policy);
     }
 }
 
