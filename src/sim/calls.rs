@@ -3,14 +3,14 @@
 //!
 //! Counting is what separates the two faces: the GC reaches the cluster only through the trait, so
 //! [`ApiCalls`] measures the GC's own traffic, while tests and the demo act as users without
-//! disturbing it. Injected [faults](super::Fault) live on the same face: a call is counted first,
+//! disturbing it. Injected [faults](crate::api::layers::Fault) live on the same face: a call is counted first,
 //! then answered by a matching fault if one is armed (a request that fails still reached the
 //! server), and only otherwise by the store.
 
 use super::pages::Listing;
 use super::store::present;
 use super::SimCluster;
-use crate::api::layers::{Count, Layer, Verb};
+use crate::api::layers::{Count, Layer, Request, Verb};
 use crate::api::{
     ApiError, CallCount, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, Patch,
     WatchStream,
@@ -58,47 +58,41 @@ impl ApiCalls {
 }
 
 impl SimCluster {
-    /// Lets an armed fault answer a `verb` call about `gvr`, else runs `call`; counts the call
-    /// either way.
-    fn counted<T>(
-        &self,
-        verb: Verb,
-        gvr: Option<&Gvr>,
-        call: impl FnOnce() -> Result<T, ApiError>,
-    ) -> Result<T, ApiError> {
-        let result = self.faults.check(verb, gvr).and_then(|()| call());
-        self.calls.record(verb, &result);
+    /// Lets an armed fault answer `request`, else runs `call`; counts the call either way.
+    fn counted<T>(&self, request: Request<'_>, call: impl FnOnce() -> Result<T, ApiError>) -> Result<T, ApiError> {
+        let result = self.faults.check(request).and_then(|()| call());
+        self.calls.record(request.verb, &result);
         result
     }
 }
 
 impl ClusterApi for SimCluster {
     async fn discover(&self) -> Result<Discovery, ApiError> {
-        self.counted(Verb::Discovery, None, || Ok(self.state.lock().discover()))
+        self.counted(Verb::Discovery.into(), || Ok(self.state.lock().discover()))
     }
 
     async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
-        self.counted(Verb::Get, Some(gvr), || self.get_object(gvr, namespace, name))
+        self.counted(Request::on(Verb::Get, gvr), || self.get_object(gvr, namespace, name))
     }
 
     async fn patch(&self, gvr: &Gvr, namespace: &str, name: &str, edit: &Patch) -> Result<PartialObjectMeta, ApiError> {
-        self.counted(Verb::Patch, Some(gvr), || {
+        self.counted(Request::on(Verb::Patch, gvr), || {
             self.patch_object(gvr, namespace, name, edit.patch_type, &edit.body)
         })
     }
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
-        self.counted(Verb::Delete, Some(gvr), || {
+        self.counted(Request::on(Verb::Delete, gvr), || {
             self.delete_object(gvr, namespace, name, options).map(drop)
         })
     }
 
     async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
-        self.counted(Verb::List, Some(gvr), || self.list_page_now(gvr, continue_token, limit))
+        self.counted(Request::on(Verb::List, gvr), || self.list_page_now(gvr, continue_token, limit))
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        self.counted(Verb::Watch, Some(gvr), || {
+        self.counted(Request::on(Verb::Watch, gvr), || {
             self.state.lock().watch(gvr, resource_version)
         })
     }
@@ -108,7 +102,7 @@ impl ClusterApi for SimCluster {
     }
 
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
-        self.counted(Verb::Create, None, || {
+        self.counted(Verb::Create.into(), || {
             self.state.lock().events.push(event.clone());
             Ok(())
         })

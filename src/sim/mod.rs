@@ -22,8 +22,9 @@
 //!   GC uses; each of its calls is counted in [`ApiCalls`]. The inherent methods
 //!   ([`SimCluster::create`], [`SimCluster::update`], [`SimCluster::delete_object`], …) are how
 //!   tests and the demo act as users; they are not counted.
-//! - Failures are injected on the trait face only ([`SimCluster::inject_fault`]): the GC sees a
-//!   broken resource or a flaky verb while the user methods keep working.
+//! - Failures are injected on the trait face only ([`SimCluster::inject_fault`], through the
+//!   [`Faults`] layer): the GC sees a broken resource or a flaky verb while the user methods keep
+//!   working.
 //! - A cluster can be saved and restored ([`SimCluster::save_state`],
 //!   [`SimCluster::load_state`]) with its types, objects and resourceVersion counter, but not its
 //!   watch history: a watch from before the restore gets 410 Gone, and its client relists.
@@ -46,7 +47,6 @@
 mod calls;
 mod crd;
 mod delete;
-mod faults;
 pub mod http;
 mod meta;
 mod pages;
@@ -61,11 +61,11 @@ mod watch;
 mod tests;
 
 pub use calls::ApiCalls;
-pub use faults::Fault;
 pub use persist::{temporary_state_path, StateError};
 pub use store::{Snapshot, WatchStart};
 pub use types::TypeDef;
 
+use crate::api::layers::{Fault, Faults};
 use crate::api::{ApiError, DeleteOptions, EventRecord, Gvr, PartialObjectMeta, PatchType};
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
@@ -96,7 +96,7 @@ pub const DEFAULT_HISTORY: usize = 100_000;
 pub struct SimCluster {
     state: Mutex<store::State>,
     calls: crate::api::layers::Count,
-    faults: faults::FaultTable,
+    faults: Faults,
     /// The lists in progress on the [`ClusterApi`](crate::api::ClusterApi) face.
     pages: pages::Pages,
 }
@@ -127,7 +127,7 @@ impl SimCluster {
         SimCluster {
             state: Mutex::new(state),
             calls: Default::default(),
-            faults: faults::FaultTable::default(),
+            faults: Faults::default(),
             pages: pages::Pages::default(),
         }
     }

@@ -1,6 +1,7 @@
 //! The simulated cluster's own conformance: each test pins one API-server behaviour the GC relies on.
 
-use super::{Fault, SimCluster, TypeDef};
+use super::{SimCluster, TypeDef};
+use crate::api::layers::Fault;
 use crate::api::layers::Verb;
 use crate::api::{
     ApiError, ClusterApi, DeleteOptions, EventRecord, Gvr, InvolvedObject, ObjectMeta, OwnerReference,

@@ -40,7 +40,8 @@ use kube_gc::api::{
 };
 use kube_gc::controller::Config;
 use kube_gc::graph::{Handle, Uid};
-use kube_gc::sim::{Fault, SimCluster, TypeDef};
+use kube_gc::api::layers::Fault;
+use kube_gc::sim::{SimCluster, TypeDef};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;

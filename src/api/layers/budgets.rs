@@ -11,7 +11,7 @@
 //! is reserved before the wait, so callers are served in the order they asked and the long-run
 //! rate never exceeds `qps`, however many callers wait at once.
 
-use super::{Layer, Verb};
+use super::{Layer, Request, Verb};
 use crate::api::ApiError;
 use crate::rate::TokenBucket;
 use std::future::Future;
@@ -89,13 +89,13 @@ impl Default for Budgets {
 }
 
 impl Layer for Budgets {
-    async fn around<T, F, Fut>(&self, verb: Verb, mut call: F) -> Result<T, ApiError>
+    async fn around<T, F, Fut>(&self, request: Request<'_>, mut call: F) -> Result<T, ApiError>
     where
         T: Send,
         F: FnMut() -> Fut + Send,
         Fut: Future<Output = Result<T, ApiError>> + Send,
     {
-        self.of(verb).acquire().await;
+        self.of(request.verb).acquire().await;
         call().await
     }
 }
@@ -133,23 +133,23 @@ mod tests {
         // A minute of worker requests, reserved ahead.
         for _ in 0..60 {
             let budgets = budgets.clone();
-            tokio::spawn(async move { budgets.around(Verb::Delete, || async { Ok(()) }).await });
+            tokio::spawn(async move { budgets.around(Verb::Delete.into(), || async { Ok(()) }).await });
         }
         tokio::task::yield_now().await;
         let start = tokio::time::Instant::now();
         budgets
-            .around(Verb::Discovery, || async { Ok(()) })
+            .around(Verb::Discovery.into(), || async { Ok(()) })
             .await
             .expect("discovery");
-        budgets.around(Verb::List, || async { Ok(()) }).await.expect("list");
-        budgets.around(Verb::Watch, || async { Ok(()) }).await.expect("watch");
+        budgets.around(Verb::List.into(), || async { Ok(()) }).await.expect("list");
+        budgets.around(Verb::Watch.into(), || async { Ok(()) }).await.expect("watch");
         assert!(
             start.elapsed() <= Duration::from_secs(1),
             "discovery and the monitors waited behind the workers: {:?}",
             start.elapsed()
         );
         let start = tokio::time::Instant::now();
-        budgets.around(Verb::Get, || async { Ok(()) }).await.expect("get");
+        budgets.around(Verb::Get.into(), || async { Ok(()) }).await.expect("get");
         assert!(
             start.elapsed() >= Duration::from_secs(50),
             "a worker request waits its turn"

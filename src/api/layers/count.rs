@@ -3,7 +3,7 @@
 //! Invariant: each call that reaches this layer is counted once, when it ends; beneath the retry
 //! layer, so each try is a request of its own. Successes count as 200.
 
-use super::{Layer, Verb};
+use super::{Layer, Request, Verb};
 use crate::api::{ApiError, CallCount, StatusReason};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -46,14 +46,14 @@ impl Count {
 }
 
 impl Layer for Count {
-    async fn around<T, F, Fut>(&self, verb: Verb, mut call: F) -> Result<T, ApiError>
+    async fn around<T, F, Fut>(&self, request: Request<'_>, mut call: F) -> Result<T, ApiError>
     where
         T: Send,
         F: FnMut() -> Fut + Send,
         Fut: Future<Output = Result<T, ApiError>> + Send,
     {
         let result = call().await;
-        self.record(verb, &result);
+        self.record(request.verb, &result);
         result
     }
 
@@ -79,10 +79,10 @@ mod tests {
     #[tokio::test]
     async fn each_call_should_be_counted_by_verb_and_code() {
         let count = Count::default();
-        let _ = count.around(Verb::Get, || async { Ok(()) }).await;
-        let _ = count.around(Verb::Get, || async { Ok(()) }).await;
+        let _ = count.around(Verb::Get.into(), || async { Ok(()) }).await;
+        let _ = count.around(Verb::Get.into(), || async { Ok(()) }).await;
         let _ = count
-            .around(Verb::Delete, || async {
+            .around(Verb::Delete.into(), || async {
                 Err::<(), _>(ApiError::status(StatusReason::TooManyRequests, "slow down"))
             })
             .await;

@@ -6,7 +6,7 @@
 //! replica that lost the lease, or froze long enough for another to take it, never writes in its
 //! stead. The check is a closure, so the API layer knows nothing of leader election.
 
-use super::{Layer, Verb};
+use super::{Layer, Request};
 use crate::api::{ApiError, StatusReason};
 use std::future::Future;
 use std::sync::Arc;
@@ -32,13 +32,13 @@ impl Fence {
 }
 
 impl Layer for Fence {
-    async fn around<T, F, Fut>(&self, verb: Verb, mut call: F) -> Result<T, ApiError>
+    async fn around<T, F, Fut>(&self, request: Request<'_>, mut call: F) -> Result<T, ApiError>
     where
         T: Send,
         F: FnMut() -> Fut + Send,
         Fut: Future<Output = Result<T, ApiError>> + Send,
     {
-        if verb.is_write() && self.may_write.as_ref().is_some_and(|may| !may()) {
+        if request.verb.is_write() && self.may_write.as_ref().is_some_and(|may| !may()) {
             return Err(ApiError::status(
                 StatusReason::ServiceUnavailable,
                 "not sent: this replica's leader tenure has ended",
@@ -51,6 +51,7 @@ impl Layer for Fence {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::layers::Verb;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     #[tokio::test]
@@ -61,13 +62,13 @@ mod tests {
             move || open.load(Ordering::Acquire)
         });
         let ok = || async { Ok::<_, ApiError>(()) };
-        assert!(fence.around(Verb::Delete, ok).await.is_ok());
+        assert!(fence.around(Verb::Delete.into(), ok).await.is_ok());
         open.store(false, Ordering::Release);
         for write in [Verb::Patch, Verb::Delete, Verb::Create] {
-            assert!(fence.around(write, ok).await.is_err(), "{write:?} refused");
+            assert!(fence.around(write.into(), ok).await.is_err(), "{write:?} refused");
         }
         for read in [Verb::Get, Verb::List, Verb::Watch, Verb::Discovery] {
-            assert!(fence.around(read, ok).await.is_ok(), "{read:?} passes");
+            assert!(fence.around(read.into(), ok).await.is_ok(), "{read:?} passes");
         }
     }
 }

@@ -6,7 +6,7 @@
 //! tasks run; a watch pays it once, when it is opened, and its events then flow as the cluster
 //! sends them. A zero delay adds nothing.
 
-use super::{Layer, Verb};
+use super::{Layer, Request};
 use crate::api::ApiError;
 use std::future::Future;
 use std::time::Duration;
@@ -16,7 +16,7 @@ use std::time::Duration;
 pub struct Latency(pub Duration);
 
 impl Layer for Latency {
-    async fn around<T, F, Fut>(&self, _: Verb, mut call: F) -> Result<T, ApiError>
+    async fn around<T, F, Fut>(&self, _: Request<'_>, mut call: F) -> Result<T, ApiError>
     where
         T: Send,
         F: FnMut() -> Fut + Send,

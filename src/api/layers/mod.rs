@@ -13,20 +13,23 @@
 //!    checked after the token's wait, right before the request is sent.
 //! 4. [`Count`]: every request sent is counted by verb and outcome, retries included.
 //!
-//! [`Latency`] is not in that stack: `loadgen` puts it over the in-memory cluster to stand for a
-//! network.
+//! [`Latency`] and [`Faults`] are not in that stack: `loadgen` puts latency over the in-memory
+//! cluster to stand for a network, and tests arm faults over any cluster (the simulated one keeps
+//! a [`Faults`] on its trait face).
 //!
 //! Beneath them, the transport ([`super::KubeApi`]) sends one REST request per call and paces
 //! requests while the server cannot be reached at all.
 
 mod budgets;
 mod count;
+mod faults;
 mod fence;
 mod latency;
 mod retry;
 
 pub use budgets::{Budget, Budgets, Throttle};
 pub use count::Count;
+pub use faults::{Fault, Faults};
 pub use fence::Fence;
 pub use latency::Latency;
 pub use retry::{Retry, MAX_RETRY_WAIT, MAX_TRIES};
@@ -87,11 +90,35 @@ impl Verb {
     }
 }
 
+/// What a layer knows of a request: its verb, and the resource it is about (none for discovery
+/// and events).
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// What the request does.
+    pub verb: Verb,
+    /// The resource it reads or changes.
+    pub gvr: Option<&'a Gvr>,
+}
+
+impl<'a> Request<'a> {
+    /// A `verb` request about `gvr`.
+    pub fn on(verb: Verb, gvr: &'a Gvr) -> Request<'a> {
+        Request { verb, gvr: Some(gvr) }
+    }
+}
+
+impl From<Verb> for Request<'_> {
+    /// A `verb` request about no resource.
+    fn from(verb: Verb) -> Self {
+        Request { verb, gvr: None }
+    }
+}
+
 /// One rule applied around each call. `call` sends the request through the layers beneath; a
 /// layer may call it several times (a retry), once, or not at all (a refusal).
 pub trait Layer: Send + Sync + 'static {
-    /// Runs `call` under this layer's rule.
-    fn around<T, F, Fut>(&self, verb: Verb, call: F) -> impl Future<Output = Result<T, ApiError>> + Send
+    /// Runs `call`, which sends `request`, under this layer's rule.
+    fn around<T, F, Fut>(&self, request: Request<'_>, call: F) -> impl Future<Output = Result<T, ApiError>> + Send
     where
         T: Send,
         F: FnMut() -> Fut + Send,
@@ -128,33 +155,35 @@ impl<L, C> Layered<L, C> {
 
 impl<L: Layer, C: ClusterApi> ClusterApi for Layered<L, C> {
     async fn discover(&self) -> Result<Discovery, ApiError> {
-        self.layer.around(Verb::Discovery, || self.inner.discover()).await
+        self.layer
+            .around(Verb::Discovery.into(), || self.inner.discover())
+            .await
     }
 
     async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
         self.layer
-            .around(Verb::Get, || self.inner.get(gvr, namespace, name))
+            .around(Request::on(Verb::Get, gvr), || self.inner.get(gvr, namespace, name))
             .await
     }
 
     async fn patch(&self, gvr: &Gvr, namespace: &str, name: &str, edit: &Patch) -> Result<PartialObjectMeta, ApiError> {
         let call = || self.inner.patch(gvr, namespace, name, edit);
-        self.layer.around(Verb::Patch, call).await
+        self.layer.around(Request::on(Verb::Patch, gvr), call).await
     }
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
         let call = || self.inner.delete(gvr, namespace, name, options);
-        self.layer.around(Verb::Delete, call).await
+        self.layer.around(Request::on(Verb::Delete, gvr), call).await
     }
 
     async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
         let call = || self.inner.list_page(gvr, continue_token, limit);
-        self.layer.around(Verb::List, call).await
+        self.layer.around(Request::on(Verb::List, gvr), call).await
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
         self.layer
-            .around(Verb::Watch, || self.inner.watch(gvr, resource_version))
+            .around(Request::on(Verb::Watch, gvr), || self.inner.watch(gvr, resource_version))
             .await
     }
 
@@ -163,7 +192,9 @@ impl<L: Layer, C: ClusterApi> ClusterApi for Layered<L, C> {
     }
 
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
-        self.layer.around(Verb::Create, || self.inner.create_event(event)).await
+        self.layer
+            .around(Verb::Create.into(), || self.inner.create_event(event))
+            .await
     }
 }
 

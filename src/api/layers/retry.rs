@@ -10,7 +10,7 @@
 //! item, which then took a token of the work queues' shared retry bucket (10 a second): a
 //! throttling storm built minutes of retry debt, where the server had asked for a second.
 
-use super::{Layer, Verb};
+use super::{Layer, Request};
 use crate::api::{ApiError, StatusReason};
 use std::future::Future;
 use std::time::Duration;
@@ -54,7 +54,7 @@ fn asked_wait(err: &ApiError) -> Option<Duration> {
 }
 
 impl Layer for Retry {
-    async fn around<T, F, Fut>(&self, _verb: Verb, mut call: F) -> Result<T, ApiError>
+    async fn around<T, F, Fut>(&self, _: Request<'_>, mut call: F) -> Result<T, ApiError>
     where
         T: Send,
         F: FnMut() -> Fut + Send,
@@ -80,6 +80,7 @@ impl Layer for Retry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::layers::Verb;
     use parking_lot::Mutex;
 
     /// Answers a call with the next of `answers`, then with success.
@@ -88,7 +89,7 @@ mod tests {
         let calls = Mutex::new(0);
         let started = tokio::time::Instant::now();
         let result = retry
-            .around(Verb::Get, || {
+            .around(Verb::Get.into(), || {
                 *calls.lock() += 1;
                 let next = answers.lock().next();
                 async move { next.map_or(Ok(()), Err) }

@@ -22,7 +22,8 @@ use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{invariants, AbsentOwnerCache, Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::router::{PartitionReceiver, Router};
-use kube_gc::sim::{Fault, SimCluster, TypeDef};
+use kube_gc::api::layers::Fault;
+use kube_gc::sim::{SimCluster, TypeDef};
 use std::sync::Arc;
 use std::time::Duration;
 
