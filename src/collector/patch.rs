@@ -87,7 +87,7 @@ mod tests {
     }
 
     #[test]
-    fn s20_delete_owner_ref_patch_should_remove_only_the_named_uids() {
+    fn delete_owner_ref_patch_should_remove_only_the_named_uids() {
         let body = delete_owner_refs_smp(&Uid::parse("100"), &[Uid::parse("2"), Uid::parse("3")]);
         assert_eq!(
             body,
@@ -108,7 +108,7 @@ mod tests {
     }
 
     #[test]
-    fn s21_unblock_owner_reference_patch_should_set_block_owner_deletion_false_on_blocking_refs_only() {
+    fn unblock_owner_reference_patch_should_set_block_owner_deletion_false_on_blocking_refs_only() {
         let owners = [owner("1", Some(true)), owner("2", Some(false)), owner("3", None)];
         let body = unblock_owner_refs_smp(&Uid::parse("100"), &owners);
         let expected_ref = OwnerReference {

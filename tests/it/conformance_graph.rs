@@ -1,5 +1,5 @@
 //! Conformance tests for the graph builder and the attemptToDelete worker, driven one event and
-//! one queue item at a time (gc-spec §10 items 17, 25–42 and 56–58).
+//! one queue item at a time (gc-spec §10 items 17, 20, 21, 25–42 and 56–58).
 //!
 //! # Tables
 //!
@@ -93,6 +93,7 @@ enum Id {
     Pod,
     /// An RC that never existed.
     Rc,
+    Rc2,
     CmOwner,
     Cm,
     /// A Widget as the monitor saw it before its preferred version changed, and after.
@@ -103,6 +104,7 @@ enum Id {
     Owner,
     Other,
     Child,
+    GrandChild,
     // 17: pods named by their UIDs.
     N1,
     N2,
@@ -136,6 +138,7 @@ impl Id {
             GoodChildPod => ["v1", "Pod", "ns1", "goodpod", "goodpoduid"],
             Pod => ["v1", "Pod", "ns1", "pod", "pod-uid"],
             Rc => ["v1", "ReplicationController", "ns1", "gone", "rc-uid"],
+            Rc2 => ["v1", "ReplicationController", "ns1", "gone2", "rc2-uid"],
             CmOwner => ["v1", "ConfigMap", "ns1", "owner", "owner-uid"],
             Cm => ["v1", "ConfigMap", "ns1", "cm", "cm-uid"],
             WOld => ["example.com/v1beta1", "Widget", "ns1", "w", "w-uid"],
@@ -145,6 +148,7 @@ impl Id {
             Owner => ["apps/v1", "Deployment", "ns1", "owner", "owner-uid"],
             Other => ["v1", "ConfigMap", "ns1", "other", "other-uid"],
             Child => ["v1", "Pod", "ns1", "child", "child-uid"],
+            GrandChild => ["v1", "Pod", "ns1", "grandchild", "grandchild-uid"],
             N1 => ["v1", "Pod", "", "1", "1"],
             N2 => ["v1", "Pod", "", "2", "2"],
             N3 => ["v1", "Pod", "", "3", "3"],
@@ -245,8 +249,9 @@ enum Step {
     Recount,
     Exists(Id),
     Gone(Id),
-    /// The stored object's ownerReferences are exactly these.
+    /// The stored object's ownerReferences are exactly these, with plain flags or with these.
     StoredRefs(Id, &'static [Id]),
+    StoredRefFlags(Id, &'static [Ref]),
     /// Keeps the graph's handle for the object (whose identity it must be), for the next three.
     Remember(Id),
     /// The graph's handle for the object's UID is no longer the remembered one.
@@ -285,12 +290,18 @@ enum Pre {
 #[derive(Clone, Copy)]
 enum Node {
     Observed(Id, &'static [Id]),
+    ObservedRefs(Id, &'static [Ref]),
     Virtual(Id),
 }
 
 /// An observed node with these owner coordinates.
 const fn node(id: Id, owners: &'static [Id]) -> Node {
     Node::Observed(id, owners)
+}
+
+/// An observed node with these owner references, flags included.
+const fn node_refs(id: Id, refs: &'static [Ref]) -> Node {
+    Node::ObservedRefs(id, refs)
 }
 
 /// A virtual node (never has owners).
@@ -450,6 +461,8 @@ scenarios!(
     s38_cluster_scoped_bad_child_and_namespaced_good_child_with_missing_parent: S38,
     s39_cluster_scoped_bad_child_and_late_observed_parent_records_event: S39,
     s40_namespaced_good_child_first_replaces_virtual_parent_with_cluster_form: S40,
+    s20_delete_owner_ref_patch_removes_the_dangling_refs_and_keeps_the_solid_one: S20,
+    s21_unblock_owner_reference_patch_unblocks_only_the_blocking_refs: S21,
     s41_conflict_between_get_and_delete_retries_or_requeues: S41,
     s56_preferred_version_change_replaces_node_and_fixes_owner_dependents: S56,
     s57_unblocking_a_dependent_requeues_the_waiting_owner: S57,
@@ -567,6 +580,10 @@ impl Scenario {
             Gone(id) => assert!(!exists(&cluster, id), "{id:?} should be gone"),
             StoredRefs(id, owners) => {
                 let want: Vec<OwnerReference> = owners.iter().map(|o| wire_ref(&o.identity())).collect();
+                assert_eq!(stored(&cluster, id).metadata.owner_references, want, "refs of {id:?}");
+            }
+            StoredRefFlags(id, refs) => {
+                let want: Vec<OwnerReference> = refs.iter().copied().map(Ref::to_wire).collect();
                 assert_eq!(stored(&cluster, id).metadata.owner_references, want, "refs of {id:?}");
             }
             Remember(id) => {
@@ -691,9 +708,10 @@ impl Scenario {
 
     /// Checks one node's identity, virtual flag and owners; returns its handle.
     fn check_node(&self, step: &str, spec: &Node) -> Handle {
-        let (id, is_virtual, owners) = match *spec {
-            Node::Observed(id, owners) => (id, false, owners),
-            Node::Virtual(id) => (id, true, &[][..]),
+        let (id, is_virtual, want) = match *spec {
+            Node::Observed(id, owners) => (id, false, owners.iter().map(|o| wire_ref(&o.identity())).collect()),
+            Node::ObservedRefs(id, refs) => (id, false, refs.iter().copied().map(Ref::to_wire).collect()),
+            Node::Virtual(id) => (id, true, Vec::new()),
         };
         let identity = id.identity();
         let n = self
@@ -704,7 +722,6 @@ impl Scenario {
         assert_eq!(*n.identity(), identity, "{step}: identity of uid {}", identity.uid);
         assert_eq!(n.is_virtual(), is_virtual, "{step}: virtual flag of {id:?}");
         let got: Vec<OwnerReference> = n.owners().iter().map(OwnerRef::to_wire).collect();
-        let want: Vec<OwnerReference> = owners.iter().map(|o| wire_ref(&o.identity())).collect();
         assert_eq!(got, want, "{step}: owners of {id:?}");
         n
     }
@@ -1395,6 +1412,85 @@ const S40: &[Step] = &[
     Process,
     Check("attempt virtual parent without namespace", graph(&[BAD_NODE, virt(Pod1NoNamespace)]).absent(&[Pod1Ns1])),
     Exists(Node1),
+];
+
+// ---------------------------------------------------------------------------------------------
+// 20: the patch that drops dangling references
+// ---------------------------------------------------------------------------------------------
+
+/// Upstream's `TestDeleteOwnerRefPatch` checks the body that removes refs 2 and 3 and keeps 1;
+/// here the worker sends it: a pod owned by a live ConfigMap and two RCs that never existed
+/// keeps only the ConfigMap's ref (the exact body is `collector::patch`'s unit test).
+#[rustfmt::skip]
+const S20: &[Step] = &[
+    Create(CmOwner, &[]),
+    Create(Pod, &[CmOwner, Rc, Rc2]),
+    Observe(Add, CmOwner, &[]),
+    Observe(Add, Pod, &[CmOwner, Rc, Rc2]),
+    // each absent RC is a virtual node: attempted (404), removed, cached absent; the pod queued
+    Process,
+    Check("attempt the first rc", graph(&[node(CmOwner, &[]), node(Pod, &[CmOwner, Rc, Rc2]), virt(Rc), virt(Rc2)])
+        .queued(&[qv(Rc2)]).pending(&[Rc]).gets(1)),
+    ApplyPending(1),
+    Process,
+    Check("attempt the second rc", graph(&[node(CmOwner, &[]), node(Pod, &[CmOwner, Rc, Rc2]), virt(Rc2)])
+        .queued(&[q(Pod)]).pending(&[Rc2]).absent(&[Rc]).gets(1)),
+    ApplyPending(1),
+    // the pod has a solid owner: one strategic merge patch drops both dangling refs (upstream
+    // GETs the pod and its live owner; the fast path knows the owner solid from the graph)
+    Process,
+    Check("strip the dangling refs", graph(&[node(CmOwner, &[]), node(Pod, &[CmOwner, Rc, Rc2])])
+        .absent(&[Rc, Rc2]).gets(2).fast_gets(1).patches(1)),
+    StoredRefs(Pod, &[CmOwner]),
+    Exists(Pod),
+];
+
+// ---------------------------------------------------------------------------------------------
+// 21: the patch that unblocks an owner
+// ---------------------------------------------------------------------------------------------
+
+/// Upstream's `TestUnblockOwnerReference` checks the body that sets blockOwnerDeletion false on
+/// blocking refs and leaves the others; here the worker sends it (§4.2 step 7, the cycle
+/// heuristic): a child with no solid owner, an owner waiting for it, and a dependent that is
+/// itself deleting its dependents, is unblocked and then deleted in the foreground.
+#[rustfmt::skip]
+const S21: &[Step] = &[
+    Create(Owner, &[]),
+    CreateRefs(Child, CHILD_REFS),
+    CreateRefs(GrandChild, &[blocking(Child)]),
+    RemoveForeground(Owner),
+    RemoveForeground(GrandChild),
+    ObserveStored(Add, Owner),
+    ObserveStored(Add, Child),
+    ObserveStored(Add, GrandChild),
+    DeletingDependents(GrandChild),
+    // the owner waits for its blocking child, and queues it behind the virtual RCs and the
+    // grandchild
+    Process,
+    Check("the owner waits", graph(FAMILY).queued(&[qv(Rc), qv(Rc2), q(GrandChild), q(Child)]).gets(1).fast_gets(0)),
+    // the RCs never existed
+    Process, ApplyPending(1),
+    Process, ApplyPending(1),
+    // the grandchild has no dependent: its foregroundDeletion goes, and so does it
+    Process,
+    Gone(GrandChild),
+    // the child: no solid owner, a waiting one, and a dependent deleting its dependents (as
+    // far as the graph knows): it unblocks its refs, then is deleted in the foreground. The
+    // DELETE at the version read before the patch conflicts; upstream requeues the child, the
+    // fast path reads it again and deletes it, so only the patch's result is common to both.
+    Process,
+    StoredRefFlags(Child, &[unblocking(Owner), unblocking(Rc), to(Rc2)]),
+    Exists(Child),
+];
+
+const CHILD_REFS: &[Ref] = &[blocking(Owner), unblocking(Rc), to(Rc2)];
+
+const FAMILY: &[Node] = &[
+    node(Owner, &[]),
+    node_refs(Child, CHILD_REFS),
+    virt(Rc),
+    virt(Rc2),
+    node_refs(GrandChild, &[blocking(Child)]),
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 //! # Tables
 //!
 //! The scenarios that act on the whole controller as a sequence of actions and checks (13, 15,
-//! 24) are tables of `conformance_cluster`'s [`Step`]s and [`Fact`]s, run by its runner at
+//! 23, 24) are tables of `conformance_cluster`'s [`Step`]s and [`Fact`]s, run by its runner at
 //! P = 1, 2 and 4 graph builder partitions (`<scenario>::p{1,2,4}`); its module docs give the
 //! format and the runner's invariants. Their extra vocabulary is about discovery and sync:
 //! `Register`, `Unregister`, `Resync`, `Fault`, `FailDiscovery`, `KeepsSyncing`, and the facts
@@ -27,7 +27,7 @@ use crate::support;
 
 use kube_gc::api::layers::Verb;
 use kube_gc::api::{
-    ApiResource, ClusterApi, Discovery, Gvk, Gvr, ObjectMeta, OwnerReference, PropagationPolicy, StatusReason,
+    ApiResource, Discovery, Gvk, Gvr, ObjectMeta, OwnerReference, PropagationPolicy, StatusReason,
     FINALIZER_ORPHAN,
 };
 use kube_gc::collector::CollectError;
@@ -68,6 +68,7 @@ fn pod_meta(name: &str, uid: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
 cluster_scenarios!(
     s13_a_resource_that_never_lists_never_syncs_yet_rc_to_pod_cascades_still_work: s13,
     s15_construction_tolerates_an_unservable_resource_and_resync_adds_and_removes_monitors: s15,
+    s23_a_failed_or_empty_discovery_changes_no_monitor: s23,
     s24_garbage_collector_sync_survives_discovery_and_sync_failures: s24,
 );
 
@@ -395,66 +396,58 @@ fn resource(gvr: Gvr, kind: &str, verbs: &[&str]) -> ApiResource {
 
 const DELETABLE: [&str; 3] = ["delete", "list", "watch"];
 
-/// Item 23 (`TestGetDeletableResources`): whatever discovery answers, the resources to monitor
-/// are usable: only resources with delete, list and watch, never an invalid group-version, the
-/// partial results of a group-discovery failure, and nothing at all (with the error, and no
-/// monitor change) when discovery fails outright.
+/// Item 23 (`TestGetDeletableResources`), through the controller: when discovery fails
+/// outright, or answers a document with no usable resource at all, a sync round changes no
+/// monitor (spec §7.7 step 2: never sync down to zero monitors) and counts a sync error. The
+/// document cases are [`s23_deletable_resources_keep_usable_results_whatever_discovery_answers`].
+#[rustfmt::skip]
+fn s23() -> Table {
+    table(NS, vec![
+        Start, Check(Monitored(&["pods"])),
+        // "discovery failure, no results"
+        MarkSyncErrors,
+        failing(Verb::Discovery, None, StatusReason::InternalError, "internal error"),
+        Resync(Some(false)), Check(Monitored(&["pods"])), Check(SyncErrorsGrew),
+        ClearFaults,
+        // a document whose every group-version failed: nothing usable
+        MarkSyncErrors, FailDiscovery("v1", true),
+        Resync(Some(false)), Check(Monitored(&["pods"])), Check(SyncErrorsGrew),
+        Shutdown,
+    ]).serving(&[POD])
+}
+
+/// Item 23 (`TestGetDeletableResources`), the discovery documents: only resources with delete,
+/// list and watch are monitored, never an invalid group-version, and a group-discovery failure
+/// keeps the usable results of the rest. A table of cases of one pure function, so partitions
+/// do not apply.
 ///
 /// Upstream's second case, a nonspecific error that still carries partial results, has no
 /// counterpart: [`kube_gc::api::ClusterApi::discover`] answers either a document (whose `failed`
-/// map is the group-discovery failure) or an error with no results, so that case collapses into
-/// the last one.
-///
-/// Stays code: most of it calls the pure function `deletable_resources` on discovery documents;
-/// the controller part only shows that a failed discovery changes nothing.
-#[tokio::test(start_paused = true)]
-async fn s23_get_deletable_resources_keeps_usable_results_whatever_discovery_answers() {
+/// map is the group-discovery failure) or an error with no results, which [`s23`] covers.
+#[test]
+fn s23_deletable_resources_keep_usable_results_whatever_discovery_answers() {
     let pods_in_apps = Gvr::new("apps", "v1", "pods");
-    let usable = Discovery {
-        resources: vec![
-            resource(pods_in_apps.clone(), "Pod", &DELETABLE),
-            resource(Gvr::new("apps", "v1", "services"), "Service", &[]),
-            // "foo//whatever" is not a group-version; upstream skips it.
-            resource(Gvr::new("foo", "/whatever", "bars"), "Bar", &DELETABLE),
-            resource(Gvr::new("acme", "v1", "widgets"), "Widget", &["delete"]),
-        ],
-        failed: BTreeMap::new(),
-    };
+    let usable = vec![
+        resource(pods_in_apps.clone(), "Pod", &DELETABLE),
+        resource(Gvr::new("apps", "v1", "services"), "Service", &[]),
+        // "foo//whatever" is not a group-version; upstream skips it.
+        resource(Gvr::new("foo", "/whatever", "bars"), "Bar", &DELETABLE),
+        resource(Gvr::new("acme", "v1", "widgets"), "Widget", &["delete"]),
+    ];
+    let failure = BTreeMap::from([("foo/v1".to_string(), "discovery failure".to_string())]);
+    let only_pods = BTreeMap::from([(pods_in_apps, Gvk::from_api_version("apps/v1", "Pod"))]);
+    let cases = [
+        ("no error", BTreeMap::new(), &only_pods),
+        ("partial discovery failure, includes usable results", failure, &only_pods),
+    ];
     let no_ignores: [GroupResource; 0] = [];
-    let expected = BTreeMap::from([(pods_in_apps, Gvk::from_api_version("apps/v1", "Pod"))]);
-
-    // "no error"
-    assert_eq!(deletable_resources(&usable, &no_ignores), expected);
-
-    // "partial discovery failure, includes usable results"
-    let partial = Discovery {
-        failed: BTreeMap::from([("foo/v1".to_string(), "discovery failure".to_string())]),
-        ..usable.clone()
-    };
-    assert_eq!(deletable_resources(&partial, &no_ignores), expected);
-
-    // "discovery failure, no results": through the controller, since an error carries no document.
-    let h = Harness::start_with(cluster_serving(&[POD]), Config::default()).await;
-    let errors = h.gc.metrics().sync_errors.get();
-    h.cluster.inject_fault(fault(
-        Verb::Discovery,
-        None,
-        StatusReason::InternalError,
-        "internal error",
-    ));
-    assert!(!h.gc.sync_once().await, "a failed discovery changes nothing");
-    assert_eq!(h.monitored(), ["pods"]);
-    assert_eq!(h.gc.metrics().sync_errors.get(), errors + 1);
-
-    // A document with no usable resource at all is treated the same way: never sync down to zero
-    // monitors (spec §7.7 step 2).
-    h.cluster.clear_faults();
-    h.cluster.fail_discovery("v1", true);
-    assert!(deletable_resources(&h.cluster.discover().await.expect("a document"), &no_ignores).is_empty());
-    assert!(!h.gc.sync_once().await, "zero resources change nothing");
-    assert_eq!(h.monitored(), ["pods"]);
-    assert_eq!(h.gc.metrics().sync_errors.get(), errors + 2);
-    h.gc.shutdown().await;
+    for (case, failed, want) in cases {
+        let discovery = Discovery {
+            resources: usable.clone(),
+            failed,
+        };
+        assert_eq!(deletable_resources(&discovery, &no_ignores), *want, "{case}");
+    }
 }
 
 /// Item 24 (`TestGarbageCollectorSync`): discovery errors, unsyncable resources and partial
