@@ -78,7 +78,12 @@ impl Model {
             i
         }
         for (i, entry) in self.objects.values().enumerate() {
-            for owner in entry.object.owner_references.iter().filter_map(|r| index.get(r.uid.as_str())) {
+            for owner in entry
+                .object
+                .owner_references
+                .iter()
+                .filter_map(|r| index.get(r.uid.as_str()))
+            {
                 let (a, b) = (root(&mut parent, i), root(&mut parent, *owner));
                 parent[a] = b;
             }
@@ -187,16 +192,31 @@ mod tests {
         ]);
         model.apply(&delete("d", PropagationPolicy::Background));
         model.apply(&delete("j", PropagationPolicy::Orphan));
-        assert!(model.clone().settle().is_err(), "the cluster as a whole depends on order");
+        assert!(
+            model.clone().settle().is_err(),
+            "the cluster as a whole depends on order"
+        );
 
         let verdicts = model.verdicts();
         let gone: Vec<&str> = verdicts.gone.iter().map(String::as_str).collect();
-        assert_eq!(gone, ["j", "of-ghost", "p"], "d went with its DELETE, before any verdict");
+        assert_eq!(
+            gone,
+            ["j", "of-ghost", "p"],
+            "d went with its DELETE, before any verdict"
+        );
         let live: Vec<&str> = verdicts.live.keys().map(String::as_str).collect();
         assert_eq!(live, ["kept", "of-kept"]);
-        assert_eq!(verdicts.live["of-kept"].owner_references.len(), 1, "keeps its living owner");
+        assert_eq!(
+            verdicts.live["of-kept"].owner_references.len(),
+            1,
+            "keeps its living owner"
+        );
         let undecided: Vec<&str> = verdicts.undecided.keys().map(String::as_str).collect();
-        assert_eq!(undecided, ["below-both", "both"], "an orphaning and a cascading owner race");
+        assert_eq!(
+            undecided,
+            ["below-both", "both"],
+            "an orphaning and a cascading owner race"
+        );
         assert!(model.get("p").is_some(), "the model itself is left as it was");
     }
 }

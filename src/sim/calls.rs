@@ -88,7 +88,9 @@ impl ClusterApi for SimCluster {
     }
 
     async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
-        self.counted(Request::on(Verb::List, gvr), || self.list_page_now(gvr, continue_token, limit))
+        self.counted(Request::on(Verb::List, gvr), || {
+            self.list_page_now(gvr, continue_token, limit)
+        })
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {

@@ -35,12 +35,12 @@
 
 use crate::support;
 
+use kube_gc::api::layers::Fault;
 use kube_gc::api::{
     DeleteOptions, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy, FINALIZER_FOREGROUND,
 };
 use kube_gc::controller::Config;
 use kube_gc::graph::{Handle, Uid};
-use kube_gc::api::layers::Fault;
 use kube_gc::sim::{SimCluster, TypeDef};
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -27,8 +27,7 @@ use crate::support;
 
 use kube_gc::api::layers::Verb;
 use kube_gc::api::{
-    ApiResource, Discovery, Gvk, Gvr, ObjectMeta, OwnerReference, PropagationPolicy, StatusReason,
-    FINALIZER_ORPHAN,
+    ApiResource, Discovery, Gvk, Gvr, ObjectMeta, OwnerReference, PropagationPolicy, StatusReason, FINALIZER_ORPHAN,
 };
 use kube_gc::collector::CollectError;
 use kube_gc::controller::{deletable_resources, Config, GroupResource};
@@ -438,7 +437,11 @@ fn s23_deletable_resources_keep_usable_results_whatever_discovery_answers() {
     let only_pods = BTreeMap::from([(pods_in_apps, Gvk::from_api_version("apps/v1", "Pod"))]);
     let cases = [
         ("no error", BTreeMap::new(), &only_pods),
-        ("partial discovery failure, includes usable results", failure, &only_pods),
+        (
+            "partial discovery failure, includes usable results",
+            failure,
+            &only_pods,
+        ),
     ];
     let no_ignores: [GroupResource; 0] = [];
     for (case, failed, want) in cases {

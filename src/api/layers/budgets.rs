@@ -141,15 +141,24 @@ mod tests {
             .around(Verb::Discovery.into(), || async { Ok(()) })
             .await
             .expect("discovery");
-        budgets.around(Verb::List.into(), || async { Ok(()) }).await.expect("list");
-        budgets.around(Verb::Watch.into(), || async { Ok(()) }).await.expect("watch");
+        budgets
+            .around(Verb::List.into(), || async { Ok(()) })
+            .await
+            .expect("list");
+        budgets
+            .around(Verb::Watch.into(), || async { Ok(()) })
+            .await
+            .expect("watch");
         assert!(
             start.elapsed() <= Duration::from_secs(1),
             "discovery and the monitors waited behind the workers: {:?}",
             start.elapsed()
         );
         let start = tokio::time::Instant::now();
-        budgets.around(Verb::Get.into(), || async { Ok(()) }).await.expect("get");
+        budgets
+            .around(Verb::Get.into(), || async { Ok(()) })
+            .await
+            .expect("get");
         assert!(
             start.elapsed() >= Duration::from_secs(50),
             "a worker request waits its turn"

@@ -183,7 +183,9 @@ impl<L: Layer, C: ClusterApi> ClusterApi for Layered<L, C> {
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
         self.layer
-            .around(Request::on(Verb::Watch, gvr), || self.inner.watch(gvr, resource_version))
+            .around(Request::on(Verb::Watch, gvr), || {
+                self.inner.watch(gvr, resource_version)
+            })
             .await
     }
 

@@ -218,7 +218,14 @@ mod tests {
         let gone: Vec<&str> = e.gone.iter().map(String::as_str).collect();
         assert_eq!(gone, ["d", "ghost-child", "job", "p", "rs"]);
         assert_eq!(e.live["jp"], BTreeSet::new(), "orphaned");
-        assert_eq!(e.live["multi"], BTreeSet::from(["job2".to_string()]), "keeps its living owner");
-        assert!(!e.gone.contains("both") && !e.live.contains_key("both"), "left to timing");
+        assert_eq!(
+            e.live["multi"],
+            BTreeSet::from(["job2".to_string()]),
+            "keeps its living owner"
+        );
+        assert!(
+            !e.gone.contains("both") && !e.live.contains_key("both"),
+            "left to timing"
+        );
     }
 }

@@ -10,9 +10,9 @@ use super::support::{crd_manifest, http_get};
 use super::workload;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube_gc::api::PropagationPolicy;
 use kube::discovery::{verbs, Discovery, Scope};
 use kube::Client;
+use kube_gc::api::PropagationPolicy;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -259,10 +259,7 @@ struct Diff {
 }
 
 fn compare(universe: &Universe, expected: &Expected, current: &[Obj]) -> Diff {
-    let now: HashMap<&str, BTreeSet<&str>> = current
-        .iter()
-        .map(|o| (o.uid(), o.owners().collect()))
-        .collect();
+    let now: HashMap<&str, BTreeSet<&str>> = current.iter().map(|o| (o.uid(), o.owners().collect())).collect();
     let mut diff = Diff::default();
     for (uid, obj) in &universe.objects {
         let key = &obj.key;

@@ -10,6 +10,7 @@
 
 pub mod process;
 
+use kube_gc::api::layers::Fault;
 use kube_gc::api::layers::Verb;
 use kube_gc::api::{
     ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, ObjectMeta, OwnerReference,
@@ -22,7 +23,6 @@ use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{invariants, AbsentOwnerCache, Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::router::{PartitionReceiver, Router};
-use kube_gc::api::layers::Fault;
 use kube_gc::sim::{SimCluster, TypeDef};
 use std::sync::Arc;
 use std::time::Duration;
