@@ -406,7 +406,8 @@ mod tests {
     /// echo, which has no reference at all).
     #[test]
     fn s44_dot_dumps_should_match_the_golden_files() {
-        let cases: [(&str, fn() -> Builder, &str); 3] = [
+        type Case = (&'static str, fn() -> Builder, &'static str);
+        let cases: [Case; 3] = [
             ("empty", Builder::new, include_str!("../../tests/golden/empty.dot")),
             ("simple", two_chains, include_str!("../../tests/golden/simple.dot")),
             ("escaping", escaping, include_str!("../../tests/golden/escaping.dot")),
