@@ -1,5 +1,7 @@
-//! Conformance with upstream's unit tests of the garbage collector (gc-spec §10, items 13, 15, 16,
-//! 18, 19, 22, 23, 24 and 43), each test named after its checklist item.
+//! Conformance with upstream's unit tests of the garbage collector (gc-spec §10, items 13, 15, 23,
+//! 24 and 43), each test named after its checklist item. Items 16, 18, 19 and 22, upstream's
+//! unit tests of the workers, are tables of `conformance_graph`, run one event and one queue item
+//! at a time like the other graph scenarios.
 //!
 //! # Tables
 //!
@@ -12,12 +14,12 @@
 //!
 //! # What stays code
 //!
-//! The others test a unit API, or something a step table cannot state, and stay functions; each
-//! says why where it is defined. The scenarios are upstream's (`garbagecollector_test.go`,
+//! The others stay functions, each saying why where it is defined: 23 calls a pure function on
+//! discovery documents, and 43 counts the runtime's live tasks, which no fact about the cluster
+//! or the graph states. The scenarios are upstream's (`garbagecollector_test.go`,
 //! `graph_builder_test.go` and the integration test `TestCascadingDeleteOnCRDConversionFailure`);
 //! the fake HTTP servers of the Go tests become the simulated cluster, with
-//! [`SimCluster::inject_fault`] standing in for canned error responses and a [`Recorder`] for the
-//! list of requests a test expects.
+//! [`SimCluster::inject_fault`] standing in for canned error responses.
 
 use crate::conformance_cluster::{
     cluster_scenarios, cluster_serving, crd, delete, gone, in_graph, obj, table, to, Fact, Policy::Background, Step,
@@ -26,14 +28,8 @@ use crate::conformance_cluster::{
 use crate::support;
 
 use kube_gc::api::layers::Verb;
-use kube_gc::api::{
-    ApiResource, Discovery, Gvk, Gvr, ObjectMeta, OwnerReference, PropagationPolicy, StatusReason, FINALIZER_ORPHAN,
-};
-use kube_gc::collector::CollectError;
+use kube_gc::api::{ApiResource, Discovery, Gvk, Gvr, OwnerReference, PropagationPolicy, StatusReason};
 use kube_gc::controller::{deletable_resources, Config, GroupResource};
-use kube_gc::event::EventType;
-use kube_gc::graph::{invariants, Handle, Identity, Name, Sym, TypeMeta, Uid};
-use kube_gc::queue::QueueState;
 use kube_gc::sim::{SimCluster, TypeDef};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -53,14 +49,6 @@ fn rc_ref(name: &str, uid: &str) -> OwnerReference {
         name: name.into(),
         uid: uid.into(),
         ..Default::default()
-    }
-}
-
-/// Pod metadata with a UID of the test's choosing (the simulated cluster keeps it).
-fn pod_meta(name: &str, uid: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
-    ObjectMeta {
-        uid: uid.into(),
-        ..meta(NS, name, owners)
     }
 }
 
@@ -132,254 +120,6 @@ fn s15() -> Table {
         Unregister(UNKNOWN), Resync(Some(true)), Check(Monitored(&["pods"])), Check(Synced(true)),
         Shutdown,
     ]).serving(&[POD, UNKNOWN])
-}
-
-/// Item 16 (`TestAttemptToDeleteItem`): a virtual item whose owner's GET answers 404 is deleted
-/// with exactly three requests (GET the item, GET its owner, DELETE the item), and the attempt
-/// leaves the item's virtual flag alone.
-///
-/// Stays code: it calls `attempt_to_delete_item` on a hand-made handle and checks the exact
-/// requests, which no builder sees, so partitions mean nothing here.
-#[tokio::test(start_paused = true)]
-async fn s16_attempt_to_delete_item_deletes_a_virtual_item_whose_owner_is_absent() {
-    let rig = Rig::new(SimCluster::new()).await;
-    let pod = rig.create(
-        &pods(),
-        pod_meta("ToBeDeletedPod", "456", vec![rc_ref("owner1", "123")]),
-    );
-    let (collector, recorder) = rig.recording_collector().await;
-    let before = rig.cluster.api_calls();
-    // Owners intentionally left empty: the attempt must read the live object.
-    let item = Handle::new(rig.identity(&pod), &[], true);
-
-    collector
-        .attempt_to_delete_item(&item)
-        .await
-        .expect("deleting an item with an absent owner succeeds");
-
-    assert!(
-        item.is_virtual(),
-        "attempt_to_delete_item must not change the virtual flag"
-    );
-    assert_eq!(
-        recorder.calls(),
-        [
-            "get v1/pods ns1/ToBeDeletedPod",
-            "get v1/replicationcontrollers ns1/owner1",
-            "delete v1/pods ns1/ToBeDeletedPod",
-        ]
-    );
-    let after = rig.cluster.api_calls();
-    assert_eq!(
-        (
-            after.get - before.get,
-            after.delete - before.delete,
-            after.patch - before.patch
-        ),
-        (2, 1, 0)
-    );
-    assert!(rig.cluster.get_object(&pods(), NS, "ToBeDeletedPod").is_err());
-}
-
-/// Item 18 (`TestDependentsRace`): the builder adds and removes dependents of an owner on one
-/// thread while an orphan worker snapshots and patches that owner's dependents on another. Rust
-/// rules out the data race upstream hunts with the race detector; what is left to check is that
-/// neither side deadlocks or panics and that the graph is consistent afterwards.
-///
-/// Stays code: two threads race on purpose, so there is no sequence of steps to tabulate; the
-/// builder side calls one builder directly, so partitions mean nothing here.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s18_dependents_race_between_the_builder_and_an_orphan_worker_stays_consistent() {
-    // Ten times upstream's 100 rounds, for more overlap between the two sides.
-    const UPDATES: usize = 1000;
-    let rig = Rig::new(SimCluster::new()).await;
-    let owner = rig.create(&rcs(), meta(NS, "owner", vec![]));
-    rig.observe(EventType::Add, &owner);
-    let owner_node = rig
-        .graph
-        .get(&Uid::parse(&owner.metadata.uid))
-        .expect("owner in the graph");
-    let dependents: Vec<_> = (0..UPDATES)
-        .map(|i| rig.create(&pods(), meta(NS, &format!("dep-{i}"), vec![ref_to(&owner)])))
-        .collect();
-
-    let (builder, graph) = (rig.builders[0].clone(), rig.graph.clone());
-    let churn = tokio::task::spawn_blocking(move || {
-        for dep in &dependents {
-            for event_type in [EventType::Add, EventType::Delete] {
-                let event = kube_gc::event::GraphEvent::observed(&graph, event_type, &dep.metadata, "v1", "Pod")
-                    .expect("a readable pod");
-                builder.process_graph_changes(event);
-            }
-        }
-    });
-    let (collector, queue, node) = (rig.collector.clone(), rig.attempt_to_orphan.clone(), owner_node.clone());
-    let orphan = tokio::spawn(async move {
-        for _ in 0..UPDATES {
-            queue.add(node.clone());
-            assert!(collector.process_attempt_to_orphan_worker().await);
-        }
-    });
-    let both = async {
-        churn.await.expect("the builder side panicked");
-        orphan.await.expect("the orphan side panicked");
-    };
-    tokio::time::timeout(Duration::from_secs(20), both)
-        .await
-        .expect("likely deadlocked: builder vs. orphan worker on one owner's dependents");
-
-    invariants::assert_ok(&rig.graph);
-    assert_eq!(owner_node.dependents_len(), 0, "every dependent added was removed");
-    assert_eq!(rig.graph.len(), 1, "only the owner is left in the graph");
-    assert_eq!(
-        rig.cluster.list_objects(&pods()).len(),
-        UPDATES,
-        "orphaning deletes nothing"
-    );
-}
-
-/// Item 19 (`TestAbsentOwnerCache`): with a cache of capacity 2, an owner found absent once is
-/// not fetched again (a ref that differs only in `controller` hits the same entry, since keys are
-/// coordinates plus namespace), a hit promotes the entry, and the least recently used one is
-/// evicted.
-///
-/// Stays code: it tests the cache's LRU through `attempt_to_delete_item` calls made by hand, with
-/// no builder involved, so partitions mean nothing here.
-#[tokio::test(start_paused = true)]
-async fn s19_absent_owner_cache_saves_a_get_and_evicts_lru() {
-    let rig = Rig::with_cache(SimCluster::new(), 2).await;
-    let controller = |r: OwnerReference, c: bool| OwnerReference {
-        controller: Some(c),
-        ..r
-    };
-    let rc1_pod1 = rig.create(
-        &pods(),
-        pod_meta("rc1Pod1", "p11", vec![controller(rc_ref("rc1", "1"), true)]),
-    );
-    let rc1_pod2 = rig.create(
-        &pods(),
-        pod_meta("rc1Pod2", "p12", vec![controller(rc_ref("rc1", "1"), false)]),
-    );
-    let rc2_pod1 = rig.create(&pods(), pod_meta("rc2Pod1", "p21", vec![rc_ref("rc2", "2")]));
-    let rc3_pod1 = rig.create(&pods(), pod_meta("rc3Pod1", "p31", vec![rc_ref("rc3", "3")]));
-    let (collector, recorder) = rig.recording_collector().await;
-
-    // The order matters: rc1 is cached, then rc2; the hit on rc1 promotes it, so rc3 evicts rc2.
-    for pod in [&rc1_pod1, &rc2_pod1, &rc1_pod2, &rc3_pod1] {
-        let item = Handle::new(rig.identity(pod), &[], false);
-        collector
-            .attempt_to_delete_item(&item)
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e}", pod.metadata.name));
-    }
-
-    let rc_key = |name: &str, uid: &str, namespace: &str| Identity {
-        type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("ReplicationController")),
-        name: Name::new(name),
-        uid: Uid::parse(uid),
-        namespace: Sym::new(namespace),
-    };
-    assert!(rig.absent_owner_cache.has(&rc_key("rc1", "1", NS)), "rc1 stays cached");
-    assert!(!rig.absent_owner_cache.has(&rc_key("rc2", "2", NS)), "rc2 was evicted");
-    assert!(rig.absent_owner_cache.has(&rc_key("rc3", "3", NS)), "rc3 is cached");
-    assert!(
-        !rig.absent_owner_cache.has(&rc_key("rc1", "1", "")),
-        "a namespaced owner is cached under its namespace"
-    );
-    assert_eq!(
-        recorder.count("get v1/replicationcontrollers ns1/rc1"),
-        1,
-        "the cache hit saves the second GET of rc1: {:?}",
-        recorder.calls()
-    );
-    assert_eq!(recorder.count("get v1/replicationcontrollers ns1/rc3"), 1);
-    assert!(
-        rig.cluster.list_objects(&pods()).is_empty(),
-        "all four pods had absent owners"
-    );
-}
-
-/// Item 22 (`TestOrphanDependentsFailure`): a 409 from the orphaning patch surfaces as an
-/// OrphanDependents error carrying the server's conflict message; the owner keeps its `orphan`
-/// finalizer and is requeued with backoff, and succeeds once the conflict is gone.
-///
-/// Stays code: it checks the error value `attempt_to_orphan_worker` returns and the
-/// attemptToOrphan backoff, one worker call at a time, below what a cluster table can observe.
-#[tokio::test(start_paused = true)]
-async fn s22_a_conflict_on_the_orphan_patch_fails_the_owner_and_requeues_it() {
-    let mut rig = Rig::new(SimCluster::new()).await;
-    let rc = rig.create(&rcs(), meta(NS, "owner", vec![]));
-    let pod = rig.create(&pods(), meta(NS, "pod", vec![ref_to(&rc)]));
-    rig.observe(EventType::Add, &pod);
-    rig.cluster
-        .delete_object(&rcs(), NS, "owner", &policy(PropagationPolicy::Orphan))
-        .expect("delete with the orphan policy");
-    let deleting = rig
-        .cluster
-        .get_object(&rcs(), NS, "owner")
-        .expect("held by its finalizer");
-    rig.observe(EventType::Add, &deleting);
-    let owner = rig
-        .graph
-        .get(&Uid::parse(&rc.metadata.uid))
-        .expect("owner in the graph");
-    assert_eq!(rig.attempt_to_orphan.contains(&owner), QueueState::Queued);
-
-    // Upstream's fake server answers the patch with a bare 409, which client-go reports as
-    // "the server reported a conflict".
-    rig.cluster.inject_fault(fault(
-        Verb::Patch,
-        Some(("", "pods")),
-        StatusReason::Conflict,
-        "the server reported a conflict",
-    ));
-    let err = rig
-        .collector
-        .attempt_to_orphan_worker(&owner)
-        .await
-        .expect_err("orphaning must fail");
-    assert!(matches!(err, CollectError::OrphanDependents { .. }), "{err:?}");
-    let message = err.to_string();
-    assert!(message.contains("the server reported a conflict"), "{message}");
-    assert!(message.contains("failed to orphan dependents of owner"), "{message}");
-
-    assert!(rig.step_orphan().await);
-    assert_eq!(
-        rig.attempt_to_orphan.contains(&owner),
-        QueueState::Delayed,
-        "requeued with backoff"
-    );
-    assert_eq!(rig.attempt_to_orphan.num_requeues(&owner), 1);
-    let held = rig.cluster.get_object(&rcs(), NS, "owner").expect("the owner waits");
-    assert!(held.metadata.has_finalizer(FINALIZER_ORPHAN));
-    assert_eq!(
-        rig.cluster
-            .get_object(&pods(), NS, "pod")
-            .expect("pod")
-            .metadata
-            .owner_references
-            .len(),
-        1
-    );
-
-    rig.cluster.clear_faults();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(rig.step_orphan().await, "the requeued owner comes back");
-    assert_eq!(
-        rig.attempt_to_orphan.num_requeues(&owner),
-        0,
-        "success forgets the backoff"
-    );
-    let orphaned = rig
-        .cluster
-        .get_object(&pods(), NS, "pod")
-        .expect("orphaning keeps the pod");
-    assert!(orphaned.metadata.owner_references.is_empty());
-    assert!(
-        rig.cluster.get_object(&rcs(), NS, "owner").is_err(),
-        "the owner went with its finalizer"
-    );
-    assert!(rig.take_routed().is_empty());
 }
 
 /// A discovery entry; `verbs` empty means none.

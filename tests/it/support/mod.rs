@@ -20,7 +20,7 @@ use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
 use kube_gc::collector::{Collector, CollectorConfig, PartialView};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::{invariants, AbsentOwnerCache, Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
+use kube_gc::graph::{invariants, AbsentOwnerCache, Graph, Handle, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::router::{PartitionReceiver, Router};
 use kube_gc::sim::{SimCluster, TypeDef};
@@ -333,14 +333,10 @@ impl<C: ClusterApi> Harness<C> {
 pub struct Rig {
     pub cluster: Arc<SimCluster>,
     pub graph: Arc<Graph>,
-    /// One builder per partition, by partition index. They share the graph, queues and cache, as
-    /// the controller's do; what sets them apart is which events the router hands each.
-    pub builders: Vec<GraphBuilder>,
     pub collector: Arc<Collector<SimCluster>>,
     pub router: Router,
-    /// The partitions' receivers, by index: locked only while [`Rig::apply`] drains them, so the
-    /// rig's methods can stay `&self`.
-    receivers: parking_lot::Mutex<Vec<PartitionReceiver>>,
+    /// The router, the builders and their receivers, as [`Rig::apply`] uses them.
+    applier: Applier,
     pub attempt_to_delete: Arc<WorkQueue<Handle>>,
     pub attempt_to_orphan: Arc<WorkQueue<Handle>>,
     pub absent_owner_cache: Arc<AbsentOwnerCache>,
@@ -348,13 +344,9 @@ pub struct Rig {
 }
 
 impl Rig {
-    /// A rig over `cluster` with an absentOwnerCache of `cache_capacity`.
+    /// A rig over `cluster` with an absentOwnerCache of 500 and the default workers.
     pub async fn new(cluster: SimCluster) -> Rig {
-        Rig::with_cache(cluster, 500).await
-    }
-
-    pub async fn with_cache(cluster: SimCluster, cache_capacity: usize) -> Rig {
-        Rig::with_config(cluster, cache_capacity, CollectorConfig::default()).await
+        Rig::with_config(cluster, 500, CollectorConfig::default()).await
     }
 
     /// A rig whose workers run with `config`, over a graph that keeps tombstones only when they
@@ -421,13 +413,18 @@ impl Rig {
             partial_view,
             config,
         });
+        let applier = Applier {
+            graph: graph.clone(),
+            router: router.clone(),
+            builders: Arc::new(vec![builder; receivers.len()]),
+            receivers: Arc::new(parking_lot::Mutex::new(receivers)),
+        };
         Rig {
             cluster,
             graph,
-            builders: vec![builder; receivers.len()],
             collector,
             router,
-            receivers: parking_lot::Mutex::new(receivers),
+            applier,
             attempt_to_delete,
             attempt_to_orphan,
             absent_owner_cache,
@@ -437,30 +434,25 @@ impl Rig {
 
     /// An observed event for `obj` as the monitor of `api_version`/`kind` would route it.
     pub fn event(&self, event_type: EventType, obj: &ObjectMeta, api_version: &str, kind: &str) -> GraphEvent {
-        GraphEvent::observed(&self.graph, event_type, obj, api_version, kind).expect("a readable object")
+        self.applier.event(event_type, obj, api_version, kind)
     }
 
-    /// Routes one event and lets every partition's builder apply what it was handed, checking
-    /// the graph invariants after each event (as upstream's tests do). Events a worker routed
-    /// and the test has not taken are applied too, before or after this one as their partition
-    /// orders them: a builder drains its partition in order.
+    /// Routes one event and lets every partition's builder apply it; see [`Applier::apply`].
     pub fn apply(&self, event: GraphEvent) {
-        self.router.route(event);
-        let mut receivers = self.receivers.lock();
-        for (builder, receiver) in self.builders.iter().zip(receivers.iter_mut()) {
-            while let Some(e) = receiver.try_recv() {
-                builder.process_graph_changes(e);
-                receiver.applied();
-                invariants::assert_ok(&self.graph);
-            }
-        }
+        self.applier.apply(event);
+    }
+
+    /// A handle that applies events as [`Rig::apply`] does, for a thread that feeds the builders
+    /// while the workers run.
+    pub fn applier(&self) -> Applier {
+        self.applier.clone()
     }
 
     /// The events workers routed (virtual deletes), without applying them, partition by
     /// partition: the router keeps their order within a partition only.
     pub fn take_routed(&mut self) -> Vec<GraphEvent> {
         let mut out = Vec::new();
-        for receiver in self.receivers.get_mut().iter_mut() {
+        for receiver in self.applier.receivers.lock().iter_mut() {
             while let Some(e) = receiver.try_recv() {
                 receiver.applied();
                 out.push(e);
@@ -526,14 +518,12 @@ impl Rig {
     /// Advances the paused clock until every rate-limited attemptToDelete item has come due and
     /// joined the back of the queue.
     pub async fn release_delayed(&self) {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while self.attempt_to_delete.delayed_len() > 0 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "likely stuck: delayed attemptToDelete items never came due"
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        release(&self.attempt_to_delete, "attemptToDelete").await;
+    }
+
+    /// The same for attemptToOrphan.
+    pub async fn release_delayed_orphans(&self) {
+        release(&self.attempt_to_orphan, "attemptToOrphan").await;
     }
 
     /// A collector over `api` (a wrapper around this rig's cluster) that shares this rig's REST
@@ -551,6 +541,55 @@ impl Rig {
             partial_view: PartialView::complete(),
             config: self.collector.config.clone(),
         })
+    }
+}
+
+/// Advances the paused clock until every rate-limited item of `queue` has come due.
+async fn release(queue: &WorkQueue<Handle>, name: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while queue.delayed_len() > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "likely stuck: delayed {name} items never came due"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// The router and the builders of a [`Rig`], with the partitions' receivers: cheap to clone, so
+/// a thread of its own can apply events while the rig's workers run.
+#[derive(Clone)]
+pub struct Applier {
+    graph: Arc<Graph>,
+    router: Router,
+    /// One builder per partition, by partition index. They share the graph, queues and cache, as
+    /// the controller's do; what sets them apart is which events the router hands each.
+    builders: Arc<Vec<GraphBuilder>>,
+    /// The partitions' receivers, by index: locked only while [`Applier::apply`] drains them (or
+    /// [`Rig::take_routed`] takes what they hold), so both can stay `&self`.
+    receivers: Arc<parking_lot::Mutex<Vec<PartitionReceiver>>>,
+}
+
+impl Applier {
+    /// An observed event for `obj` as the monitor of `api_version`/`kind` would route it.
+    pub fn event(&self, event_type: EventType, obj: &ObjectMeta, api_version: &str, kind: &str) -> GraphEvent {
+        GraphEvent::observed(&self.graph, event_type, obj, api_version, kind).expect("a readable object")
+    }
+
+    /// Routes one event and lets every partition's builder apply what it was handed, checking
+    /// the graph invariants after each event (as upstream's tests do). Events a worker routed
+    /// and the test has not taken are applied too, before or after this one as their partition
+    /// orders them: a builder drains its partition in order.
+    pub fn apply(&self, event: GraphEvent) {
+        self.router.route(event);
+        let mut receivers = self.receivers.lock();
+        for (builder, receiver) in self.builders.iter().zip(receivers.iter_mut()) {
+            while let Some(e) = receiver.try_recv() {
+                builder.process_graph_changes(e);
+                receiver.applied();
+                invariants::assert_ok(&self.graph);
+            }
+        }
     }
 }
 
@@ -736,17 +775,6 @@ impl Rig {
     /// from the object as the server returned it).
     pub fn observe(&self, event_type: EventType, obj: &PartialObjectMeta) {
         self.apply(self.event(event_type, &obj.metadata, &obj.api_version, &obj.kind));
-    }
-
-    /// The identity of `obj` as the graph names it.
-    pub fn identity(&self, obj: &PartialObjectMeta) -> Identity {
-        let m = &obj.metadata;
-        Identity {
-            type_meta: TypeMeta::new(Sym::new(&obj.api_version), Sym::new(&obj.kind)),
-            name: Name::new(&m.name),
-            uid: Uid::parse(&m.uid),
-            namespace: Sym::new(&m.namespace),
-        }
     }
 }
 
