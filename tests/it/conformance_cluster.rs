@@ -41,7 +41,7 @@ use kube_gc::api::{
 };
 use kube_gc::controller::Config;
 use kube_gc::graph::{Handle, Uid};
-use kube_gc::sim::{SimCluster, TypeDef};
+use kube_gc::sim::{ApiCalls, SimCluster, TypeDef};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -295,6 +295,12 @@ pub enum Fact {
     Monitored(&'static [&'static str]),
     /// The sync-error metric grew since `MarkSyncErrors`.
     SyncErrorsGrew,
+    /// Exactly this many more runtime tasks are alive than at `MarkTasks` (negative: fewer).
+    TasksAtMark(isize),
+    /// More runtime tasks are alive than at `MarkTasks`.
+    MoreTasksThanMark,
+    /// No LIST or WATCH was sent since `Mark`.
+    NoListOrWatchSinceMark,
     All(Vec<Fact>),
 }
 
@@ -356,6 +362,8 @@ pub enum Step {
     KeepsSyncing,
     /// Remembers the sync-error metric for `SyncErrorsGrew`.
     MarkSyncErrors,
+    /// Remembers how many runtime tasks are alive, for `TasksAtMark` and `MoreTasksThanMark`.
+    MarkTasks,
     /// The type's watch events arrive this late.
     WatchDelay(Type, Duration),
     Fault(Fault),
@@ -364,7 +372,7 @@ pub enum Step {
     /// Lets the collector run until it is quiet, then checks the graph invariants.
     Settle,
     Wait(Duration),
-    /// Starts the clock `Within` reads.
+    /// Starts the clock `Within` reads, and the call counts `NoListOrWatchSinceMark` reads.
     Mark,
     Shutdown,
     Steps(Vec<Step>),
@@ -447,11 +455,19 @@ pub async fn run(table: Table, partitions: usize) {
         h: None,
         objects: HashMap::new(),
         mark: tokio::time::Instant::now(),
+        calls_at_mark: Default::default(),
         sync_errors: 0,
+        tasks: 0,
     };
     for step in steps {
         s.step(step).await;
     }
+}
+
+/// The tasks alive on this test's runtime: the collector's builders, workers, monitors and timers
+/// among them.
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current().metrics().num_alive_tasks()
 }
 
 fn flatten(table: Vec<Step>, out: &mut Vec<Step>) {
@@ -472,7 +488,10 @@ struct Scenario {
     /// Every object created, by name, as the server returned it.
     objects: HashMap<Name, (Type, PartialObjectMeta)>,
     mark: tokio::time::Instant,
+    calls_at_mark: ApiCalls,
     sync_errors: u64,
+    /// Alive runtime tasks at `MarkTasks`.
+    tasks: usize,
 }
 
 impl Scenario {
@@ -559,6 +578,7 @@ impl Scenario {
                 );
             }
             MarkSyncErrors => self.sync_errors = self.h().gc.metrics().sync_errors.get(),
+            MarkTasks => self.tasks = alive_tasks(),
             Until(fact) => {
                 let deadline = tokio::time::Instant::now() + PATIENCE;
                 while let Err(why) = self.holds(&fact) {
@@ -576,7 +596,10 @@ impl Scenario {
             }
             Settle => self.h().settle().await,
             Wait(d) => tokio::time::sleep(d).await,
-            Mark => self.mark = tokio::time::Instant::now(),
+            Mark => {
+                self.mark = tokio::time::Instant::now();
+                self.calls_at_mark = self.cluster().api_calls();
+            }
             Shutdown => self.h().gc.shutdown().await,
             Steps(_) => unreachable!("the runner expands these"),
         }
@@ -725,6 +748,32 @@ impl Scenario {
             SyncErrorsGrew => {
                 let now = h.gc.metrics().sync_errors.get();
                 expect(now > self.sync_errors, format!("still {now}"))
+            }
+            TasksAtMark(more) => {
+                let alive = alive_tasks();
+                let want = self.tasks.checked_add_signed(*more).expect("a task count");
+                expect(
+                    alive == want,
+                    format!("{alive} tasks alive, {} at the mark", self.tasks),
+                )
+            }
+            MoreTasksThanMark => {
+                let alive = alive_tasks();
+                expect(
+                    alive > self.tasks,
+                    format!("{alive} tasks alive, {} at the mark", self.tasks),
+                )
+            }
+            NoListOrWatchSinceMark => {
+                let (then, now) = (self.calls_at_mark, h.cluster.api_calls());
+                expect(
+                    (now.list, now.watch) == (then.list, then.watch),
+                    format!(
+                        "{} lists and {} watches since",
+                        now.list - then.list,
+                        now.watch - then.watch
+                    ),
+                )
             }
             All(facts) => facts
                 .iter()

@@ -5,58 +5,51 @@
 //!
 //! # Tables
 //!
-//! The scenarios that act on the whole controller as a sequence of actions and checks (13, 15,
-//! 23, 24) are tables of `conformance_cluster`'s [`Step`]s and [`Fact`]s, run by its runner at
-//! P = 1, 2 and 4 graph builder partitions (`<scenario>::p{1,2,4}`); its module docs give the
-//! format and the runner's invariants. Their extra vocabulary is about discovery and sync:
-//! `Register`, `Unregister`, `Resync`, `Fault`, `FailDiscovery`, `KeepsSyncing`, and the facts
-//! `Monitored`, `Monitor`, `Synced`, `SyncErrorsGrew`.
+//! Every scenario here acts on the whole controller as a sequence of actions and checks: a table
+//! of `conformance_cluster`'s [`Step`]s and [`Fact`]s, run by its runner at P = 1, 2 and 4 graph
+//! builder partitions (`<scenario>::p{1,2,4}`); its module docs give the format and the runner's
+//! invariants. Their extra vocabulary is about discovery, sync and the runtime: `Register`,
+//! `Unregister`, `Resync`, `Fault`, `FailDiscovery`, `KeepsSyncing`, `MarkTasks`, and the facts
+//! `Monitored`, `Monitor`, `Synced`, `SyncErrorsGrew`, `TasksAtMark`, `MoreTasksThanMark`,
+//! `NoListOrWatchSinceMark`. Item 23's discovery documents are also a table of cases of the pure
+//! function that reads them, where partitions do not apply.
 //!
-//! # What stays code
-//!
-//! The others stay functions, each saying why where it is defined: 23 calls a pure function on
-//! discovery documents, and 43 counts the runtime's live tasks, which no fact about the cluster
-//! or the graph states. The scenarios are upstream's (`garbagecollector_test.go`,
-//! `graph_builder_test.go` and the integration test `TestCascadingDeleteOnCRDConversionFailure`);
-//! the fake HTTP servers of the Go tests become the simulated cluster, with
-//! [`SimCluster::inject_fault`] standing in for canned error responses.
+//! The scenarios are upstream's (`garbagecollector_test.go`, `graph_builder_test.go` and the
+//! integration test `TestCascadingDeleteOnCRDConversionFailure`); the fake HTTP servers of the Go
+//! tests become the simulated cluster, with [`SimCluster::inject_fault`] standing in for canned
+//! error responses.
 
 use crate::conformance_cluster::{
-    cluster_scenarios, cluster_serving, crd, delete, gone, in_graph, obj, table, to, Fact, Policy::Background, Step,
-    Table, Type, DEPLOYMENT, POD, RC, SECRET,
+    cluster_scenarios, crd, delete, ghost, gone, in_graph, obj, secs, table, to, Fact,
+    Policy::{Background, Foreground},
+    Step, Table, Type, CONFIGMAP, DEPLOYMENT, POD, RC, SECRET,
 };
 use crate::support;
 
 use kube_gc::api::layers::Verb;
-use kube_gc::api::{ApiResource, Discovery, Gvk, Gvr, OwnerReference, PropagationPolicy, StatusReason};
+use kube_gc::api::{ApiResource, Discovery, Gvk, Gvr, OwnerReference, StatusReason};
 use kube_gc::controller::{deletable_resources, Config, GroupResource};
-use kube_gc::sim::{SimCluster, TypeDef};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use support::*;
-use Fact::{Monitor, Monitored, SyncErrorsGrew, Synced, Within};
-use Step::{Check, Create, Mark, Register, Resync, Shutdown, Start, StartUnsynced, Steps, Unregister, Until, Wait};
-use Step::{ClearFaults, FailDiscovery, KeepsSyncing, MarkSyncErrors};
+use Fact::{
+    Monitor, Monitored, MoreTasksThanMark, NoListOrWatchSinceMark, SyncErrorsGrew, Synced, TasksAtMark, Within,
+};
+use Step::{
+    Check, Create, Mark, Register, Resync, Settle, Shutdown, Start, StartUnsynced, Steps, Unregister, Until, Wait,
+};
+use Step::{ClearFaults, FailDiscovery, KeepsSyncing, MarkSyncErrors, MarkTasks};
 
 /// Every test's namespace, as upstream's `getPod` uses.
 const NS: &str = "ns1";
-
-/// A ref to a ReplicationController that may or may not exist.
-fn rc_ref(name: &str, uid: &str) -> OwnerReference {
-    OwnerReference {
-        api_version: "v1".into(),
-        kind: "ReplicationController".into(),
-        name: name.into(),
-        uid: uid.into(),
-        ..Default::default()
-    }
-}
 
 cluster_scenarios!(
     s13_a_resource_that_never_lists_never_syncs_yet_rc_to_pod_cascades_still_work: s13,
     s15_construction_tolerates_an_unservable_resource_and_resync_adds_and_removes_monitors: s15,
     s23_a_failed_or_empty_discovery_changes_no_monitor: s23,
     s24_garbage_collector_sync_survives_discovery_and_sync_failures: s24,
+    s43_shutdown_ends_every_task_the_collector_started: s43_shutdown,
+    s43_a_monitor_dropped_by_resync_stops: s43_resync,
 );
 
 const WIDGET: Type = crd("example.com", "Widget", "widgets");
@@ -236,105 +229,40 @@ fn s24() -> Table {
     ]).serving(&[POD, DEPLOYMENT])
 }
 
-fn alive_tasks() -> usize {
-    tokio::runtime::Handle::current().metrics().num_alive_tasks()
-}
-
-/// Yields until the number of live tasks is `expected`, or fails naming what leaked.
-async fn expect_alive_tasks(expected: usize, what: &str) {
-    for _ in 0..1000 {
-        if alive_tasks() == expected {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!(
-        "likely leaked: {what}: {} tasks alive, expected {expected}",
-        alive_tasks()
-    );
-}
-
 /// Item 43 (`TestGraphBuilderLeak`): shutdown returns, and every task the collector started
-/// (builders, workers, monitors, the event sink, the queues' delay timers) is gone afterwards.
-///
-/// Stays code: it counts the runtime's live tasks against a baseline, which no fact about the
-/// cluster or the graph states. It runs at P = 1, 2, 4: each partition is a builder task.
-async fn shutdown_ends_every_task_the_collector_started(partitions: usize) {
-    let baseline = alive_tasks();
-    let config = Config {
-        partitions,
-        ..Config::default()
-    };
-    let h = Harness::start_with(SimCluster::new(), config).await;
-    // Give the workers something to do, including rate-limited retries: an owner of unknown kind.
-    let rc = h.create(&rcs(), meta(NS, "rc", vec![]));
-    let pod = h.create(&pods(), meta(NS, "pod", vec![ref_to(&rc)]));
-    let stray = OwnerReference {
-        api_version: "unknown.example.com/v1".into(),
-        kind: "Gizmo".into(),
-        ..rc_ref("gizmo", "gizmo-uid")
-    };
-    h.create(&pods(), meta(NS, "stray", vec![stray]));
-    h.wait_in_graph(&[&rc, &pod]).await;
-    h.delete(&rcs(), &rc, policy(PropagationPolicy::Foreground));
-    h.eventually("the foreground cascade", || !h.exists(&rcs(), &rc)).await;
-    assert!(alive_tasks() > baseline);
-
-    tokio::time::timeout(Duration::from_secs(60), h.gc.shutdown())
-        .await
-        .expect("likely deadlocked: GarbageCollector::shutdown never returned");
-    expect_alive_tasks(baseline, "a task of the stopped collector").await;
+/// (builders, workers, monitors, the event sink, the queues' delay timers) is gone afterwards;
+/// the workers have work when it comes, including a rate-limited retry of an owner of a kind
+/// nobody serves. Each partition is a builder task, so P matters here.
+#[rustfmt::skip]
+fn s43_shutdown() -> Table {
+    let gizmo = ghost("unknown.example.com/v1", "Gizmo", "gizmo", "gizmo-uid");
+    table(NS, vec![
+        MarkTasks, Start,
+        Create(obj(RC, "rc")),
+        Create(obj(POD, "pod").owned_by([to("rc")])),
+        Create(obj(POD, "stray").owned_by([gizmo])),
+        Until(in_graph(["rc", "pod"])),
+        delete("rc", Foreground), Until(gone("rc")),
+        Check(MoreTasksThanMark),
+        Shutdown,
+        Until(TasksAtMark(0)),
+    ])
 }
 
-mod s43_shutdown_ends_every_task_the_collector_started {
-    use super::shutdown_ends_every_task_the_collector_started as run;
-
-    #[tokio::test(start_paused = true)]
-    async fn p1() {
-        run(1).await
-    }
-    #[tokio::test(start_paused = true)]
-    async fn p2() {
-        run(2).await
-    }
-    #[tokio::test(start_paused = true)]
-    async fn p4() {
-        run(4).await
-    }
-}
-
-/// Item 43 (`TestGraphBuilder_SyncMonitorsLeak`): a monitor that a resync drops stops, and stops
-/// calling the API.
-///
-/// Stays code: like the test above it counts live tasks, here one per monitor; the builder
-/// partitions do not change with the monitor set, so one run says it all.
-#[tokio::test(start_paused = true)]
-async fn s43_a_monitor_dropped_by_resync_stops() {
-    let h = Harness::start_with(cluster_serving(&[POD]), Config::default()).await;
-    h.settle().await;
-    let with_one_monitor = alive_tasks();
-
-    h.cluster
-        .register(TypeDef::new("", "v1", "ConfigMap", "configmaps", true));
-    assert!(h.gc.sync_once().await);
-    assert_eq!(h.monitored(), ["configmaps", "pods"]);
-    h.eventually("the configmaps monitor synced", || h.gc.is_synced()).await;
-    assert_eq!(alive_tasks(), with_one_monitor + 1, "one task per monitor");
-
-    // Removing the type ends its watch; until the resync drops it, its monitor keeps relisting.
-    h.cluster.unregister("", "configmaps");
-    assert!(h.gc.sync_once().await);
-    assert_eq!(h.monitored(), ["pods"]);
-    expect_alive_tasks(with_one_monitor, "the dropped configmaps monitor").await;
-    let calls = h.cluster.api_calls();
-    h.wait(Duration::from_secs(600)).await;
-    let later = h.cluster.api_calls();
-    assert_eq!(
-        (later.list, later.watch),
-        (calls.list, calls.watch),
-        "a stopped monitor must not list or watch"
-    );
-    h.gc.shutdown().await;
+/// Item 43 (`TestGraphBuilder_SyncMonitorsLeak`): a monitor that a resync drops stops (one task
+/// per monitor), and stops calling the API.
+#[rustfmt::skip]
+fn s43_resync() -> Table {
+    table(NS, vec![
+        Start, Settle, MarkTasks,
+        Register(CONFIGMAP), Resync(Some(true)),
+        Check(Monitored(&["configmaps", "pods"])), Until(Synced(true)), Check(TasksAtMark(1)),
+        // Removing the type ends its watch; until the resync drops it, its monitor relists.
+        Unregister(CONFIGMAP), Resync(Some(true)),
+        Check(Monitored(&["pods"])), Until(TasksAtMark(0)),
+        Mark, Wait(secs(600)), Check(NoListOrWatchSinceMark),
+        Shutdown,
+    ]).serving(&[POD])
 }
 
 /// Not a checklist item: spec §4.1 retries an item whose owner's kind is not served forever, so
