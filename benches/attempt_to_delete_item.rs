@@ -367,9 +367,9 @@ fn cases(rig: &Rig) -> Vec<Case> {
     let deleting = rig
         .cluster
         .delete_object(&replicasets(), NAMESPACE, "rs-foreground", &foreground)
-        .expect("a foreground delete of the owner")
-        .expect("the owner waits for its dependents");
-    rig.observe(&deleting);
+        .expect("a foreground delete of the owner");
+    assert!(!deleting.is_removed(), "the owner waits for its dependents");
+    rig.observe(deleting.object());
     assert_eq!(item.dependents_len(), 1, "the waiting item has a dependent");
     cases.push(Case {
         name: "owner_waiting_for_dependents",

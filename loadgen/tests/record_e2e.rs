@@ -274,7 +274,7 @@ fn change(cluster: &SimCluster, initial: &Initial) -> String {
         let gone = cluster
             .delete_object(gvr, "shop", name, &DeleteOptions::default())
             .expect("delete");
-        assert!(gone.is_none(), "{name} has no finalizers and goes at once");
+        assert!(gone.is_removed(), "{name} has no finalizers and goes at once");
     };
     delete(&config_maps(), "late");
     delete(&pods(), "web-7d9f-b");

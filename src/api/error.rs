@@ -29,6 +29,8 @@ pub enum StatusReason {
     TooManyRequests,
     /// 400.
     BadRequest,
+    /// 403: the request is not allowed, for example a create in a namespace being deleted.
+    Forbidden,
     /// 405: the resource does not support the verb.
     MethodNotAllowed,
     /// 504 or a client-side deadline.
@@ -51,6 +53,7 @@ impl StatusReason {
             StatusReason::ServiceUnavailable => 503,
             StatusReason::TooManyRequests => 429,
             StatusReason::BadRequest => 400,
+            StatusReason::Forbidden => 403,
             StatusReason::MethodNotAllowed => 405,
             StatusReason::Timeout => 504,
             StatusReason::InternalError => 500,
@@ -60,7 +63,7 @@ impl StatusReason {
     /// The reason of a `Status` a server answered: by its `reason` string, or by its code when
     /// the string is empty or unknown.
     pub fn from_status(reason: &str, code: u16) -> StatusReason {
-        const ALL: [StatusReason; 15] = [
+        const ALL: [StatusReason; 16] = [
             // Where two reasons share a code, the first is what a bare code means.
             StatusReason::NotFound,
             StatusReason::Conflict,
@@ -74,6 +77,7 @@ impl StatusReason {
             StatusReason::ServiceUnavailable,
             StatusReason::TooManyRequests,
             StatusReason::BadRequest,
+            StatusReason::Forbidden,
             StatusReason::MethodNotAllowed,
             StatusReason::Timeout,
             StatusReason::InternalError,
@@ -99,6 +103,7 @@ impl StatusReason {
             StatusReason::ServiceUnavailable => "ServiceUnavailable",
             StatusReason::TooManyRequests => "TooManyRequests",
             StatusReason::BadRequest => "BadRequest",
+            StatusReason::Forbidden => "Forbidden",
             StatusReason::MethodNotAllowed => "MethodNotAllowed",
             StatusReason::Timeout => "Timeout",
             StatusReason::InternalError => "InternalError",

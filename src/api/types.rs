@@ -143,6 +143,10 @@ pub struct ObjectMeta {
     /// Set once deletion has started; never cleared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
+    /// Seconds the object was given to go, set with `deletion_timestamp` (0 for an object held by
+    /// finalizers alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_grace_period_seconds: Option<i64>,
     /// Labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,

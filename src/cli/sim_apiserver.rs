@@ -7,7 +7,7 @@
 use anyhow::Context;
 use kube_gc::api::{Gvr, ObjectMeta, PartialObjectMeta};
 use kube_gc::generate::Preset;
-use kube_gc::sim::{http, temporary_state_path, SimCluster};
+use kube_gc::sim::{http, temporary_state_path, SimCluster, DEFAULT_NAMESPACES};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -127,15 +127,18 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
 
 /// The cluster to serve: the one the state file holds, or a new one with the default namespaces
 /// and the preset's objects.
+/// Either way, a create in a namespace that does not exist is refused, as on a real cluster.
 fn start_cluster(args: &SimApiserverArgs) -> anyhow::Result<SimCluster> {
     if let Some(path) = &args.state_file {
         if let Some(cluster) = restore(path, args)? {
+            cluster.enforce_namespaces(true);
             return Ok(cluster);
         }
         check_writable(path)?;
     }
     let cluster = SimCluster::with_history(args.watch_history);
-    for namespace in ["default", "kube-system", "kube-public"] {
+    cluster.enforce_namespaces(true);
+    for namespace in DEFAULT_NAMESPACES {
         let meta = ObjectMeta {
             name: namespace.into(),
             ..Default::default()

@@ -3,9 +3,12 @@
 //!
 //! This is the registry's `Store.Delete` for a resource without graceful deletion: check the
 //! preconditions, rewrite the GC finalizers as `deletionFinalizersForGarbageCollection` does, then
-//! either mark the object as deleting or remove it. A second DELETE of an object already being
-//! deleted takes the same path, so it can add `foregroundDeletion` or `orphan` again.
+//! either mark the object as deleting (with `deletionGracePeriodSeconds: 0`) or remove it. A
+//! second DELETE of an object already being deleted takes the same path, so it can add
+//! `foregroundDeletion` or `orphan` again. Namespaces and CRDs wait for their contents
+//! ([`super::lifecycle`]).
 
+use super::lifecycle;
 use super::status::conflict;
 use super::store::{present, State};
 use crate::api::{
@@ -14,16 +17,38 @@ use crate::api::{
 };
 use std::collections::BTreeSet;
 
+/// What a DELETE did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Deletion {
+    /// The object stays, marked as deleting (finalizers hold it): as it is stored now.
+    Marked(PartialObjectMeta),
+    /// The object is gone: as it was last stored.
+    Removed(PartialObjectMeta),
+}
+
+impl Deletion {
+    /// The object, marked or as it was.
+    pub fn object(&self) -> &PartialObjectMeta {
+        match self {
+            Deletion::Marked(o) | Deletion::Removed(o) => o,
+        }
+    }
+
+    /// True when the object is gone.
+    pub fn is_removed(&self) -> bool {
+        matches!(self, Deletion::Removed(_))
+    }
+}
+
 impl State {
-    /// Deletes an object; see [`super::SimCluster::delete_object`]. Returns the object when it
-    /// stays, marked as deleting, and `None` when it is gone.
+    /// Deletes an object; see [`super::SimCluster::delete_object`].
     pub(super) fn delete(
         &mut self,
         gvr: &Gvr,
         namespace: &str,
         name: &str,
         opts: &DeleteOptions,
-    ) -> Result<Option<PartialObjectMeta>, ApiError> {
+    ) -> Result<Deletion, ApiError> {
         let mut w = self.writer(gvr)?;
         validate_options(opts)?;
         let old = w.existing(namespace, name)?;
@@ -31,17 +56,19 @@ impl State {
             check_preconditions(preconditions, &old)
                 .map_err(|detail| conflict(&w.ty.def, name, &format!("Precondition failed: {detail}")))?;
         }
-        let finalizers = deletion_finalizers(&old.metadata.finalizers, opts, w.ty.def.default_policy);
-        let left = if finalizers.is_empty() {
+        let mut marked = PartialObjectMeta::clone(&old);
+        marked.metadata.finalizers = deletion_finalizers(&old.metadata.finalizers, opts, w.ty.def.default_policy);
+        let container = lifecycle::mark_for_deletion(gvr, &mut marked);
+        let held = lifecycle::held_by_spec(&gvr.group, &gvr.resource, &marked);
+        let out = if marked.metadata.finalizers.is_empty() && !held {
             w.remove(namespace, name);
-            None
+            Deletion::Removed(present(&old, gvr, &w.ty.def))
         } else {
-            let mut marked = PartialObjectMeta::clone(&old);
-            marked.metadata.finalizers = finalizers;
-            marked
-                .metadata
-                .deletion_timestamp
+            let meta = &mut marked.metadata;
+            meta.deletion_timestamp
                 .get_or_insert_with(crate::api::time::now_rfc3339);
+            // Held by finalizers alone, an object is given no grace period.
+            meta.deletion_grace_period_seconds.get_or_insert(0);
             // Nothing to write when the object was already marked the same way: etcd skips no-op
             // updates.
             let marked = if marked == *old {
@@ -49,43 +76,15 @@ impl State {
             } else {
                 w.store(marked, WatchEventType::Modified)
             };
-            Some(present(&marked, gvr, &w.ty.def))
+            Deletion::Marked(present(&marked, gvr, &w.ty.def))
         };
-        if gvr.group.is_empty() && gvr.resource == NAMESPACES {
-            self.delete_namespace_contents(name);
+        if let Some(container) = container {
+            self.begin_termination(container);
         }
         self.after_write(gvr);
-        Ok(left)
-    }
-
-    /// Deletes every object in `namespace`, in the background, as the namespace controller does
-    /// once a namespace is being deleted. Objects with finalizers stay until those are removed.
-    fn delete_namespace_contents(&mut self, namespace: &str) {
-        let background = DeleteOptions {
-            propagation_policy: Some(PropagationPolicy::Background),
-            ..DeleteOptions::default()
-        };
-        let contents: Vec<(Gvr, String)> = self
-            .defs()
-            .filter(|def| def.namespaced)
-            .map(|def| Gvr::new(&def.group, &def.preferred, &def.resource))
-            .flat_map(|gvr| {
-                let names: Vec<String> = self
-                    .snapshot(&gvr, Some(namespace))
-                    .map(|s| s.items.iter().map(|o| o.metadata.name.clone()).collect())
-                    .unwrap_or_default();
-                names.into_iter().map(move |name| (gvr.clone(), name))
-            })
-            .collect();
-        for (gvr, name) in contents {
-            // Each object exists and the options are valid, so nothing here can fail.
-            let _ = self.delete(&gvr, namespace, &name, &background);
-        }
+        Ok(out)
     }
 }
-
-/// The resource whose deletion takes its namespace's objects with it.
-const NAMESPACES: &str = "namespaces";
 
 /// `ValidateDeleteOptions`: the legacy flag and the policy are mutually exclusive.
 fn validate_options(opts: &DeleteOptions) -> Result<(), ApiError> {

@@ -35,7 +35,9 @@
 //! # Deliberate simplifications
 //!
 //! - No graceful deletion: a DELETE of an object without finalizers removes it at once, pods too.
-//! - No namespace existence checks and no namespace lifecycle: any namespace name is accepted.
+//! - Namespaces and CRDs go through their lifecycles ([`lifecycle`]), but a create in a namespace
+//!   that does not exist is accepted unless [`SimCluster::enforce_namespaces`] is on (`kube-gc
+//!   sim-apiserver` turns it on).
 //! - Create keeps a non-empty `metadata.uid` from the request, so recorded streams can be loaded
 //!   with their UIDs; a real API server always assigns its own. A resourceVersion sent on create is
 //!   ignored rather than rejected.
@@ -48,6 +50,7 @@ mod calls;
 mod crd;
 mod delete;
 pub mod http;
+mod lifecycle;
 mod meta;
 mod pages;
 mod patch;
@@ -61,6 +64,8 @@ mod watch;
 mod tests;
 
 pub use calls::ApiCalls;
+pub use delete::Deletion;
+pub use lifecycle::{DEFAULT_NAMESPACES, FINALIZER_CRD_CLEANUP, FINALIZER_KUBERNETES};
 pub use persist::{temporary_state_path, StateError};
 pub use store::{Snapshot, WatchStart};
 pub use types::TypeDef;
@@ -195,15 +200,15 @@ impl SimCluster {
     /// finalizers the options and the type's default call for. With finalizers left the object is
     /// marked with a `deletionTimestamp` and stays; without, it is removed now.
     ///
-    /// Returns the object when it stays, marked as deleting, and `None` when it is gone. Deleting a
-    /// namespace also deletes, in the background, every object in it.
+    /// Returns the object marked as deleting when it stays, or as it was when it is gone. A
+    /// namespace or a CRD stays until what it holds is gone ([`lifecycle`]).
     pub fn delete_object(
         &self,
         gvr: &Gvr,
         namespace: &str,
         name: &str,
         opts: &DeleteOptions,
-    ) -> Result<Option<PartialObjectMeta>, ApiError> {
+    ) -> Result<Deletion, ApiError> {
         self.state.lock().delete(gvr, namespace, name, opts)
     }
 
@@ -250,6 +255,12 @@ impl SimCluster {
     /// How many objects are stored, over all types.
     pub fn object_count(&self) -> usize {
         self.state.lock().object_count()
+    }
+
+    /// Makes a create in a namespace that does not exist fail with 404, as on a real cluster. Off
+    /// by default, so that tests can use any namespace without creating it first.
+    pub fn enforce_namespaces(&self, enforced: bool) {
+        self.state.lock().set_namespaces_enforced(enforced);
     }
 
     /// Makes discovery of `group_version` (`apps/v1`, `v1`) fail, or succeed again. A failing

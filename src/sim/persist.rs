@@ -265,6 +265,7 @@ impl SimCluster {
         if crds_pending {
             state.sync_crds();
         }
+        state.resume_terminating();
         if found != expected {
             return Err(StateError::CountMismatch { expected, found });
         }

@@ -11,6 +11,7 @@
 //! `apiVersion` and `kind`, which [`present`] adds for the version asked for.
 
 use super::crd::{self, CrdChange, CrdRegistry};
+use super::lifecycle::{self, Container};
 use super::meta::{generated_name, new_uid};
 use super::status::{already_exists, conflict, invalid, not_found, resource_not_found, OPTIMISTIC_LOCK};
 use super::types::{TypeDef, CRD_GROUP, CRD_RESOURCE};
@@ -112,6 +113,10 @@ pub(super) struct State {
     /// The resourceVersion the cluster was restored at, 0 if it was not: every type's watch history
     /// starts after it, since the changes up to it were not kept.
     restored_at: u64,
+    /// Whether a create in a namespace that does not exist is refused ([`super::lifecycle`]).
+    pub(super) namespaces_enforced: bool,
+    /// The namespaces and CRDs waiting for their contents to go ([`super::lifecycle`]).
+    pub(super) terminating: BTreeSet<Container>,
 }
 
 /// Types by group, then resource, as [`State`] keeps them.
@@ -160,6 +165,8 @@ impl State {
             failing_discovery: BTreeSet::new(),
             crds: CrdRegistry::default(),
             restored_at,
+            namespaces_enforced: false,
+            terminating: BTreeSet::new(),
         };
         for def in types {
             state.register(def);
@@ -265,10 +272,14 @@ impl State {
 
     /// Creates an object; see [`super::SimCluster::create`].
     pub(super) fn create(&mut self, gvr: &Gvr, mut obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
+        self.check_create_allowed(gvr, &obj.metadata.namespace)?;
         let mut w = self.writer(gvr)?;
         prepare_create(&w.ty.def, &mut obj.metadata)?;
         if crd::is_crd_type(gvr) {
             crd::prepare_create(&w.ty.def, &mut obj)?;
+        }
+        if lifecycle::is_namespace_type(gvr) {
+            lifecycle::prepare_namespace(&mut obj);
         }
         if obj.metadata.name.is_empty() {
             obj.metadata.name = w.free_generated_name(&obj.metadata)?;
@@ -288,11 +299,13 @@ impl State {
         Ok(out)
     }
 
-    /// What every successful write does last: a write to the CRD type changes the served types.
+    /// What every successful write does last: a write to the CRD type changes the served types,
+    /// and a terminating container that is now empty goes.
     pub(super) fn after_write(&mut self, gvr: &Gvr) {
         if crd::is_crd_type(gvr) {
             self.sync_crds();
         }
+        self.finish_terminating();
     }
 
     /// Makes the served custom types match the stored CRDs ([`super::crd`]).
@@ -427,6 +440,22 @@ impl State {
         discovery
     }
 
+    /// True when no namespaced type has an object in `namespace`.
+    pub(super) fn namespace_is_empty(&self, namespace: &str) -> bool {
+        let types = self.types.values().flat_map(|resources| resources.values());
+        types
+            .filter(|ty| ty.def.namespaced)
+            .all(|ty| ty.objects.in_namespace(namespace).next().is_none())
+    }
+
+    /// How many objects the type `group`/`resource` holds; 0 for an unknown type.
+    pub(super) fn count(&self, group: &str, resource: &str) -> usize {
+        self.types
+            .get(group)
+            .and_then(|resources| resources.get(resource))
+            .map_or(0, |ty| ty.objects.len)
+    }
+
     /// How many objects are stored, over all types.
     pub(super) fn object_count(&self) -> usize {
         self.types
@@ -508,7 +537,8 @@ impl Writer<'_> {
         if new == **old {
             return Ok(Arc::clone(old));
         }
-        if new.metadata.deletion_timestamp.is_some() && new.metadata.finalizers.is_empty() {
+        let held = lifecycle::held_by_spec(&self.ty.def.group, &self.ty.def.resource, &new);
+        if new.metadata.deletion_timestamp.is_some() && new.metadata.finalizers.is_empty() && !held {
             if let Some(rv) = self.remove(&old.metadata.namespace, &old.metadata.name) {
                 new.metadata.resource_version = rv.to_string();
             }
@@ -604,6 +634,7 @@ fn keep_system_fields(old: &PartialObjectMeta, new: &mut PartialObjectMeta) {
     n.resource_version.clone_from(&o.resource_version);
     n.creation_timestamp.clone_from(&o.creation_timestamp);
     n.deletion_timestamp.clone_from(&o.deletion_timestamp);
+    n.deletion_grace_period_seconds = o.deletion_grace_period_seconds;
 }
 
 /// Drops exact duplicate owner references, keeping the first, as the API server has done since

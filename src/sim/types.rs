@@ -81,6 +81,13 @@ impl TypeDef {
         self
     }
 
+    /// True when a DELETE that removes an object answers with the object rather than a Status,
+    /// as the registries of pods, services, service accounts and every custom resource do.
+    pub fn returns_deleted_object(&self) -> bool {
+        self.custom
+            || (self.group.is_empty() && matches!(self.resource.as_str(), "pods" | "services" | "serviceaccounts"))
+    }
+
     /// The singular resource name discovery advertises: the kind in lower case.
     pub fn singular(&self) -> String {
         self.kind.to_ascii_lowercase()

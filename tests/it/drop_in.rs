@@ -9,7 +9,7 @@
 use crate::support;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
 use serde_json::{json, Value};
@@ -183,7 +183,10 @@ struct Tree {
 }
 
 impl Tree {
+    /// Creates the tree in a namespace of its own, which it creates first, as a cluster requires.
     async fn create(server: &Server, ns: &str) -> Tree {
+        let namespaces: Api<Namespace> = Api::all(server.client.clone());
+        create(&namespaces, json!({"metadata": {"name": ns}})).await;
         let deployment = create(&server.api::<Deployment>(ns), json!({"metadata": {"name": "d"}})).await;
         let rs_manifest = json!({"metadata": {"name": "rs", "ownerReferences": [owned_by(&deployment)]}});
         let replica_set = create(&server.api::<ReplicaSet>(ns), rs_manifest).await;

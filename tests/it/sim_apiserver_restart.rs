@@ -148,7 +148,7 @@ async fn a_restarted_server_should_keep_its_objects_and_send_older_watches_away_
         "the server exits cleanly on SIGTERM ({status}):\n{log}"
     );
     assert!(took < PATIENCE, "with a watch open the server took {took:?} to stop");
-    assert!(log.contains(&format!("saved 7 objects to {state_arg}")), "{log}");
+    assert!(log.contains(&format!("saved 8 objects to {state_arg}")), "{log}");
     drop(watch);
 
     let lines = audit(&audit_log);
@@ -177,7 +177,7 @@ async fn a_restarted_server_should_keep_its_objects_and_send_older_watches_away_
     );
     assert_eq!(second.addr, first.addr);
     let log = second.log();
-    assert!(log.contains("restored 7 objects at resourceVersion"), "{log}");
+    assert!(log.contains("restored 8 objects at resourceVersion"), "{log}");
     let client = second.client().await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let restored = cms.get("kept").await.unwrap();
@@ -214,7 +214,7 @@ async fn a_restarted_server_should_keep_its_objects_and_send_older_watches_away_
         "the restarted server exits cleanly ({status}):\n{}",
         second.log()
     );
-    assert!(second.log().contains("saved 8 objects"), "{}", second.log());
+    assert!(second.log().contains("saved 9 objects"), "{}", second.log());
 }
 
 /// Runs the server with `args` and expects it to refuse to start: its exit status and stderr.

@@ -213,7 +213,7 @@ enum Effect {
 fn apply(cluster: &SimCluster, types: &Types, action: &Action) -> Result<Effect, ApiError> {
     match action {
         Action::Create(object) => match types.gvr(&object.api_version, &object.kind) {
-            Some(gvr) => cluster.create(gvr, object.clone()).map(|_| Effect::Applied),
+            Some(gvr) => cluster.create(gvr, (**object).clone()).map(|_| Effect::Applied),
             None => Ok(Effect::Missed),
         },
         Action::Delete { target, policy } => on_target(types, target, |gvr| {

@@ -71,8 +71,8 @@ impl Target {
 /// What a user does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Creates the object (with its UID).
-    Create(PartialObjectMeta),
+    /// Creates the object (with its UID); boxed, as an object is far larger than the other actions.
+    Create(Box<PartialObjectMeta>),
     /// Deletes the object with a propagation policy.
     Delete {
         /// The object.
@@ -137,7 +137,7 @@ impl Script {
     /// Every object the script creates, initial ones first.
     pub fn created(&self) -> impl Iterator<Item = &PartialObjectMeta> {
         let later = self.actions.iter().filter_map(|a| match a {
-            Action::Create(object) => Some(object),
+            Action::Create(object) => Some(&**object),
             _ => None,
         });
         self.initial.iter().chain(later)
@@ -204,7 +204,7 @@ impl ScriptBuilder {
             self.script.initial.push(object);
             self.script.prelude.extend(deletion);
         } else {
-            self.script.actions.push(Action::Create(object));
+            self.script.actions.push(Action::Create(Box::new(object)));
             self.script.actions.extend(deletion);
         }
     }

@@ -14,7 +14,7 @@ use super::watch::{self, WatchLimits};
 use super::Server;
 use crate::api::{ApiError, DeleteOptions, PartialObjectMeta, PatchType, StatusReason};
 use crate::sim::pages::Listing;
-use crate::sim::TypeDef;
+use crate::sim::{Deletion, TypeDef};
 use axum::body::Body;
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
@@ -79,9 +79,17 @@ impl Server {
             }
             HttpVerb::Delete => {
                 let options = self.delete_options(&parts, body, &params).await?;
-                match self.cluster.delete_object(gvr, &namespace, &name, &options)? {
-                    Some(left) => ok(StatusCode::ACCEPTED, &left),
-                    None => gone(&def, &name),
+                let deletion = self.cluster.delete_object(gvr, &namespace, &name, &options)?;
+                // 202 only for the legacy cascade request, as the handler answers (a status the
+                // clients of the time relied on); 200 otherwise.
+                let code = if !deletion.is_removed() && options.orphan_dependents == Some(false) {
+                    StatusCode::ACCEPTED
+                } else {
+                    StatusCode::OK
+                };
+                match deletion {
+                    Deletion::Removed(gone_object) if !def.returns_deleted_object() => gone(&def, &gone_object),
+                    deletion => ok(code, deletion.object()),
                 }
             }
             HttpVerb::DeleteCollection => {
@@ -203,8 +211,9 @@ impl Server {
         def: &TypeDef,
         path: &ResourcePath,
     ) -> Result<PartialObjectMeta, ApiError> {
+        // A body without a Content-Type is read as JSON, the server's first media type.
         let media = content_type(parts);
-        if media != "application/json" {
+        if !media.is_empty() && media != "application/json" {
             return Err(unsupported_media_type(&media, "application/json"));
         }
         let value = self.json_body(parts, body).await?;
@@ -360,8 +369,11 @@ fn stamped(obj: &PartialObjectMeta, api_version: &str, kind: &str) -> PartialObj
 }
 
 /// The answer to a DELETE whose object is gone.
-fn gone(def: &TypeDef, name: &str) -> Response {
-    let details = json!({"name": name, "group": def.group, "kind": def.resource});
+/// The Success Status a removal answers with when its type does not return the object: the
+/// details name the resource (in `kind`, as the registry fills it) and the UID that went.
+fn gone(def: &TypeDef, object: &PartialObjectMeta) -> Response {
+    let meta = &object.metadata;
+    let details = json!({"name": meta.name, "group": def.group, "kind": def.resource, "uid": meta.uid});
     json_response(StatusCode::OK, &success(details))
 }
 
