@@ -289,7 +289,7 @@ impl State {
 mod tests {
     use super::*;
     use crate::api::{ObjectMeta, WatchEventType};
-    use crate::sim::tests::{object, pods, NS};
+    use crate::sim::tests::{crds, gadget_crd, gadgets, object, pods, NS};
     use crate::sim::SimCluster;
     use futures::StreamExt;
 
@@ -316,20 +316,6 @@ mod tests {
         cluster
             .patch_object(gvr, namespace, name, crate::api::PatchType::Merge, &body)
             .expect("release");
-    }
-
-    fn gadget_crd() -> PartialObjectMeta {
-        serde_json::from_value(json!({
-            "metadata": {"name": "gadgets.example.com"},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                     "names": {"plural": "gadgets", "kind": "Gadget"},
-                     "versions": [{"name": "v1", "served": true, "storage": true}]},
-        }))
-        .expect("a CRD")
-    }
-
-    fn gadgets() -> Gvr {
-        Gvr::new("example.com", "v1", "gadgets")
     }
 
     fn reason<T: std::fmt::Debug>(result: Result<T, ApiError>) -> Option<StatusReason> {

@@ -364,28 +364,10 @@ impl<R: Read> Lines<R> {
 mod tests {
     use super::*;
     use crate::api::{DeleteOptions, Gvr, OwnerReference, PropagationPolicy, StatusReason};
-    use crate::sim::tests::{object, pods, NS};
+    use crate::sim::tests::{crds, gadget_crd, gadgets, object, pods, NS};
     use futures::StreamExt;
     use serde_json::json;
     use std::time::Duration;
-
-    fn gadgets() -> Gvr {
-        Gvr::new("example.com", "v1", "gadgets")
-    }
-
-    fn crds() -> Gvr {
-        Gvr::new(CRD_GROUP, "v1", CRD_RESOURCE)
-    }
-
-    fn gadget_crd() -> PartialObjectMeta {
-        serde_json::from_value(json!({
-            "metadata": {"name": "gadgets.example.com"},
-            "spec": {"group": "example.com", "scope": "Namespaced",
-                     "names": {"plural": "gadgets", "kind": "Gadget"},
-                     "versions": [{"name": "v1", "served": true, "storage": true}]},
-        }))
-        .expect("a CRD")
-    }
 
     /// Every object of every served type, as read through its preferred version.
     fn everything(cluster: &SimCluster) -> Vec<PartialObjectMeta> {

@@ -22,6 +22,25 @@ fn rcs() -> Gvr {
     Gvr::new("", "v1", "replicationcontrollers")
 }
 
+pub(super) fn crds() -> Gvr {
+    Gvr::new(super::types::CRD_GROUP, "v1", super::types::CRD_RESOURCE)
+}
+
+pub(super) fn gadgets() -> Gvr {
+    Gvr::new("example.com", "v1", "gadgets")
+}
+
+/// The CRD of `gadgets.example.com`, served at v1.
+pub(super) fn gadget_crd() -> PartialObjectMeta {
+    serde_json::from_value(json!({
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "gadgets", "kind": "Gadget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true}]},
+    }))
+    .expect("a CRD")
+}
+
 fn widgets() -> Gvr {
     Gvr::new("example.com", "v1", "widgets")
 }
