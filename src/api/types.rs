@@ -246,6 +246,9 @@ pub struct DeleteOptions {
     /// Legacy flag: `true` means Orphan, `false` means Background.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orphan_dependents: Option<bool>,
+    /// `["All"]`: validate and answer without deleting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dry_run: Vec<String>,
 }
 
 /// The content type of a PATCH.

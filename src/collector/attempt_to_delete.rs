@@ -208,7 +208,7 @@ impl<C: ClusterApi> Collector<C> {
                 resource_version: rv.map(str::to_string),
             }),
             propagation_policy: Some(policy),
-            orphan_dependents: None,
+            ..DeleteOptions::default()
         };
         self.api
             .delete(&gvr, &namespace, &identity.name, &options)

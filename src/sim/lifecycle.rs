@@ -176,6 +176,9 @@ impl State {
 
     /// Starts a container's termination: everything in it is deleted in the background.
     pub(super) fn begin_termination(&mut self, container: Container) {
+        if self.dry_run {
+            return;
+        }
         let contents = self.contents(&container);
         self.terminating.insert(container);
         let background = DeleteOptions {

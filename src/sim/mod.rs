@@ -49,6 +49,7 @@
 mod calls;
 mod crd;
 mod delete;
+mod dry_run;
 pub mod http;
 mod lifecycle;
 mod meta;
@@ -65,6 +66,7 @@ mod tests;
 
 pub use calls::ApiCalls;
 pub use delete::Deletion;
+pub use dry_run::Writes;
 pub use lifecycle::{DEFAULT_NAMESPACES, FINALIZER_CRD_CLEANUP, FINALIZER_KUBERNETES};
 pub use persist::{temporary_state_path, StateError};
 pub use store::{Snapshot, WatchStart};
@@ -255,6 +257,17 @@ impl SimCluster {
     /// How many objects are stored, over all types.
     pub fn object_count(&self) -> usize {
         self.state.lock().object_count()
+    }
+
+    /// The user's writes, made or, for a `dry_run`, answered without being made as `dryRun=All`
+    /// asks ([`dry_run`]).
+    pub fn writes(&self, dry_run: bool) -> Writes<'_> {
+        Writes { cluster: self, dry_run }
+    }
+
+    /// The user's writes answered without being made.
+    pub fn dry_run(&self) -> Writes<'_> {
+        self.writes(true)
     }
 
     /// Makes a create in a namespace that does not exist fail with 404, as on a real cluster. Off

@@ -117,6 +117,9 @@ pub(super) struct State {
     pub(super) namespaces_enforced: bool,
     /// The namespaces and CRDs waiting for their contents to go ([`super::lifecycle`]).
     pub(super) terminating: BTreeSet<Container>,
+    /// Set for the length of one `dryRun=All` operation: writers check and compute everything and
+    /// store nothing, send no event and start no cascade.
+    pub(super) dry_run: bool,
 }
 
 /// Types by group, then resource, as [`State`] keeps them.
@@ -167,6 +170,7 @@ impl State {
             restored_at,
             namespaces_enforced: false,
             terminating: BTreeSet::new(),
+            dry_run: false,
         };
         for def in types {
             state.register(def);
@@ -241,6 +245,7 @@ impl State {
         let mut writer = Writer {
             ty: &mut ty,
             last_rv: &mut self.last_rv,
+            dry_run: false,
         };
         for (namespace, name) in keys {
             writer.remove(&namespace, &name);
@@ -267,6 +272,7 @@ impl State {
         Ok(Writer {
             ty,
             last_rv: &mut self.last_rv,
+            dry_run: self.dry_run,
         })
     }
 
@@ -302,6 +308,9 @@ impl State {
     /// What every successful write does last: a write to the CRD type changes the served types,
     /// and a terminating container that is now empty goes.
     pub(super) fn after_write(&mut self, gvr: &Gvr) {
+        if self.dry_run {
+            return;
+        }
         if crd::is_crd_type(gvr) {
             self.sync_crds();
         }
@@ -481,6 +490,8 @@ pub struct WatchStart {
 pub(super) struct Writer<'a> {
     pub(super) ty: &'a mut TypeState,
     last_rv: &'a mut u64,
+    /// Compute each write, make none ([`State::dry_run`]).
+    dry_run: bool,
 }
 
 impl Writer<'_> {
@@ -493,8 +504,12 @@ impl Writer<'_> {
             .ok_or_else(|| not_found(&self.ty.def, name))
     }
 
-    /// Stores `obj` at the next resourceVersion and publishes it as `event_type`.
+    /// Stores `obj` at the next resourceVersion and publishes it as `event_type`; in a dry run,
+    /// returns it as it stands.
     pub(super) fn store(&mut self, mut obj: PartialObjectMeta, event_type: WatchEventType) -> Arc<PartialObjectMeta> {
+        if self.dry_run {
+            return Arc::new(obj);
+        }
         *self.last_rv += 1;
         let rv = *self.last_rv;
         obj.metadata.resource_version = rv.to_string();
@@ -511,6 +526,9 @@ impl Writer<'_> {
     /// Removes an object now. Its DELETED event carries its last stored state at a fresh
     /// resourceVersion, as etcd reports a delete; that resourceVersion is returned.
     pub(super) fn remove(&mut self, namespace: &str, name: &str) -> Option<u64> {
+        if self.dry_run {
+            return self.ty.objects.get(namespace, name).map(|_| *self.last_rv);
+        }
         let last = self.ty.objects.remove(namespace, name)?;
         *self.last_rv += 1;
         let rv = *self.last_rv;

@@ -43,11 +43,7 @@ impl Server {
         }
         let def = self.cluster.type_def(&path.gvr)?;
         check_scope(&def, path, verb)?;
-        if query.contains_key("dryRun") {
-            return Err(bad_request(
-                "dryRun is not supported by the simulated API server".to_string(),
-            ));
-        }
+        let dry_run = dry_run(query.get("dryRun").map(String::as_str))?;
         let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
         let presentation = Presentation {
             representation: negotiate(accept)?,
@@ -63,23 +59,28 @@ impl Server {
             HttpVerb::Watch => self.watch(path.clone(), params, presentation, targeted)?,
             HttpVerb::Create => {
                 let obj = self.object_body(&parts, body, &def, path).await?;
-                ok(StatusCode::CREATED, &self.cluster.create(gvr, obj)?)
+                ok(StatusCode::CREATED, &self.cluster.writes(dry_run).create(gvr, obj)?)
             }
             HttpVerb::Update => {
                 let obj = self.object_body(&parts, body, &def, path).await?;
-                ok(StatusCode::OK, &self.cluster.update(gvr, obj)?)
+                ok(StatusCode::OK, &self.cluster.writes(dry_run).update(gvr, obj)?)
             }
             HttpVerb::Patch => {
                 let patch_type = patch_type(&parts)?;
                 let patch = self.json_body(&parts, body).await?;
+                let writes = self.cluster.writes(dry_run);
                 ok(
                     StatusCode::OK,
-                    &self.cluster.patch_object(gvr, &namespace, &name, patch_type, &patch)?,
+                    &writes.patch_object(gvr, &namespace, &name, patch_type, &patch)?,
                 )
             }
             HttpVerb::Delete => {
                 let options = self.delete_options(&parts, body, &params).await?;
-                let deletion = self.cluster.delete_object(gvr, &namespace, &name, &options)?;
+                let dry_run = dry_run || options.dry_run.iter().any(|v| v == DRY_RUN_ALL);
+                let deletion = self
+                    .cluster
+                    .writes(dry_run)
+                    .delete_object(gvr, &namespace, &name, &options)?;
                 // 202 only for the legacy cascade request, as the handler answers (a status the
                 // clients of the time relied on); 200 otherwise.
                 let code = if !deletion.is_removed() && options.orphan_dependents == Some(false) {
@@ -323,6 +324,20 @@ pub(super) fn method_not_allowed() -> ApiError {
         StatusReason::MethodNotAllowed,
         "the server does not allow this method on the requested resource",
     )
+}
+
+/// The one `dryRun` value there is.
+const DRY_RUN_ALL: &str = "All";
+
+/// Whether the query asks for a dry run; any value but `All` is 400, as the API server answers.
+fn dry_run(value: Option<&str>) -> Result<bool, ApiError> {
+    match value {
+        None | Some("") => Ok(false),
+        Some(DRY_RUN_ALL) => Ok(true),
+        Some(other) => Err(bad_request(format!(
+            "dryRun: Unsupported value: {other:?}: supported values: {DRY_RUN_ALL:?}"
+        ))),
+    }
 }
 
 fn content_type(parts: &Parts) -> String {
