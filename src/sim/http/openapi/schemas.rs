@@ -199,6 +199,13 @@ fn custom_schema(kind: &Served, crds: &[PartialObjectMeta], dialect: Dialect) ->
         Dialect::V2 => json!({"$ref": meta, "description": METADATA}),
         Dialect::V3 => json!({"allOf": [{"$ref": meta}], "description": METADATA}),
     };
+    let open = schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    schema["type"] = json!("object");
+    schema[GVK] = json!([kind.gvk()]);
+    if dialect == Dialect::V2 && open {
+        // Listing even the standard fields would make clients take the others for unknown ones.
+        return schema;
+    }
     let properties = &mut schema["properties"];
     if !properties.is_object() {
         *properties = json!({});
@@ -206,8 +213,6 @@ fn custom_schema(kind: &Served, crds: &[PartialObjectMeta], dialect: Dialect) ->
     properties["apiVersion"] = json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."});
     properties["kind"] = json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."});
     properties["metadata"] = metadata;
-    schema["type"] = json!("object");
-    schema[GVK] = json!([kind.gvk()]);
     schema
 }
 
