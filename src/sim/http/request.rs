@@ -1,6 +1,6 @@
-//! What a request asks for. The path names a discovery document or a resource, the method and path
-//! together give the verb, the query refines a resource request, and the `Accept` header picks the
-//! representation. Nothing here reads the cluster.
+//! What a request asks for. The path names a discovery or OpenAPI document or a resource, the method
+//! and path together give the verb, the query refines a resource request, and the `Accept` header
+//! picks the representation. Nothing here reads the cluster.
 
 use super::selector::{FieldSelector, LabelSelector};
 use crate::api::{ApiError, Gvr, PropagationPolicy, StatusReason};
@@ -371,6 +371,25 @@ mod tests {
             parse_path("/apis/apps/v1/namespaces/a/deployments/d/status/x"),
             Target::Unknown
         );
+    }
+
+    #[test]
+    fn parse_path_should_name_the_openapi_documents() {
+        let openapi = |path| match parse_path(path) {
+            Target::OpenApi(doc) => Some(doc),
+            _ => None,
+        };
+        assert_eq!(openapi("/openapi/v2"), Some(OpenApiPath::V2));
+        assert_eq!(openapi("/openapi/v3"), Some(OpenApiPath::V3Index));
+        assert_eq!(
+            openapi("/openapi/v3/api/v1"),
+            Some(OpenApiPath::V3(String::new(), "v1".into()))
+        );
+        assert_eq!(
+            openapi("/openapi/v3/apis/apps/v1"),
+            Some(OpenApiPath::V3("apps".into(), "v1".into()))
+        );
+        assert_eq!(parse_path("/openapi/v3/apis/apps"), Target::Unknown);
     }
 
     #[test]
