@@ -42,6 +42,8 @@ struct Names {
     kind: String,
     #[serde(default)]
     short_names: Vec<String>,
+    #[serde(default)]
+    categories: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -83,6 +85,7 @@ fn type_of(crd: &PartialObjectMeta) -> Result<TypeDef, String> {
     let preferred = preferred.to_string();
     served.sort_by(|a, b| version_priority(b, a));
     let short_names: Vec<&str> = spec.names.short_names.iter().map(String::as_str).collect();
+    let categories: Vec<&str> = spec.names.categories.iter().map(String::as_str).collect();
     Ok(TypeDef::new(
         &spec.group,
         &preferred,
@@ -92,7 +95,8 @@ fn type_of(crd: &PartialObjectMeta) -> Result<TypeDef, String> {
     )
     .custom()
     .with_versions(&served, &preferred)
-    .with_short_names(&short_names))
+    .with_short_names(&short_names)
+    .with_categories(&categories))
 }
 
 /// Kubernetes' version priority: GA before beta before alpha, higher numbers first within each,

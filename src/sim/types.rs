@@ -56,6 +56,9 @@ pub struct TypeDef {
     pub default_policy: PropagationPolicy,
     /// Abbreviations discovery advertises (`po`, `deploy`), which kubectl accepts for the resource.
     pub short_names: Vec<String>,
+    /// The categories discovery advertises (`all`), which kubectl expands to their resources.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub categories: Vec<String>,
 }
 
 impl TypeDef {
@@ -71,6 +74,7 @@ impl TypeDef {
             custom: false,
             default_policy: PropagationPolicy::Background,
             short_names: Vec::new(),
+            categories: Vec::new(),
         }
     }
 
@@ -86,6 +90,13 @@ impl TypeDef {
     pub fn returns_deleted_object(&self) -> bool {
         self.custom
             || (self.group.is_empty() && matches!(self.resource.as_str(), "pods" | "services" | "serviceaccounts"))
+    }
+
+    /// Puts the type in `categories` in discovery.
+    #[must_use]
+    pub fn with_categories(mut self, categories: &[&str]) -> Self {
+        self.categories = categories.iter().map(|s| s.to_string()).collect();
+        self
     }
 
     /// The singular resource name discovery advertises: the kind in lower case.
@@ -146,6 +157,9 @@ impl TypeDef {
     }
 }
 
+/// The category of the types `kubectl get all` lists, as upstream puts them in it.
+const ALL: &[&str] = &["all"];
+
 /// The types [`super::SimCluster::new`] serves: the built-ins the GC meets most often.
 pub(super) fn builtin_catalogue() -> Vec<TypeDef> {
     let core = |kind: &str, resource: &str, namespaced: bool| TypeDef::new("", "v1", kind, resource, namespaced);
@@ -154,26 +168,39 @@ pub(super) fn builtin_catalogue() -> Vec<TypeDef> {
         TypeDef::new("rbac.authorization.k8s.io", "v1", kind, resource, namespaced)
     };
     vec![
-        core("Pod", "pods", true).with_short_names(&["po"]),
+        core("Pod", "pods", true).with_short_names(&["po"]).with_categories(ALL),
         core("ConfigMap", "configmaps", true).with_short_names(&["cm"]),
         core("Secret", "secrets", true),
         core("ServiceAccount", "serviceaccounts", true).with_short_names(&["sa"]),
-        core("Service", "services", true).with_short_names(&["svc"]),
+        core("Service", "services", true)
+            .with_short_names(&["svc"])
+            .with_categories(ALL),
         core("Namespace", "namespaces", false).with_short_names(&["ns"]),
         core("Node", "nodes", false).with_short_names(&["no"]),
         core("PersistentVolume", "persistentvolumes", false).with_short_names(&["pv"]),
         // The RC registry keeps the pre-GC default: dependents are orphaned unless told otherwise.
         core("ReplicationController", "replicationcontrollers", true)
             .orphan_by_default()
-            .with_short_names(&["rc"]),
+            .with_short_names(&["rc"])
+            .with_categories(ALL),
         core("Event", "events", true).with_short_names(&["ev"]),
-        apps("Deployment", "deployments").with_short_names(&["deploy"]),
-        apps("ReplicaSet", "replicasets").with_short_names(&["rs"]),
-        apps("StatefulSet", "statefulsets").with_short_names(&["sts"]),
-        apps("DaemonSet", "daemonsets").with_short_names(&["ds"]),
+        apps("Deployment", "deployments")
+            .with_short_names(&["deploy"])
+            .with_categories(ALL),
+        apps("ReplicaSet", "replicasets")
+            .with_short_names(&["rs"])
+            .with_categories(ALL),
+        apps("StatefulSet", "statefulsets")
+            .with_short_names(&["sts"])
+            .with_categories(ALL),
+        apps("DaemonSet", "daemonsets")
+            .with_short_names(&["ds"])
+            .with_categories(ALL),
         apps("ControllerRevision", "controllerrevisions"),
-        TypeDef::new("batch", "v1", "Job", "jobs", true),
-        TypeDef::new("batch", "v1", "CronJob", "cronjobs", true).with_short_names(&["cj"]),
+        TypeDef::new("batch", "v1", "Job", "jobs", true).with_categories(ALL),
+        TypeDef::new("batch", "v1", "CronJob", "cronjobs", true)
+            .with_short_names(&["cj"])
+            .with_categories(ALL),
         rbac("Role", "roles", true),
         rbac("RoleBinding", "rolebindings", true),
         rbac("ClusterRole", "clusterroles", false),

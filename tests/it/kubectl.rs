@@ -18,9 +18,11 @@ use kube_gc::api::{Gvr, PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHA
 use kube_gc::sim::http::{self, ServerOptions};
 use kube_gc::sim::SimCluster;
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use support::process::{kubectl, kubectl_available, kubectl_command, run_bounded, Run, KUBECTL_TIMEOUT};
+use support::process::{
+    kubectl, kubectl_available, kubectl_command, kubectl_command_of, run_bounded, Run, KUBECTL_TIMEOUT,
+};
 
 fn deployments() -> Gvr {
     Gvr::new("apps", "v1", "deployments")
@@ -158,7 +160,20 @@ impl Sim {
     fn create(&self, name: &str, yaml: &str) -> String {
         let path = self.dir.path().join(name);
         std::fs::write(&path, yaml).expect("write the manifest");
-        self.ok(&["create", "-f", path.to_str().expect("a UTF-8 path"), "--validate=false"])
+        self.ok(&["create", "-f", path.to_str().expect("a UTF-8 path")])
+    }
+
+    /// Writes `yaml` to a file named `name` in the test's directory; its path.
+    fn manifest(&self, name: &str, yaml: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, yaml).expect("write the manifest");
+        path.to_str().expect("a UTF-8 path").to_string()
+    }
+
+    /// Runs the kubectl at `binary` (rather than the one on `PATH`) with `args`.
+    fn kubectl_of(&self, binary: &Path, args: &[&str]) -> Run {
+        let mut command = kubectl_command_of(binary, &self.kubeconfig, self.dir.path(), args);
+        run_bounded(&mut command, KUBECTL_TIMEOUT)
     }
 
     /// The stored object, read from the cluster itself rather than through kubectl.
@@ -233,7 +248,6 @@ fn create_should_store_each_object_and_keep_the_replica_sets_owner_reference() {
         "create",
         "-f",
         sim.dir.path().join("configmap.yaml").to_str().expect("UTF-8"),
-        "--validate=false",
     ]);
     assert!(again.contains("AlreadyExists"), "{again}");
 }
@@ -512,7 +526,7 @@ metadata: {name: team}
 fn the_deployment_manifests_should_be_accepted_as_a_cluster_would() {
     let Some(sim) = Sim::start() else { return };
     let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
-    let said = sim.ok(&["create", "-f", manifests, "--validate=false"]);
+    let said = sim.ok(&["create", "-f", manifests]);
     for created in [
         "namespace/kube-gc",
         "serviceaccount/kube-gc",
@@ -530,4 +544,204 @@ fn the_deployment_manifests_should_be_accepted_as_a_cluster_would() {
         args.as_array().is_some_and(|a| a.iter().any(|x| x == "--leader-elect")),
         "{args}"
     );
+}
+
+/// A Deployment `web` with `replicas`, a Job `once` and a ConfigMap `settings` holding `a: {a}`.
+fn app(replicas: u32, a: &str) -> String {
+    format!(
+        "{}---
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: once}}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{{name: main, image: busybox}}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings}}
+data: {{a: '{a}'}}
+",
+        deployment("web").replace("replicas: 1", &format!("replicas: {replicas}"))
+    )
+}
+
+fn jobs() -> Gvr {
+    Gvr::new("batch", "v1", "jobs")
+}
+
+/// A CRD `widgets.example.com` whose `spec.size` is an integer, in the `all` category.
+const WIDGET_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd], categories: [all]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer, description: How many gears the widget turns.}
+";
+
+/// The oldest kubectl the tests run, where it is installed.
+const KUBECTL_1_27: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
+
+#[test]
+fn apply_should_create_then_update_with_strict_validation() {
+    let Some(sim) = Sim::start() else { return };
+    let manifest = sim.manifest("app.yaml", &app(1, "1"));
+    let said = sim.ok(&["apply", "-f", &manifest, "--validate=strict"]);
+    for created in [
+        "deployment.apps/web created",
+        "job.batch/once created",
+        "configmap/settings created",
+    ] {
+        assert!(said.contains(created), "{created:?} not in:\n{said}");
+    }
+    assert!(sim.stored(&jobs(), "default", "once").is_some());
+
+    let manifest = sim.manifest("app.yaml", &app(3, "2"));
+    let said = sim.ok(&["apply", "-f", &manifest, "--validate=strict"]);
+    assert!(said.contains("deployment.apps/web configured"), "{said}");
+    assert!(said.contains("job.batch/once unchanged"), "{said}");
+    let web = sim.stored(&deployments(), "default", "web").expect("the Deployment");
+    assert_eq!(web.rest["spec"]["replicas"], 3);
+    let settings = sim
+        .stored(&config_maps(), "default", "settings")
+        .expect("the ConfigMap");
+    assert_eq!(settings.rest["data"]["a"], "2");
+    // Client-side apply keeps what it applied, to compute the next patch from.
+    assert!(settings
+        .metadata
+        .annotations
+        .contains_key("kubectl.kubernetes.io/last-applied-configuration"));
+}
+
+#[test]
+fn apply_should_refuse_an_unknown_field_naming_it() {
+    let Some(sim) = Sim::start() else { return };
+    let bad = app(1, "1").replace("  replicas: 1\n", "  replicas: 1\n  bogusField: 3\n");
+    let manifest = sim.manifest("bad.yaml", &bad);
+    let refused = sim.fails(&["apply", "-f", &manifest, "--validate=strict"]);
+    assert!(
+        refused.contains("unknown field \"bogusField\"") && refused.contains("DeploymentSpec"),
+        "{refused}"
+    );
+    assert!(sim.stored(&deployments(), "default", "web").is_none());
+}
+
+#[test]
+fn explain_should_print_a_fields_description() {
+    let Some(sim) = Sim::start() else { return };
+    let explained = sim.ok(&["explain", "deployment.spec.replicas"]);
+    assert!(
+        explained.contains("replicas") && explained.contains("<integer>"),
+        "{explained}"
+    );
+    assert!(explained.contains("Number of desired pods"), "{explained}");
+}
+
+#[test]
+fn get_all_should_list_the_pods_deployments_and_jobs() {
+    let Some(sim) = Sim::start() else { return };
+    sim.ok(&["apply", "-f", &sim.manifest("app.yaml", &app(1, "1"))]);
+    let pod = "apiVersion: v1
+kind: Pod
+metadata: {name: p1}
+spec: {containers: [{name: main, image: busybox}]}
+";
+    sim.ok(&["apply", "-f", &sim.manifest("pod.yaml", pod)]);
+    let names = sim.ok(&["get", "all", "-o", "name"]);
+    let mut names: Vec<&str> = names.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    names.sort();
+    assert_eq!(names, ["deployment.apps/web", "job.batch/once", "pod/p1"]);
+}
+
+#[test]
+fn the_oldest_kubectl_should_apply_and_explain_too() {
+    let Some(sim) = Sim::start() else { return };
+    let binary = Path::new(KUBECTL_1_27);
+    if !binary.exists() {
+        eprintln!("note: {KUBECTL_1_27} is not installed; skipping");
+        return;
+    }
+    let ok = |args: &[&str]| {
+        let run = sim.kubectl_of(binary, args);
+        assert!(
+            run.status.success(),
+            "kubectl 1.27 {args:?}:\n{}{}",
+            run.stdout,
+            run.stderr
+        );
+        run.stdout
+    };
+    let version = ok(&["version", "--client", "-o", "json"]);
+    assert_eq!(json(&version)["clientVersion"]["minor"], "27", "{version}");
+    ok(&[
+        "apply",
+        "-f",
+        &sim.manifest("app.yaml", &app(1, "1")),
+        "--validate=strict",
+    ]);
+    let said = ok(&[
+        "apply",
+        "-f",
+        &sim.manifest("app.yaml", &app(2, "1")),
+        "--validate=strict",
+    ]);
+    assert!(said.contains("deployment.apps/web configured"), "{said}");
+    let web = sim.stored(&deployments(), "default", "web").expect("the Deployment");
+    assert_eq!(web.rest["spec"]["replicas"], 2);
+    let bad = app(1, "1").replace("  replicas: 1\n", "  replicas: 1\n  bogusField: 3\n");
+    let refused = sim.kubectl_of(binary, &["apply", "-f", &sim.manifest("bad.yaml", &bad)]);
+    assert!(
+        !refused.status.success() && refused.stderr.contains("bogusField"),
+        "{}",
+        refused.stderr
+    );
+    let explained = ok(&["explain", "deployment.spec.replicas"]);
+    assert!(explained.contains("Number of desired pods"), "{explained}");
+}
+
+#[test]
+fn a_crds_schema_should_validate_and_explain_its_custom_resources() {
+    let Some(sim) = Sim::start() else { return };
+    let said = sim.ok(&["apply", "-f", &sim.manifest("crd.yaml", WIDGET_CRD)]);
+    assert!(said.contains("widgets.example.com created"), "{said}");
+    let widget = "apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1}
+spec: {size: 3}
+";
+    sim.ok(&["apply", "-f", &sim.manifest("widget.yaml", widget), "--validate=strict"]);
+    let stored = sim.stored(&Gvr::new("example.com", "v1", "widgets"), "default", "w1");
+    assert_eq!(stored.expect("the Widget").rest["spec"]["size"], 3);
+
+    let explained = sim.ok(&["explain", "widget.spec"]);
+    assert!(
+        explained.contains("size") && explained.contains("How many gears the widget turns."),
+        "{explained}"
+    );
+    let colored = widget.replace("size: 3", "size: 3, color: red");
+    let refused = sim.fails(&[
+        "apply",
+        "-f",
+        &sim.manifest("colored.yaml", &colored),
+        "--validate=strict",
+    ]);
+    assert!(refused.contains("unknown field \"color\""), "{refused}");
+    // The CRD's categories reach discovery: `all` lists the widget too.
+    let all = sim.ok(&["get", "all", "-o", "name"]);
+    assert!(all.lines().any(|l| l.trim() == "widget.example.com/w1"), "{all}");
 }

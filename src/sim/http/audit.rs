@@ -17,7 +17,7 @@
 //! ```
 //!
 //! - `verb`: on a resource path the Kubernetes verb (`get`, `list`, `watch`, `create`, `update`,
-//!   `patch`, `delete`, `deletecollection`); a GET of a discovery document or `/version` is
+//!   `patch`, `delete`, `deletecollection`); a GET of a discovery document, an OpenAPI document or `/version` is
 //!   `discovery`; anything else (health checks, unknown paths, a method a path does not take) is
 //!   the HTTP method in lower case.
 //! - `group`, `resource`, `namespace`, `name`: from a resource path, empty where it has none.
@@ -146,7 +146,12 @@ fn verb(call: &Call) -> Cow<'static, str> {
 fn is_discovery(target: &Target) -> bool {
     matches!(
         target,
-        Target::Version | Target::CoreVersions | Target::Groups | Target::Group(_) | Target::GroupVersion(..)
+        Target::Version
+            | Target::CoreVersions
+            | Target::Groups
+            | Target::Group(_)
+            | Target::GroupVersion(..)
+            | Target::OpenApi(_)
     )
 }
 

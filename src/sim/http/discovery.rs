@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// The Kubernetes version the server reports.
-const KUBE_MINOR: &str = "33";
+pub(super) const KUBE_MINOR: &str = "33";
 
 /// `/version`.
 pub(super) fn version() -> Value {
@@ -107,6 +107,7 @@ pub(super) fn resource_list(cluster: &SimCluster, group: &str, version: &str) ->
                 "kind": d.kind,
                 "verbs": HttpVerb::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>(),
                 "shortNames": d.short_names,
+                "categories": d.categories,
             })
         })
         .collect();

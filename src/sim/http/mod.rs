@@ -5,7 +5,7 @@
 //!
 //! - Every request is parsed ([`request`]) into a discovery document or a resource path plus a
 //!   verb, passes [admission](faults) (injected latency, QPS ceiling, error rates), and is then
-//!   answered by [`discovery`] or by one call on the cluster's user face ([`resources`]). No
+//!   answered by [`discovery`], by [`openapi`] or by one call on the cluster's user face ([`resources`]). No
 //!   semantics live here: creates, updates, patches, deletes and watches behave exactly as they do
 //!   in memory, and the cluster's lock is never held across an `.await`.
 //! - Responses are JSON in the representation the `Accept` header asks for: full objects,
@@ -22,13 +22,17 @@
 //!
 //! # Not served
 //!
-//! Protobuf, server-side apply, subresources (`status`, `scale`), `dryRun`, authentication and
-//! authorization (every request is allowed), admission webhooks, and OpenAPI documents.
+//! Protobuf (except for the OpenAPI v2 document, see [`openapi`]), server-side apply,
+//! subresources (`status`, `scale`), `dryRun`, server-side field validation (`fieldValidation` is
+//! ignored; the OpenAPI documents do not advertise it, so kubectl validates on its side),
+//! authentication and authorization (every request is allowed), admission webhooks, and
+//! aggregated discovery.
 
 pub mod audit;
 mod discovery;
 mod faults;
 mod kubeconfig;
+mod openapi;
 mod represent;
 mod request;
 mod resources;
@@ -179,13 +183,16 @@ impl Server {
         if self.admission.targets(&parts.headers) {
             self.admission.admit(None).await?;
         }
+        if let Target::OpenApi(path) = &call.target {
+            return openapi::serve(&self.cluster, path, &parts.headers);
+        }
         let document = match &call.target {
             Target::Version => Some(discovery::version()),
             Target::CoreVersions => Some(discovery::core_versions()),
             Target::Groups => Some(discovery::group_list(&self.cluster)),
             Target::Group(group) => discovery::group(&self.cluster, group),
             Target::GroupVersion(group, version) => discovery::resource_list(&self.cluster, group, version)?,
-            Target::Health | Target::Resource(_) | Target::Unknown => None,
+            Target::Health | Target::Resource(_) | Target::OpenApi(_) | Target::Unknown => None,
         };
         document.map(|doc| json_response(StatusCode::OK, &doc)).ok_or_else(|| {
             ApiError::status(

@@ -1,6 +1,6 @@
-//! What a request asks for. The path names a discovery document or a resource, the method and path
-//! together give the verb, the query refines a resource request, and the `Accept` header picks the
-//! representation. Nothing here reads the cluster.
+//! What a request asks for. The path names a discovery or OpenAPI document or a resource, the method
+//! and path together give the verb, the query refines a resource request, and the `Accept` header
+//! picks the representation. Nothing here reads the cluster.
 
 use super::selector::{FieldSelector, LabelSelector};
 use crate::api::{ApiError, Gvr, PropagationPolicy, StatusReason};
@@ -63,10 +63,23 @@ pub(super) enum Target {
     Group(String),
     /// `/api/v1` or `/apis/{group}/{version}`: the resources of a group-version.
     GroupVersion(String, String),
+    /// `/openapi/v2` or `/openapi/v3[/…]`: an OpenAPI document.
+    OpenApi(OpenApiPath),
     /// A collection or an object.
     Resource(ResourcePath),
     /// Anything else.
     Unknown,
+}
+
+/// The OpenAPI documents a path can name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum OpenApiPath {
+    /// `/openapi/v2`: one Swagger 2.0 document for every served type.
+    V2,
+    /// `/openapi/v3`: the index of the group-version documents.
+    V3Index,
+    /// `/openapi/v3/api/v1` or `/openapi/v3/apis/{group}/{version}`.
+    V3(String, String),
 }
 
 /// A resource path: `[/namespaces/{ns}]/{resource}[/{name}[/{subresource}]]` under a group-version.
@@ -90,6 +103,12 @@ pub(super) fn parse_path(path: &str) -> Target {
     let parts: Vec<&str> = path.trim_matches('/').split('/').filter(|p| !p.is_empty()).collect();
     match parts.as_slice() {
         ["version"] => Target::Version,
+        ["openapi", "v2"] => Target::OpenApi(OpenApiPath::V2),
+        ["openapi", "v3"] => Target::OpenApi(OpenApiPath::V3Index),
+        ["openapi", "v3", "api", version] => Target::OpenApi(OpenApiPath::V3(String::new(), version.to_string())),
+        ["openapi", "v3", "apis", group, version] => {
+            Target::OpenApi(OpenApiPath::V3(group.to_string(), version.to_string()))
+        }
         ["healthz" | "readyz" | "livez", ..] => Target::Health,
         ["api"] => Target::CoreVersions,
         ["apis"] => Target::Groups,
@@ -352,6 +371,25 @@ mod tests {
             parse_path("/apis/apps/v1/namespaces/a/deployments/d/status/x"),
             Target::Unknown
         );
+    }
+
+    #[test]
+    fn parse_path_should_name_the_openapi_documents() {
+        let openapi = |path| match parse_path(path) {
+            Target::OpenApi(doc) => Some(doc),
+            _ => None,
+        };
+        assert_eq!(openapi("/openapi/v2"), Some(OpenApiPath::V2));
+        assert_eq!(openapi("/openapi/v3"), Some(OpenApiPath::V3Index));
+        assert_eq!(
+            openapi("/openapi/v3/api/v1"),
+            Some(OpenApiPath::V3(String::new(), "v1".into()))
+        );
+        assert_eq!(
+            openapi("/openapi/v3/apis/apps/v1"),
+            Some(OpenApiPath::V3("apps".into(), "v1".into()))
+        );
+        assert_eq!(parse_path("/openapi/v3/apis/apps"), Target::Unknown);
     }
 
     #[test]

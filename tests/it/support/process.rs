@@ -203,8 +203,13 @@ pub fn kubectl_available() -> bool {
 /// A kubectl command against `kubeconfig` only: `KUBECONFIG` removed, and `HOME` and the discovery
 /// cache under `dir`, so neither the user's clusters nor their cache are ever involved.
 pub fn kubectl_command(kubeconfig: &Path, dir: &Path, args: &[&str]) -> Command {
+    kubectl_command_of(Path::new("kubectl"), kubeconfig, dir, args)
+}
+
+/// As [`kubectl_command`], running the kubectl at `binary` (a path, or a name looked up on `PATH`).
+pub fn kubectl_command_of(binary: &Path, kubeconfig: &Path, dir: &Path, args: &[&str]) -> Command {
     let home = dir.join("home");
-    let mut command = Command::new("kubectl");
+    let mut command = Command::new(binary);
     command
         .arg("--kubeconfig")
         .arg(kubeconfig)
