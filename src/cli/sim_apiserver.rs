@@ -69,6 +69,10 @@ pub struct SimApiserverArgs {
     /// `kube-gc/`, the collector), so that other clients see a healthy server.
     #[arg(long)]
     fault_target: Option<String>,
+    /// Make access reviews (`kubectl auth can-i`) answer "no" for VERB/RESOURCE, either part *
+    /// for any; repeatable. Every request is still served.
+    #[arg(long = "deny-access-review")]
+    denied: Vec<http::Denial>,
 }
 
 pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
@@ -111,6 +115,7 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
             target: args.fault_target,
         },
         bookmark_interval: args.bookmark_interval,
+        denied: args.denied,
         audit,
         ..http::ServerOptions::default()
     };

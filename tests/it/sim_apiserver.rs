@@ -1482,3 +1482,236 @@ async fn the_audit_log_should_record_each_answered_request_with_its_verb_code_an
         "{time} is RFC 3339 with microseconds"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// What a real server answers besides the object store: lifecycles, DELETE bodies, dry runs and
+// access reviews
+
+/// A ConfigMap held by a finalizer nothing removes but the test.
+fn held_config_map(name: &str) -> ConfigMap {
+    let mut cm = config_map(name, &[]);
+    cm.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cm
+}
+
+/// Takes every finalizer off a ConfigMap.
+async fn release(api: &Api<ConfigMap>, name: &str) {
+    let patch = json!({"metadata": {"finalizers": null}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_deleted_namespace_should_terminate_until_its_last_object_is_released() {
+    let server = TestServer::start().await;
+    let namespaces: Api<Namespace> = Api::all(server.client.clone());
+    let team = Namespace {
+        metadata: ObjectMeta {
+            name: Some("team".into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    let created = namespaces.create(&PostParams::default(), &team).await.unwrap();
+    let spec = created.spec.clone().unwrap_or_default();
+    assert_eq!(spec.finalizers, Some(vec!["kubernetes".to_string()]));
+    let cms: Api<ConfigMap> = Api::namespaced(server.client.clone(), "team");
+    cms.create(&PostParams::default(), &held_config_map("held"))
+        .await
+        .unwrap();
+
+    namespaces.delete("team", &DeleteParams::default()).await.unwrap();
+    let terminating = namespaces.get("team").await.unwrap();
+    assert_eq!(terminating.status.and_then(|s| s.phase).as_deref(), Some("Terminating"));
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    let held = cms.get("held").await.unwrap();
+    assert!(
+        held.metadata.deletion_timestamp.is_some(),
+        "its content is being deleted"
+    );
+    assert_eq!(held.metadata.deletion_grace_period_seconds, Some(0));
+    let refused = cms.create(&PostParams::default(), &config_map("late", &[])).await;
+    let status = status_of(refused, 403, "Forbidden");
+    assert!(status.message.contains("being terminated"), "{status:?}");
+
+    release(&cms, "held").await;
+    status_of(namespaces.get("team").await, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn a_create_in_a_namespace_that_does_not_exist_should_be_404_when_enforced() {
+    let cluster = SimCluster::new();
+    cluster.enforce_namespaces(true);
+    let server = TestServer::start_with(cluster, ServerOptions::default()).await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client.clone(), "nowhere");
+    let status = status_of(
+        cms.create(&PostParams::default(), &config_map("a", &[])).await,
+        404,
+        "NotFound",
+    );
+    assert!(
+        status.message.contains("namespaces \"nowhere\" not found"),
+        "{status:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_delete_should_answer_the_pod_or_a_status_naming_the_uid() {
+    let server = TestServer::start().await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = server.api();
+    let pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": []}})).unwrap();
+    let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let answer = raw(
+        &server.client,
+        Method::DELETE,
+        "/api/v1/namespaces/default/pods/p",
+        "application/json",
+        vec![],
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(
+        answer.body["kind"], "Pod",
+        "a pod's DELETE answers the pod: {}",
+        answer.body
+    );
+    assert_eq!(answer.body["metadata"]["uid"], json!(created.metadata.uid));
+
+    let cms: Api<ConfigMap> = server.api();
+    let cm = cms.create(&PostParams::default(), &config_map("c", &[])).await.unwrap();
+    let uri = "/api/v1/namespaces/default/configmaps/c";
+    let answer = raw(&server.client, Method::DELETE, uri, "application/json", vec![]).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.body["kind"], "Status", "{}", answer.body);
+    assert_eq!(answer.body["details"]["uid"], json!(cm.metadata.uid));
+}
+
+#[tokio::test]
+async fn dry_run_all_should_answer_without_writing_and_refuse_other_values() {
+    let server = TestServer::start().await;
+    let cms: Api<ConfigMap> = server.api();
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let answered = cms.create(&dry, &config_map("dry", &[("a", "b")])).await.unwrap();
+    assert_eq!(data(&answered), map(&[("a", "b")]));
+    status_of(cms.get("dry").await, 404, "NotFound");
+
+    cms.create(&PostParams::default(), &config_map("kept", &[]))
+        .await
+        .unwrap();
+    cms.delete("kept", &DeleteParams::default().dry_run()).await.unwrap();
+    cms.get("kept").await.expect("a dry delete deletes nothing");
+
+    let uri = "/api/v1/namespaces/default/configmaps?dryRun=Some";
+    let body = serde_json::to_vec(&config_map("odd", &[])).unwrap();
+    let answer = raw(&server.client, Method::POST, uri, "application/json", body).await;
+    assert_status_body(&answer, 400, "BadRequest");
+}
+
+#[tokio::test]
+async fn a_create_without_a_content_type_should_be_read_as_json() {
+    let server = TestServer::start().await;
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/api/v1/namespaces/default/configmaps")
+        .body(kube::client::Body::from(
+            serde_json::to_vec(&config_map("bare", &[])).unwrap(),
+        ))
+        .expect("a valid request");
+    let response = within("a POST without Content-Type", server.client.send(request))
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let cms: Api<ConfigMap> = server.api();
+    cms.get("bare").await.expect("created");
+}
+
+#[tokio::test]
+async fn access_reviews_should_be_allowed_unless_the_server_denies_them() {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let options = ServerOptions {
+        denied: vec!["delete/secrets".parse().unwrap()],
+        ..ServerOptions::default()
+    };
+    let server = TestServer::start_with(SimCluster::new(), options).await;
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(server.client.clone());
+    let ask = |verb: &str, resource: &str| SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.into()),
+                resource: Some(resource.into()),
+                namespace: Some(NS.into()),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let allowed = reviews
+        .create(&PostParams::default(), &ask("delete", "pods"))
+        .await
+        .unwrap();
+    assert!(allowed.status.expect("a status").allowed);
+    let denied = reviews
+        .create(&PostParams::default(), &ask("delete", "secrets"))
+        .await
+        .unwrap();
+    assert!(!denied.status.expect("a status").allowed);
+    let discovery = Discovery::new(server.client.clone()).run().await.unwrap();
+    assert!(discovery.has_group("authorization.k8s.io"), "listed in discovery");
+}
+
+#[tokio::test]
+async fn a_deleted_crd_should_serve_its_type_until_its_held_resources_are_released() {
+    let server = TestServer::start().await;
+    let client = &server.client;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &widget_crd()).await.unwrap();
+    let widgets = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", "Widget"), "widgets");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &widgets);
+    let mut held = DynamicObject::new("held", &widgets).data(json!({"spec": {}}));
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    let mut events = api.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    let crd = crds.get("widgets.example.com").await.unwrap();
+    assert_eq!(
+        crd.metadata.finalizers,
+        Some(vec!["customresourcecleanup.apiextensions.k8s.io".to_string()])
+    );
+    let late = DynamicObject::new("late", &widgets).data(json!({"spec": {}}));
+    status_of(api.create(&PostParams::default(), &late).await, 405, "MethodNotAllowed");
+    let marked = api.get("held").await.unwrap();
+    assert!(
+        marked.metadata.deletion_timestamp.is_some(),
+        "its resources are being deleted"
+    );
+
+    let patch = json!({"metadata": {"finalizers": null}});
+    api.patch("held", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    status_of(crds.get("widgets.example.com").await, 404, "NotFound");
+    let mut seen = Vec::new();
+    while let Ok(Some(Ok(event))) = tokio::time::timeout(Duration::from_millis(500), events.next()).await {
+        seen.push(match event {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            WatchEvent::Bookmark(_) | WatchEvent::Error(_) => "OTHER",
+        });
+    }
+    assert_eq!(
+        seen.last(),
+        Some(&"DELETED"),
+        "a monitor sees the resource go: {seen:?}"
+    );
+}

@@ -7,6 +7,7 @@
 //! [`SimCluster::fail_discovery`]: crate::sim::SimCluster::fail_discovery
 
 use super::request::HttpVerb;
+use super::review;
 use crate::api::{join_api_version, ApiError, StatusReason};
 use crate::sim::{SimCluster, TypeDef};
 use serde_json::{json, Value};
@@ -59,6 +60,7 @@ fn groups(defs: &[TypeDef]) -> BTreeMap<&str, (Vec<&str>, &str)> {
         }
         *preferred = &def.preferred;
     }
+    groups.insert(review::GROUP, (vec![review::VERSION], review::VERSION));
     groups
 }
 
@@ -96,7 +98,7 @@ pub(super) fn group(cluster: &SimCluster, name: &str) -> Option<Value> {
 pub(super) fn resource_list(cluster: &SimCluster, group: &str, version: &str) -> Result<Option<Value>, ApiError> {
     let (defs, failing) = cluster.served_types();
     let group_version = join_api_version(group, version);
-    let resources: Vec<Value> = defs
+    let mut resources: Vec<Value> = defs
         .iter()
         .filter(|d| d.group == group && d.serves(version))
         .map(|d| {
@@ -111,6 +113,12 @@ pub(super) fn resource_list(cluster: &SimCluster, group: &str, version: &str) ->
             })
         })
         .collect();
+    if group == review::GROUP && version == review::VERSION {
+        resources.extend(review::REVIEWS.iter().map(|(resource, kind)| {
+            json!({"name": resource, "singularName": kind.to_ascii_lowercase(), "namespaced": false,
+                   "kind": kind, "verbs": ["create"]})
+        }));
+    }
     if resources.is_empty() {
         return Ok(None);
     }

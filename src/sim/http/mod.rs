@@ -36,6 +36,7 @@ mod openapi;
 mod represent;
 mod request;
 mod resources;
+mod review;
 mod selector;
 mod watch;
 
@@ -43,6 +44,7 @@ pub use audit::AuditLog;
 pub use faults::{ErrorRate, HttpFaults, InjectedError, Latency};
 pub use kubeconfig::kubeconfig;
 pub use request::HttpVerb;
+pub use review::Denial;
 
 use super::SimCluster;
 use crate::api::{ApiError, StatusReason};
@@ -77,6 +79,9 @@ pub struct ServerOptions {
     pub bookmark_interval: Duration,
     /// The largest request body; larger ones get 413.
     pub max_body_bytes: usize,
+    /// Verbs and resources whose access reviews answer "not allowed" ([`review`]); none by
+    /// default.
+    pub denied: Vec<Denial>,
     /// Where to log every answered request; nowhere by default.
     pub audit: Option<AuditLog>,
 }
@@ -87,6 +92,7 @@ impl Default for ServerOptions {
             faults: HttpFaults::default(),
             bookmark_interval: Duration::from_secs(60),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            denied: Vec::new(),
             audit: None,
         }
     }
@@ -170,9 +176,22 @@ async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response
 }
 
 impl Server {
+    /// A POST of an access review ([`review`]): answered, never stored.
+    async fn review(&self, resource: &str, method: &Method, parts: &Parts, body: Body) -> Result<Response, ApiError> {
+        if method != Method::POST {
+            return Err(resources::method_not_allowed());
+        }
+        let review = self.json_body(parts, body).await?;
+        let answer = review::answer(resource, review, &self.options.denied)?;
+        Ok(json_response(StatusCode::CREATED, &answer))
+    }
+
     async fn serve(&self, call: &Call, parts: Parts, body: Body) -> Result<Response, ApiError> {
         if let Target::Resource(path) = &call.target {
             return self.resource(path, call.verb, &call.query, parts, body).await;
+        }
+        if let Target::Review(resource) = &call.target {
+            return self.review(resource, &call.method, &parts, body).await;
         }
         if call.method != Method::GET {
             return Err(resources::method_not_allowed());
@@ -192,7 +211,7 @@ impl Server {
             Target::Groups => Some(discovery::group_list(&self.cluster)),
             Target::Group(group) => discovery::group(&self.cluster, group),
             Target::GroupVersion(group, version) => discovery::resource_list(&self.cluster, group, version)?,
-            Target::Health | Target::Resource(_) | Target::OpenApi(_) | Target::Unknown => None,
+            Target::Health | Target::Resource(_) | Target::Review(_) | Target::OpenApi(_) | Target::Unknown => None,
         };
         document.map(|doc| json_response(StatusCode::OK, &doc)).ok_or_else(|| {
             ApiError::status(

@@ -2,6 +2,7 @@
 //! and path together give the verb, the query refines a resource request, and the `Accept` header
 //! picks the representation. Nothing here reads the cluster.
 
+use super::review;
 use super::selector::{FieldSelector, LabelSelector};
 use crate::api::{ApiError, Gvr, PropagationPolicy, StatusReason};
 use axum::extract::Query;
@@ -67,6 +68,8 @@ pub(super) enum Target {
     OpenApi(OpenApiPath),
     /// A collection or an object.
     Resource(ResourcePath),
+    /// An access review's collection ([`super::review`]).
+    Review(String),
     /// Anything else.
     Unknown,
 }
@@ -115,6 +118,9 @@ pub(super) fn parse_path(path: &str) -> Target {
         ["apis", group] => Target::Group(group.to_string()),
         ["api", version] => Target::GroupVersion(String::new(), version.to_string()),
         ["apis", group, version] => Target::GroupVersion(group.to_string(), version.to_string()),
+        ["apis", review::GROUP, review::VERSION, resource] if review::kind_of(resource).is_some() => {
+            Target::Review(resource.to_string())
+        }
         ["api", version, rest @ ..] => resource_path("", version, rest),
         ["apis", group, version, rest @ ..] => resource_path(group, version, rest),
         _ => Target::Unknown,

@@ -187,7 +187,7 @@ impl Server {
 
     /// The body as JSON, refused when too large (413), not JSON (415) or malformed or cut short
     /// (400).
-    async fn json_body(&self, parts: &Parts, body: Body) -> Result<Value, ApiError> {
+    pub(super) async fn json_body(&self, parts: &Parts, body: Body) -> Result<Value, ApiError> {
         let limit = self.options.max_body_bytes;
         let declared = parts
             .headers
