@@ -73,6 +73,34 @@ pub struct SimApiserverArgs {
     /// for any; repeatable. Every request is still served.
     #[arg(long = "deny-access-review")]
     denied: Vec<http::Denial>,
+    /// Feature gates, as NAME=true|false[,…]: `WatchList=false` answers a watch's
+    /// sendInitialEvents with 422, as a server with the gate off does.
+    #[arg(long = "feature-gates", value_parser = parse_feature_gates, default_value = "")]
+    feature_gates: FeatureGates,
+}
+
+/// The feature gates the simulated server knows.
+#[derive(Clone, Debug)]
+struct FeatureGates {
+    watch_list: bool,
+}
+
+/// `NAME=BOOL[,NAME=BOOL]`; an unknown gate or a value that is not a boolean is refused.
+fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
+    let mut gates = FeatureGates { watch_list: true };
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("missing bool value for {pair}"))?;
+        let value: bool = value
+            .parse()
+            .map_err(|_| format!("invalid value of {name}: {value}, err: not a boolean"))?;
+        match name {
+            "WatchList" => gates.watch_list = value,
+            other => return Err(format!("unrecognized feature gate: {other} (known: WatchList)")),
+        }
+    }
+    Ok(gates)
 }
 
 pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
@@ -116,6 +144,7 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
         },
         bookmark_interval: args.bookmark_interval,
         denied: args.denied,
+        watch_list: args.feature_gates.watch_list,
         audit,
         ..http::ServerOptions::default()
     };

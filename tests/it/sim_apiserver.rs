@@ -1715,3 +1715,87 @@ async fn a_deleted_crd_should_serve_its_type_until_its_held_resources_are_releas
         "a monitor sees the resource go: {seen:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Watch-list (KEP-3157)
+
+#[tokio::test]
+async fn a_streaming_list_watcher_should_sync_then_see_later_changes() {
+    let server = TestServer::start().await;
+    let cms: Api<ConfigMap> = server.api();
+    create_all(&cms, ["a".to_string(), "b".to_string()]).await;
+    let config = watcher::Config::default().streaming_lists();
+    let mut events = watcher(cms.clone(), config).boxed();
+    let mut initial = Vec::new();
+    loop {
+        match next(&mut events, "the streaming list's initial events").await {
+            watcher::Event::Init => {}
+            watcher::Event::InitApply(cm) => initial.push(cm.name_any()),
+            watcher::Event::InitDone => break,
+            other => panic!("unexpected event before InitDone: {other:?}"),
+        }
+    }
+    initial.sort();
+    assert_eq!(initial, ["a", "b"]);
+    cms.create(&PostParams::default(), &config_map("late", &[]))
+        .await
+        .unwrap();
+    match next(&mut events, "the watcher's Apply of late").await {
+        watcher::Event::Apply(cm) => assert_eq!(cm.name_any(), "late"),
+        other => panic!("expected Apply(late), got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_watch_list_should_end_its_initial_events_with_the_annotated_bookmark() {
+    let server = TestServer::start().await;
+    let cms: Api<ConfigMap> = server.api();
+    create_all(&cms, ["a".to_string()]).await;
+    let version = list_version(&cms).await;
+    let uri = "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true\
+               &resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1";
+    let request = Request::builder().uri(uri).body(kube::client::Body::empty()).unwrap();
+    let response = within("a watch-list", server.client.send(request)).await.unwrap();
+    let bytes = within("its events", response.into_body().collect_bytes())
+        .await
+        .unwrap();
+    let events: Vec<Value> = String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON event"))
+        .collect();
+    assert_eq!(events[0]["type"], "ADDED", "{events:?}");
+    assert_eq!(events[0]["object"]["metadata"]["name"], "a");
+    let end = &events[1];
+    assert_eq!(end["type"], "BOOKMARK", "{events:?}");
+    assert_eq!(
+        end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert_eq!(end["object"]["metadata"]["resourceVersion"], json!(version));
+}
+
+#[tokio::test]
+async fn send_initial_events_should_be_refused_on_a_list_and_on_a_watch_when_the_gate_is_off() {
+    let server = TestServer::start().await;
+    let list = "/api/v1/namespaces/default/configmaps?sendInitialEvents=true";
+    let answer = raw(&server.client, Method::GET, list, "application/json", vec![]).await;
+    assert_status_body(&answer, 422, "Invalid");
+    assert!(answer.body["message"]
+        .as_str()
+        .unwrap()
+        .contains("sendInitialEvents is forbidden for list"));
+
+    let options = ServerOptions {
+        watch_list: false,
+        ..ServerOptions::default()
+    };
+    let gated = TestServer::start_with(SimCluster::new(), options).await;
+    let watch = "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true\
+                 &resourceVersionMatch=NotOlderThan";
+    let answer = raw(&gated.client, Method::GET, watch, "application/json", vec![]).await;
+    assert_status_body(&answer, 422, "Invalid");
+    assert!(answer.body["message"]
+        .as_str()
+        .unwrap()
+        .contains("WatchList feature gate"));
+}

@@ -32,6 +32,7 @@ pub mod audit;
 mod discovery;
 mod faults;
 mod kubeconfig;
+mod list_options;
 mod openapi;
 mod represent;
 mod request;
@@ -82,6 +83,9 @@ pub struct ServerOptions {
     /// Verbs and resources whose access reviews answer "not allowed" ([`review`]); none by
     /// default.
     pub denied: Vec<Denial>,
+    /// The `WatchList` feature gate: whether a watch may ask for `sendInitialEvents`
+    /// ([`list_options`]); on by default, as since Kubernetes 1.32.
+    pub watch_list: bool,
     /// Where to log every answered request; nowhere by default.
     pub audit: Option<AuditLog>,
 }
@@ -93,6 +97,7 @@ impl Default for ServerOptions {
             bookmark_interval: Duration::from_secs(60),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             denied: Vec::new(),
+            watch_list: true,
             audit: None,
         }
     }

@@ -235,6 +235,9 @@ pub(super) struct Params {
     pub(super) fields: FieldSelector,
     pub(super) timeout: Option<Duration>,
     pub(super) allow_bookmarks: bool,
+    /// `sendInitialEvents`, when given ([`super::list_options`]).
+    pub(super) send_initial_events: Option<bool>,
+    pub(super) resource_version_match: Option<String>,
     pub(super) propagation_policy: Option<PropagationPolicy>,
     pub(super) orphan_dependents: Option<bool>,
     pub(super) include_object: IncludeObject,
@@ -258,6 +261,15 @@ impl Params {
             fields: FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?,
             timeout: number("timeoutSeconds")?.map(Duration::from_secs),
             allow_bookmarks: flag(query, "allowWatchBookmarks"),
+            send_initial_events: query
+                .get("sendInitialEvents")
+                .map(|v| match v.as_str() {
+                    "true" | "1" => Ok(true),
+                    "false" | "0" => Ok(false),
+                    other => Err(bad(format!("sendInitialEvents: invalid value {other:?}"))),
+                })
+                .transpose()?,
+            resource_version_match: query.get("resourceVersionMatch").cloned(),
             propagation_policy: query.get("propagationPolicy").map(|p| parse_policy(p)).transpose()?,
             orphan_dependents: query.get("orphanDependents").map(|v| v == "true"),
             include_object: match query.get("includeObject").map(String::as_str) {

@@ -8,6 +8,7 @@
 //! the server's limit, and the body's apiVersion, kind, namespace and name agree with the URL.
 //! `dryRun` is refused rather than ignored, so that a dry run never writes.
 
+use super::list_options::{self, Start};
 use super::represent::{json_response, success, ListMeta, Presentation};
 use super::request::{negotiate, HttpVerb, Params, ResourcePath};
 use super::watch::{self, WatchLimits};
@@ -55,8 +56,14 @@ impl Server {
         let ok = |code: StatusCode, obj: &PartialObjectMeta| json_response(code, &presentation.object(obj));
         Ok(match verb {
             HttpVerb::Get => ok(StatusCode::OK, &self.cluster.get_object(gvr, &namespace, &name)?),
-            HttpVerb::List => self.list(path, &params, &presentation)?,
-            HttpVerb::Watch => self.watch(path.clone(), params, presentation, targeted)?,
+            HttpVerb::List => {
+                list_options::validate(false, &params, self.options.watch_list)?;
+                self.list(path, &params, &presentation)?
+            }
+            HttpVerb::Watch => {
+                let start = list_options::validate(true, &params, self.options.watch_list)?;
+                self.watch(path.clone(), params, presentation, start, targeted)?
+            }
             HttpVerb::Create => {
                 let obj = self.object_body(&parts, body, &def, path).await?;
                 ok(StatusCode::CREATED, &self.cluster.writes(dry_run).create(gvr, obj)?)
@@ -136,6 +143,7 @@ impl Server {
         path: ResourcePath,
         params: Params,
         presentation: Presentation,
+        start: Start,
         targeted: bool,
     ) -> Result<Response, ApiError> {
         let faults = self.admission.faults();
@@ -147,7 +155,7 @@ impl Server {
             bookmark_every: Some(self.options.bookmark_interval),
             stopping: self.stopping.clone(),
         };
-        let body = watch::open(&self.cluster, path, params, presentation, limits)?;
+        let body = watch::open(&self.cluster, path, params, presentation, start, limits)?;
         Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
     }
 

@@ -7,12 +7,17 @@
 //! a resourceVersion the history no longer holds is answered, as a real server does, with a 200
 //! whose only event is an ERROR carrying a 410 `Status`.
 //!
+//! A watch-list (`sendInitialEvents=true`, [`super::list_options`]) starts from the newest state
+//! and, once its initial ADDED events are out, sends the bookmark annotated
+//! `k8s.io/initial-events-end`; `sendInitialEvents=false` sends changes only.
+//!
 //! Bookmarks (with `allowWatchBookmarks`) carry the newest resourceVersion the watch has reported
 //! every change up to: never less than the last event sent, and never sent while the initial ADDED
 //! events of a watch from "now" are still being delivered, since those come in name order.
 //!
 //! [`SimCluster::watch_objects`]: crate::sim::SimCluster::watch_objects
 
+use super::list_options::{Start, INITIAL_EVENTS_END};
 use super::represent::{failure, Presentation};
 use super::request::{Params, ResourcePath};
 use crate::api::{ApiError, WatchEvent, WatchEventType, WatchStream};
@@ -51,6 +56,8 @@ struct Watch {
     bookmarks: Option<Interval>,
     /// Initial ADDED events still to come.
     initial_left: usize,
+    /// A watch-list's bookmark that ends its initial events, still to send.
+    end_marker: bool,
     /// Every change up to this resourceVersion has been reported (once `initial_left` is 0).
     current: u64,
     stopping: CancellationToken,
@@ -63,11 +70,20 @@ pub(super) fn open(
     path: ResourcePath,
     params: Params,
     presentation: Presentation,
+    start: Start,
     limits: WatchLimits,
 ) -> Result<Body, ApiError> {
     let kind = cluster.type_def(&path.gvr)?.kind;
     let api_version = path.gvr.api_version();
-    let start = match cluster.watch_objects(&path.gvr, &params.resource_version) {
+    // A watch-list reads the newest state, never older than the version asked for; a watch of
+    // changes only starts from now when it names no version.
+    let from = match (start, params.resource_version.as_str()) {
+        (Start::InitialEvents, _) => String::new(),
+        (Start::ChangesOnly, "" | "0") => cluster.resource_version().to_string(),
+        (_, rv) => rv.to_string(),
+    };
+    let end_marker = start == Start::InitialEvents && params.allow_bookmarks;
+    let start = match cluster.watch_objects(&path.gvr, &from) {
         Ok(start) => start,
         Err(e) if e.reason() == Some(crate::api::StatusReason::Gone) => return Ok(error_body(&e)),
         Err(e) => return Err(e),
@@ -91,6 +107,7 @@ pub(super) fn open(
         deadline: limits.deadline.map(|d| Box::pin(tokio::time::sleep(d))),
         events_left: limits.max_events,
         initial_left: initial_events,
+        end_marker,
         current: resource_version,
         stopping: limits.stopping,
         done: false,
@@ -119,6 +136,12 @@ impl Watch {
         loop {
             if self.done || self.events_left == Some(0) {
                 return None;
+            }
+            if self.end_marker && self.initial_left == 0 {
+                self.end_marker = false;
+                let mut object = self.presentation.bookmark(&self.api_version, &self.kind, self.current);
+                object["metadata"]["annotations"] = json!({ INITIAL_EVENTS_END: "true" });
+                return Some(line(&json!({"type": "BOOKMARK", "object": object})));
             }
             tokio::select! {
                 () = self.stopping.cancelled() => return None,
