@@ -20,5 +20,6 @@ mod layout;
 mod list_pages;
 mod over_http;
 mod partial_view;
+mod python_client;
 mod sim_apiserver;
 mod sim_apiserver_restart;
