@@ -147,25 +147,31 @@ impl State {
 
     /// Refuses a create the containers forbid: in a namespace that is missing (when enforced) or
     /// terminating, or of a custom resource whose CRD is terminating.
+    ///
+    /// Every create asks, so the lookups borrow the stored objects rather than copy them.
     pub(super) fn check_create_allowed(&self, gvr: &Gvr, namespace: &str) -> Result<(), ApiError> {
         if !namespace.is_empty() {
-            match self.get(&namespaces(), "", namespace) {
-                Ok(ns) if ns.metadata.deletion_timestamp.is_some() => {
+            match self.stored_object("", "namespaces", "", namespace) {
+                Some(ns) if ns.metadata.deletion_timestamp.is_some() => {
                     return Err(ApiError::status(
                         StatusReason::Forbidden,
                         format!("unable to create new content in namespace {namespace} because it is being terminated"),
                     ))
                 }
-                Err(_) if self.namespaces_enforced => {
+                None if self.namespaces_enforced => {
                     let def = &self.type_of(&namespaces())?.def;
                     return Err(not_found(def, namespace));
                 }
                 _ => {}
             }
         }
+        // A CRD's group always has a dot; built-in groups need no lookup.
+        if !gvr.group.contains('.') || gvr.group == CRD_GROUP {
+            return Ok(());
+        }
         let crd_name = format!("{}.{}", gvr.resource, gvr.group);
-        let terminating = |crd: &PartialObjectMeta| crd.metadata.deletion_timestamp.is_some();
-        if self.get(&crds(), "", &crd_name).is_ok_and(|crd| terminating(&crd)) {
+        let crd = self.stored_object(CRD_GROUP, CRD_RESOURCE, "", &crd_name);
+        if crd.is_some_and(|crd| crd.metadata.deletion_timestamp.is_some()) {
             return Err(ApiError::status(
                 StatusReason::MethodNotAllowed,
                 "create not allowed while custom resource definition is terminating",

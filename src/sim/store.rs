@@ -449,6 +449,17 @@ impl State {
         discovery
     }
 
+    /// The stored object of the type `group`/`resource` at `namespace`/`name`, without a copy.
+    pub(super) fn stored_object(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<&Arc<PartialObjectMeta>> {
+        self.types.get(group)?.get(resource)?.objects.get(namespace, name)
+    }
+
     /// True when no namespaced type has an object in `namespace`.
     pub(super) fn namespace_is_empty(&self, namespace: &str) -> bool {
         let types = self.types.values().flat_map(|resources| resources.values());
