@@ -1,13 +1,24 @@
-//! Strategic merge patch over the metadata schema every object shares: maps merge recursively as in
-//! a JSON merge patch, `metadata.ownerReferences` merges by `uid` (`patchMergeKey:"uid"`),
-//! `metadata.finalizers` merges as a set, and every other list is replaced.
+//! Strategic merge patch: maps merge recursively as in a JSON merge patch, and lists follow the
+//! patch strategy their Go types declare, for the lists that clients patch:
+//!
+//! - `metadata.ownerReferences` merges by `uid`, `metadata.finalizers` as a set;
+//! - in pod specs, `containers`, `initContainers`, `ephemeralContainers`, `volumes`,
+//!   `imagePullSecrets` merge by `name`, `hostAliases` by `ip`, `topologySpreadConstraints` by
+//!   `topologyKey`; in a container, `env` by `name`, `ports` by `containerPort`, `volumeMounts` by
+//!   `mountPath`, `volumeDevices` by `devicePath`; a Service's `ports` by `port`; `conditions` by
+//!   `type`;
+//! - every other list is replaced, as lists without a strategy are.
+//!
+//! The rules go by field name (and, for `ports`, by whether they sit in a container), since the
+//! same fields carry the same tags in every workload's pod template; that is what `kubectl apply`
+//! needs to re-apply a changed manifest without dropping the fields it did not name.
 //!
 //! Directives: `{"$patch": "delete", "uid": X}` in `ownerReferences` deletes the element with UID X
 //! (deleting an absent one is not an error), a `{"$patch": "replace"}` element makes the other
 //! elements the whole list, `$deleteFromPrimitiveList/<field>` removes entries from a primitive
 //! list, and `$patch: delete | replace` on a nested map deletes or replaces it. `$retainKeys` and
-//! `$setElementOrder/<field>` are accepted and ignored: the simulated objects carry no schema that
-//! would make retention or element order matter to the GC.
+//! `$setElementOrder/<field>` are accepted and ignored: merged elements keep their place and new ones
+//! are appended, which is the order `$setElementOrder` asks for whenever a patch only adds.
 
 use super::PatchError;
 use serde_json::{Map, Value};
@@ -21,21 +32,52 @@ const SET_ELEMENT_ORDER: &str = "$setElementOrder/";
 /// The retain-keys directive.
 const RETAIN_KEYS: &str = "$retainKeys";
 
-/// Where in the object a map sits; only metadata has list rules.
+/// Where in the object a map sits, as far as the list rules care.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Level {
     Root,
     Metadata,
+    /// An element of a list of containers.
+    Container,
+    /// A Service's `spec`.
+    ServiceSpec,
     Other,
 }
 
 impl Level {
-    fn child(self, key: &str) -> Level {
-        if self == Level::Root && key == "metadata" {
-            Level::Metadata
-        } else {
-            Level::Other
+    fn child(self, key: &str, service: bool) -> Level {
+        match (self, key) {
+            (Level::Root, "metadata") => Level::Metadata,
+            (Level::Root, "spec") if service => Level::ServiceSpec,
+            _ => Level::Other,
         }
+    }
+}
+
+/// How a list field merges.
+enum ListRule {
+    /// By this key of its elements, which are maps at the given level.
+    Keyed(&'static str, Level),
+    Set,
+    Replace,
+}
+
+fn list_rule(level: Level, key: &str) -> ListRule {
+    match (level, key) {
+        (Level::Metadata, "ownerReferences") => ListRule::Keyed("uid", Level::Other),
+        (Level::Metadata, "finalizers") => ListRule::Set,
+        (_, "containers" | "initContainers" | "ephemeralContainers") => ListRule::Keyed("name", Level::Container),
+        (Level::Container, "env") => ListRule::Keyed("name", Level::Other),
+        (Level::Container, "ports") => ListRule::Keyed("containerPort", Level::Other),
+        (Level::Container, "volumeMounts") => ListRule::Keyed("mountPath", Level::Other),
+        (Level::Container, "volumeDevices") => ListRule::Keyed("devicePath", Level::Other),
+        (Level::ServiceSpec, "ports") => ListRule::Keyed("port", Level::Other),
+        (Level::Metadata | Level::Container, _) => ListRule::Replace,
+        (_, "volumes" | "imagePullSecrets") => ListRule::Keyed("name", Level::Other),
+        (_, "hostAliases") => ListRule::Keyed("ip", Level::Other),
+        (_, "topologySpreadConstraints") => ListRule::Keyed("topologyKey", Level::Other),
+        (_, "conditions") => ListRule::Keyed("type", Level::Other),
+        _ => ListRule::Replace,
     }
 }
 
@@ -49,13 +91,19 @@ pub(super) fn strategic_merge(doc: &mut Value, patch: &Value) -> Result<(), Patc
     if !doc.is_object() {
         *doc = Value::Object(Map::new());
     }
+    let service = doc.get("kind").and_then(Value::as_str) == Some("Service");
     match doc {
-        Value::Object(target) => merge_map(target, patch, Level::Root),
+        Value::Object(target) => merge_map(target, patch, Level::Root, service),
         _ => Ok(()),
     }
 }
 
-fn merge_map(target: &mut Map<String, Value>, patch: &Map<String, Value>, level: Level) -> Result<(), PatchError> {
+fn merge_map(
+    target: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+    level: Level,
+    service: bool,
+) -> Result<(), PatchError> {
     for (key, value) in patch {
         if let Some(field) = key.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
             delete_from_list(target, field, value)?;
@@ -65,7 +113,7 @@ fn merge_map(target: &mut Map<String, Value>, patch: &Map<String, Value>, level:
         if key.starts_with('$') {
             check_directive(key, value)?;
         } else {
-            merge_field(target, key, value, level)?;
+            merge_field(target, key, value, level, service)?;
         }
     }
     Ok(())
@@ -82,16 +130,24 @@ fn check_directive(key: &str, value: &Value) -> Result<(), PatchError> {
     }
 }
 
-fn merge_field(target: &mut Map<String, Value>, key: &str, value: &Value, level: Level) -> Result<(), PatchError> {
+fn merge_field(
+    target: &mut Map<String, Value>,
+    key: &str,
+    value: &Value,
+    level: Level,
+    service: bool,
+) -> Result<(), PatchError> {
     match value {
         Value::Null => {
             target.remove(key);
         }
         Value::Array(items) => {
-            let merged = match (level, key) {
-                (Level::Metadata, "ownerReferences") => merge_keyed(target.get(key), items, "uid")?,
-                (Level::Metadata, "finalizers") => merge_set(target.get(key), items),
-                _ => items.clone(),
+            let merged = match list_rule(level, key) {
+                ListRule::Keyed(merge_key, elements) => {
+                    merge_keyed(target.get(key), items, merge_key, elements, service)?
+                }
+                ListRule::Set => merge_set(target.get(key), items),
+                ListRule::Replace => items.clone(),
             };
             target.insert(key.to_string(), Value::Array(merged));
         }
@@ -108,7 +164,7 @@ fn merge_field(target: &mut Map<String, Value>, key: &str, value: &Value, level:
                     *child = Value::Object(Map::new());
                 }
                 if let Value::Object(child) = child {
-                    merge_map(child, fields, level.child(key))?;
+                    merge_map(child, fields, level.child(key, service), service)?;
                 }
             }
         },
@@ -121,7 +177,13 @@ fn merge_field(target: &mut Map<String, Value>, key: &str, value: &Value, level:
 
 /// Merges a list of maps by `merge_key` (`mergeSlice` for maps): deletes first-class, matches merged
 /// in place, new elements appended in patch order.
-fn merge_keyed(original: Option<&Value>, items: &[Value], merge_key: &str) -> Result<Vec<Value>, PatchError> {
+fn merge_keyed(
+    original: Option<&Value>,
+    items: &[Value],
+    merge_key: &str,
+    elements: Level,
+    service: bool,
+) -> Result<Vec<Value>, PatchError> {
     let is_replace_marker = |v: &Value| v.get(PATCH).and_then(Value::as_str) == Some("replace");
     if items.iter().any(is_replace_marker) {
         let rest = items.iter().filter(|v| !is_replace_marker(v));
@@ -148,7 +210,7 @@ fn merge_keyed(original: Option<&Value>, items: &[Value], merge_key: &str) -> Re
                 return Err(PatchError::Malformed(format!("unknown patch type: {other}")));
             }
             _ => match merged.iter_mut().find(|e| e.get(merge_key) == Some(id)) {
-                Some(Value::Object(existing)) => merge_map(existing, fields, Level::Other)?,
+                Some(Value::Object(existing)) => merge_map(existing, fields, elements, service)?,
                 Some(existing) => *existing = Value::Object(without_directives(fields)),
                 None => merged.push(Value::Object(without_directives(fields))),
             },
@@ -281,5 +343,67 @@ mod tests {
                 "{patch}"
             );
         }
+    }
+
+    #[test]
+    fn pod_template_lists_should_merge_by_their_keys_as_kubectl_apply_expects() {
+        let deployment = json!({"kind": "Deployment", "spec": {"template": {"spec": {
+            "containers": [
+                {"name": "main", "image": "nginx:1", "ports": [{"containerPort": 80}],
+                 "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
+                {"name": "sidecar", "image": "busybox"},
+            ],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+        }}}});
+        // What `kubectl apply` sends when only the main image and one variable changed.
+        let patch = json!({"spec": {"template": {"spec": {
+            "$setElementOrder/containers": [{"name": "main"}, {"name": "sidecar"}],
+            "containers": [{"name": "main", "image": "nginx:2", "env": [{"name": "B", "value": "3"}]}],
+        }}}});
+        let merged = smp(deployment, patch).expect("applies");
+        let containers = &merged["spec"]["template"]["spec"]["containers"];
+        assert_eq!(containers[0]["image"], "nginx:2");
+        assert_eq!(
+            containers[0]["ports"],
+            json!([{"containerPort": 80}]),
+            "untouched fields stay"
+        );
+        assert_eq!(
+            containers[0]["env"],
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "3"}])
+        );
+        assert_eq!(
+            containers[1],
+            json!({"name": "sidecar", "image": "busybox"}),
+            "the other container stays"
+        );
+        assert_eq!(
+            merged["spec"]["template"]["spec"]["volumes"],
+            json!([{"name": "data", "emptyDir": {}}])
+        );
+        let removed =
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}}}});
+        let merged = smp(merged, removed).expect("applies");
+        assert_eq!(
+            merged["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .map(Vec::len),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn service_ports_should_merge_by_port_and_other_lists_be_replaced() {
+        let service = json!({"kind": "Service", "spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443}],
+                                                          "externalIPs": ["1.2.3.4"]}});
+        let patch = json!({"spec": {"ports": [{"port": 80, "targetPort": 8080}], "externalIPs": ["5.6.7.8"]}});
+        let merged = smp(service, patch).expect("applies");
+        assert_eq!(
+            merged["spec"]["ports"],
+            json!([{"port": 80, "name": "http", "targetPort": 8080}, {"port": 443}])
+        );
+        assert_eq!(merged["spec"]["externalIPs"], json!(["5.6.7.8"]));
+        let nameless = smp(json!({"spec": {}}), json!({"spec": {"containers": [{"image": "x"}]}}));
+        assert!(nameless.is_err(), "a container without its merge key is malformed");
     }
 }
