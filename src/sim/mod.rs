@@ -159,7 +159,7 @@ impl SimCluster {
     /// GC finalizers at once are 422 Invalid. The server sets `resourceVersion`,
     /// `creationTimestamp` and, unless one is given (see the module docs), `uid`.
     pub fn create(&self, gvr: &Gvr, obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
-        self.state.lock().create(gvr, obj)
+        self.writes(false).create(gvr, obj)
     }
 
     /// Reads an object, as a user would; 404 if it does not exist.
@@ -181,7 +181,7 @@ impl SimCluster {
     /// deleted no finalizer may be added (422); once its last finalizer is removed it is deleted.
     /// An update that changes nothing writes nothing.
     pub fn update(&self, gvr: &Gvr, obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
-        self.state.lock().update(gvr, obj)
+        self.writes(false).update(gvr, obj)
     }
 
     /// Patches an object, as a user would; the result goes through the same rules as
@@ -195,7 +195,7 @@ impl SimCluster {
         patch_type: PatchType,
         body: &serde_json::Value,
     ) -> Result<PartialObjectMeta, ApiError> {
-        self.state.lock().patch(gvr, namespace, name, patch_type, body)
+        self.writes(false).patch_object(gvr, namespace, name, patch_type, body)
     }
 
     /// Deletes an object, as a user would: preconditions (409 on mismatch), then the GC
@@ -211,7 +211,7 @@ impl SimCluster {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<Deletion, ApiError> {
-        self.state.lock().delete(gvr, namespace, name, opts)
+        self.writes(false).delete_object(gvr, namespace, name, opts)
     }
 
     /// The objects of `gvr`'s type in `namespace` (all namespaces for `None`), with the

@@ -863,22 +863,37 @@ async fn runtime_watcher_should_see_an_object_created_after_it_started() {
     let cms: Api<ConfigMap> = server.api();
     create_all(&cms, ["early".to_string()]).await;
     let mut events = watcher(cms.clone(), watcher::Config::default()).boxed();
+    assert_eq!(initial_names(&mut events).await, ["early"]);
+    expect_apply_of_late(&cms, &mut events).await;
+}
 
+/// The names a watcher's initial list reports, sorted, once it says it is done.
+async fn initial_names<S>(events: &mut S) -> Vec<String>
+where
+    S: Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>> + Unpin,
+{
     let mut initial = Vec::new();
     loop {
-        match next(&mut events, "the watcher's initial list").await {
+        match next(events, "the watcher's initial list").await {
             watcher::Event::Init => {}
             watcher::Event::InitApply(cm) => initial.push(cm.name_any()),
             watcher::Event::InitDone => break,
             other => panic!("unexpected event before InitDone: {other:?}"),
         }
     }
-    assert_eq!(initial, ["early"]);
+    initial.sort();
+    initial
+}
 
+/// Creates the ConfigMap `late` and expects the watcher to apply it next.
+async fn expect_apply_of_late<S>(cms: &Api<ConfigMap>, events: &mut S)
+where
+    S: Stream<Item = Result<watcher::Event<ConfigMap>, watcher::Error>> + Unpin,
+{
     cms.create(&PostParams::default(), &config_map("late", &[]))
         .await
         .unwrap();
-    match next(&mut events, "the watcher's Apply of late").await {
+    match next(events, "the watcher's Apply of late").await {
         watcher::Event::Apply(cm) => assert_eq!(cm.name_any(), "late"),
         other => panic!("expected Apply(late), got {other:?}"),
     }
@@ -1726,24 +1741,8 @@ async fn a_streaming_list_watcher_should_sync_then_see_later_changes() {
     create_all(&cms, ["a".to_string(), "b".to_string()]).await;
     let config = watcher::Config::default().streaming_lists();
     let mut events = watcher(cms.clone(), config).boxed();
-    let mut initial = Vec::new();
-    loop {
-        match next(&mut events, "the streaming list's initial events").await {
-            watcher::Event::Init => {}
-            watcher::Event::InitApply(cm) => initial.push(cm.name_any()),
-            watcher::Event::InitDone => break,
-            other => panic!("unexpected event before InitDone: {other:?}"),
-        }
-    }
-    initial.sort();
-    assert_eq!(initial, ["a", "b"]);
-    cms.create(&PostParams::default(), &config_map("late", &[]))
-        .await
-        .unwrap();
-    match next(&mut events, "the watcher's Apply of late").await {
-        watcher::Event::Apply(cm) => assert_eq!(cm.name_any(), "late"),
-        other => panic!("expected Apply(late), got {other:?}"),
-    }
+    assert_eq!(initial_names(&mut events).await, ["a", "b"]);
+    expect_apply_of_late(&cms, &mut events).await;
 }
 
 #[tokio::test]
