@@ -8,6 +8,8 @@
 //!   answered by [`discovery`], by [`openapi`] or by one call on the cluster's user face ([`resources`]). No
 //!   semantics live here: creates, updates, patches, deletes and watches behave exactly as they do
 //!   in memory, and the cluster's lock is never held across an `.await`.
+//! - Request bodies are JSON; create and update bodies of built-in types may also be protobuf
+//!   ([`protobuf`]), read into the same JSON object.
 //! - Responses are JSON in the representation the `Accept` header asks for: full objects,
 //!   `PartialObjectMetadata`, or a `Table` ([`represent`]). Every error is a `metav1.Status` with
 //!   the code and reason of the cluster's [`ApiError`].
@@ -22,7 +24,9 @@
 //!
 //! # Not served
 //!
-//! Protobuf (except for the OpenAPI v2 document, see [`openapi`]), server-side apply,
+//! Protobuf responses (except for the OpenAPI v2 document, see [`openapi`]; a client that accepts
+//! only protobuf gets 406) and protobuf bodies of custom resources (415; create and update bodies
+//! of built-in types are accepted in protobuf, see [`protobuf`]), server-side apply,
 //! subresources (`status`, `scale`), `dryRun`, server-side field validation (`fieldValidation` is
 //! ignored; the OpenAPI documents do not advertise it, so kubectl validates on its side),
 //! authentication and authorization (every request is allowed), admission webhooks, and
@@ -33,6 +37,7 @@ mod discovery;
 mod faults;
 mod kubeconfig;
 mod openapi;
+mod protobuf;
 mod represent;
 mod request;
 mod resources;
