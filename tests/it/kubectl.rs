@@ -766,7 +766,6 @@ fn create_imperatively(sim: &Sim, ok: impl Fn(&[&str]) -> String) {
         .stored(&Gvr::new("", "v1", "secrets"), "x", "s")
         .expect("the Secret");
     assert_eq!(secret.rest["data"]["a"], "Yg==", "the literal, base64");
-    assert_eq!(secret.rest["type"], "Opaque");
     let deployment = sim.stored(&deployments(), "x", "d").expect("the Deployment");
     let template = &deployment.rest["spec"]["template"];
     assert_eq!(template["spec"]["containers"][0]["image"], "nginx");
