@@ -8,6 +8,8 @@
 //!   answered by [`discovery`], by [`openapi`] or by one call on the cluster's user face ([`resources`]). No
 //!   semantics live here: creates, updates, patches, deletes and watches behave exactly as they do
 //!   in memory, and the cluster's lock is never held across an `.await`.
+//! - Request bodies are JSON; create and update bodies of built-in types may also be protobuf
+//!   ([`protobuf`]), read into the same JSON object.
 //! - Responses are JSON in the representation the `Accept` header asks for: full objects,
 //!   `PartialObjectMetadata`, or a `Table` ([`represent`]). Every error is a `metav1.Status` with
 //!   the code and reason of the cluster's [`ApiError`].
@@ -22,7 +24,9 @@
 //!
 //! # Not served
 //!
-//! Protobuf (except for the OpenAPI v2 document, see [`openapi`]), server-side apply,
+//! Protobuf responses (except for the OpenAPI v2 document, see [`openapi`]; a client that accepts
+//! only protobuf gets 406) and protobuf bodies of custom resources (415; create and update bodies
+//! of built-in types are accepted in protobuf, see [`protobuf`]), server-side apply,
 //! subresources (`status`, `scale`), `dryRun`, server-side field validation (`fieldValidation` is
 //! ignored; the OpenAPI documents do not advertise it, so kubectl validates on its side),
 //! authentication and authorization (every request is allowed), admission webhooks, and
@@ -34,6 +38,20 @@ mod faults;
 mod kubeconfig;
 mod list_options;
 mod openapi;
+#[cfg(feature = "protobuf")]
+mod protobuf;
+/// Built without the `protobuf` feature, no type has a protobuf form: such bodies get 415.
+#[cfg(not(feature = "protobuf"))]
+mod protobuf {
+    pub(super) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+    pub(super) type Decoder = std::convert::Infallible;
+    pub(super) fn message(_: &str, _: &str, _: &str) -> Option<Decoder> {
+        None
+    }
+    pub(super) fn decode(decoder: Decoder, _: &[u8]) -> Result<serde_json::Value, crate::api::ApiError> {
+        match decoder {}
+    }
+}
 mod represent;
 mod request;
 mod resources;
@@ -186,7 +204,10 @@ impl Server {
         if method != Method::POST {
             return Err(resources::method_not_allowed());
         }
-        let review = self.json_body(parts, body).await?;
+        let (group, version) = (review::GROUP, review::VERSION);
+        let review = self
+            .body_value(parts, body, group, version, review::kind_of(resource))
+            .await?;
         let answer = review::answer(resource, review, &self.options.denied)?;
         Ok(json_response(StatusCode::CREATED, &answer))
     }

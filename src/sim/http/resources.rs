@@ -4,11 +4,12 @@
 //!
 //! Checks done here, before the cluster is touched: the path's scope matches the type's (a
 //! namespaced object needs a namespace, a cluster-scoped one has none, and a namespaced type's
-//! all-namespaces path takes no create), subresources are not served, bodies are JSON of at most
-//! the server's limit, and the body's apiVersion, kind, namespace and name agree with the URL.
+//! all-namespaces path takes no create), subresources are not served, bodies are JSON (or, for
+//! built-in types, [protobuf](super::protobuf)) of at most the server's limit, and the body's apiVersion, kind, namespace and name agree with the URL.
 //! `dryRun` is refused rather than ignored, so that a dry run never writes.
 
 use super::list_options::{self, Start};
+use super::protobuf;
 use super::represent::{json_response, success, ListMeta, Presentation};
 use super::request::{negotiate, HttpVerb, Params, ResourcePath};
 use super::watch::{self, WatchLimits};
@@ -195,7 +196,16 @@ impl Server {
 
     /// The body as JSON, refused when too large (413), not JSON (415) or malformed or cut short
     /// (400).
-    pub(super) async fn json_body(&self, parts: &Parts, body: Body) -> Result<Value, ApiError> {
+    async fn json_body(&self, parts: &Parts, body: Body) -> Result<Value, ApiError> {
+        let bytes = self.body_bytes(parts, body).await?;
+        if bytes.is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&bytes).map_err(|e| bad_request(format!("the request body is not valid JSON: {e}")))
+    }
+
+    /// The bytes of the body, refused when larger than the server's limit (413).
+    async fn body_bytes(&self, parts: &Parts, body: Body) -> Result<Vec<u8>, ApiError> {
         let limit = self.options.max_body_bytes;
         let declared = parts
             .headers
@@ -204,14 +214,37 @@ impl Server {
         if declared.is_some_and(|n| n > limit) {
             return Err(too_large(limit));
         }
-        let bytes = read_body(body, limit).await?;
-        if bytes.is_empty() {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&bytes).map_err(|e| bad_request(format!("the request body is not valid JSON: {e}")))
+        read_body(body, limit).await
     }
 
-    /// A create or update body: a JSON object whose apiVersion, kind, namespace and name agree
+    /// A request body as JSON: a JSON body (one without a Content-Type is read as JSON, the
+    /// server's first media type), or a protobuf one of the built-in `kind` of `group`/`version`
+    /// (custom resources, `None`, have no protobuf form); anything else is 415.
+    pub(super) async fn body_value(
+        &self,
+        parts: &Parts,
+        body: Body,
+        group: &str,
+        version: &str,
+        kind: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let media = content_type(parts);
+        let message = kind.and_then(|kind| protobuf::message(group, version, kind));
+        match (media.as_str(), message) {
+            ("" | "application/json", _) => self.json_body(parts, body).await,
+            (protobuf::MEDIA_TYPE, Some(message)) => {
+                let bytes = self.body_bytes(parts, body).await?;
+                protobuf::decode(message, &bytes).map_err(|e| bad_request(e.to_string()))
+            }
+            (_, Some(_)) => Err(unsupported_media_type(
+                &media,
+                &format!("application/json, {}", protobuf::MEDIA_TYPE),
+            )),
+            (_, None) => Err(unsupported_media_type(&media, "application/json")),
+        }
+    }
+
+    /// A create or update body: a JSON object (or a protobuf one of a built-in type) whose apiVersion, kind, namespace and name agree
     /// with the URL.
     async fn object_body(
         &self,
@@ -220,12 +253,10 @@ impl Server {
         def: &TypeDef,
         path: &ResourcePath,
     ) -> Result<PartialObjectMeta, ApiError> {
-        // A body without a Content-Type is read as JSON, the server's first media type.
-        let media = content_type(parts);
-        if !media.is_empty() && media != "application/json" {
-            return Err(unsupported_media_type(&media, "application/json"));
-        }
-        let value = self.json_body(parts, body).await?;
+        let kind = (!def.custom).then_some(def.kind.as_str());
+        let value = self
+            .body_value(parts, body, &def.group, &path.gvr.version, kind)
+            .await?;
         if !value.is_object() {
             return Err(bad_request("the request body must be a JSON object".to_string()));
         }
