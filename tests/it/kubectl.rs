@@ -176,6 +176,19 @@ impl Sim {
         run_bounded(&mut command, KUBECTL_TIMEOUT)
     }
 
+    /// Runs the kubectl at `binary`, which must succeed; its stdout.
+    fn ok_of(&self, binary: &Path, args: &[&str]) -> String {
+        let run = self.kubectl_of(binary, args);
+        assert!(
+            run.status.success(),
+            "{} {args:?}:\n{}{}",
+            binary.display(),
+            run.stdout,
+            run.stderr
+        );
+        run.stdout
+    }
+
     /// The stored object, read from the cluster itself rather than through kubectl.
     fn stored(&self, gvr: &Gvr, namespace: &str, name: &str) -> Option<PartialObjectMeta> {
         match self.cluster.get_object(gvr, namespace, name) {
@@ -676,16 +689,7 @@ fn the_oldest_kubectl_should_apply_and_explain_too() {
         eprintln!("note: {KUBECTL_1_27} is not installed; skipping");
         return;
     }
-    let ok = |args: &[&str]| {
-        let run = sim.kubectl_of(binary, args);
-        assert!(
-            run.status.success(),
-            "kubectl 1.27 {args:?}:\n{}{}",
-            run.stdout,
-            run.stderr
-        );
-        run.stdout
-    };
+    let ok = |args: &[&str]| sim.ok_of(binary, args);
     let version = ok(&["version", "--client", "-o", "json"]);
     assert_eq!(json(&version)["clientVersion"]["minor"], "27", "{version}");
     ok(&[
@@ -796,14 +800,5 @@ fn the_oldest_kubectl_should_create_built_in_types_imperatively_too() {
         eprintln!("note: {KUBECTL_1_27} is not installed; skipping");
         return;
     }
-    create_imperatively(&sim, |args| {
-        let run = sim.kubectl_of(binary, args);
-        assert!(
-            run.status.success(),
-            "kubectl 1.27 {args:?}:\n{}{}",
-            run.stdout,
-            run.stderr
-        );
-        run.stdout
-    });
+    create_imperatively(&sim, |args| sim.ok_of(binary, args));
 }
