@@ -95,26 +95,11 @@ pub(super) fn document(doc: &Value) -> Vec<u8> {
 /// An `openapi.v2.Schema`, fields in their numbers' order.
 fn write_schema(w: &mut Writer, schema: &Value) {
     let Some(s) = schema.as_object() else { return };
-    let string = |w: &mut Writer, field, key: &str| {
-        if let Some(v) = s.get(key).and_then(Value::as_str) {
-            w.string(field, v);
-        }
-    };
-    let number = |w: &mut Writer, field, key: &str| {
-        if let Some(v) = s.get(key).and_then(Value::as_f64) {
-            w.double(field, v);
-        }
-    };
-    let int = |w: &mut Writer, field, key: &str| {
-        if let Some(v) = s.get(key).and_then(Value::as_i64) {
-            w.int(field, v);
-        }
-    };
-    let flag = |w: &mut Writer, field, key: &str| {
-        if let Some(v) = s.get(key).and_then(Value::as_bool) {
-            w.boolean(field, v);
-        }
-    };
+    // One reader per JSON type, each writing the field only when the schema has it.
+    let string = |w: &mut Writer, field, key: &str| s.get(key).and_then(Value::as_str).map(|v| w.string(field, v));
+    let number = |w: &mut Writer, field, key: &str| s.get(key).and_then(Value::as_f64).map(|v| w.double(field, v));
+    let int = |w: &mut Writer, field, key: &str| s.get(key).and_then(Value::as_i64).map(|v| w.int(field, v));
+    let flag = |w: &mut Writer, field, key: &str| s.get(key).and_then(Value::as_bool).map(|v| w.boolean(field, v));
     string(w, 1, "$ref");
     string(w, 2, "format");
     string(w, 3, "title");
