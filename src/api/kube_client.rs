@@ -108,6 +108,44 @@ impl KubeApi {
             })
             .collect())
     }
+
+    /// Opens a watch of `gvr` in all namespaces, with bookmarks, the client's timeout and `start`
+    /// (where it starts) on its query.
+    async fn open_watch(&self, gvr: &Gvr, start: &[(&str, &str)]) -> Result<WatchStream, ApiError> {
+        let timeout = WATCH_TIMEOUT_SECONDS.to_string();
+        let mut query = vec![
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", timeout.as_str()),
+        ];
+        query.extend_from_slice(start);
+        let uri = with_query(&path(gvr, "", None), &query);
+        let req = request(Method::GET, &uri, ACCEPT_METADATA, None)?;
+        let events = self.call(self.client.request_events::<PartialObjectMeta>(req)).await?;
+        let api_version = gvr.api_version();
+        let kind = self.kinds.read().get(gvr).cloned().unwrap_or_default();
+        let stream = StreamExt::map(
+            events,
+            move |event: Result<::kube::core::WatchEvent<PartialObjectMeta>, ::kube::Error>| {
+                let (event_type, mut object) = match event.map_err(api_error)? {
+                    ::kube::core::WatchEvent::Added(o) => (WatchEventType::Added, o),
+                    ::kube::core::WatchEvent::Modified(o) => (WatchEventType::Modified, o),
+                    ::kube::core::WatchEvent::Deleted(o) => (WatchEventType::Deleted, o),
+                    ::kube::core::WatchEvent::Bookmark(b) => {
+                        let mut object = PartialObjectMeta::default();
+                        object.metadata.resource_version = b.metadata.resource_version;
+                        object.metadata.annotations = b.metadata.annotations;
+                        (WatchEventType::Bookmark, object)
+                    }
+                    ::kube::core::WatchEvent::Error(status) => return Err(api_error(::kube::Error::Api(status))),
+                };
+                object.api_version.clone_from(&api_version);
+                object.kind.clone_from(&kind);
+                Ok(WatchEvent { event_type, object })
+            },
+        );
+        Ok(stream.boxed())
+    }
 }
 
 /// The REST path of a collection (`name` `None`) or an object.
@@ -273,38 +311,16 @@ impl ClusterApi for KubeApi {
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        let timeout = WATCH_TIMEOUT_SECONDS.to_string();
+        self.open_watch(gvr, &[("resourceVersion", resource_version)]).await
+    }
+
+    async fn watch_list(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
         let query = [
-            ("watch", "true"),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", timeout.as_str()),
+            ("sendInitialEvents", "true"),
+            ("resourceVersionMatch", "NotOlderThan"),
             ("resourceVersion", resource_version),
         ];
-        let uri = with_query(&path(gvr, "", None), &query);
-        let req = request(Method::GET, &uri, ACCEPT_METADATA, None)?;
-        let events = self.call(self.client.request_events::<PartialObjectMeta>(req)).await?;
-        let api_version = gvr.api_version();
-        let kind = self.kinds.read().get(gvr).cloned().unwrap_or_default();
-        let stream = StreamExt::map(
-            events,
-            move |event: Result<::kube::core::WatchEvent<PartialObjectMeta>, ::kube::Error>| {
-                let (event_type, mut object) = match event.map_err(api_error)? {
-                    ::kube::core::WatchEvent::Added(o) => (WatchEventType::Added, o),
-                    ::kube::core::WatchEvent::Modified(o) => (WatchEventType::Modified, o),
-                    ::kube::core::WatchEvent::Deleted(o) => (WatchEventType::Deleted, o),
-                    ::kube::core::WatchEvent::Bookmark(b) => {
-                        let mut object = PartialObjectMeta::default();
-                        object.metadata.resource_version = b.metadata.resource_version;
-                        (WatchEventType::Bookmark, object)
-                    }
-                    ::kube::core::WatchEvent::Error(status) => return Err(api_error(::kube::Error::Api(status))),
-                };
-                object.api_version.clone_from(&api_version);
-                object.kind.clone_from(&kind);
-                Ok(WatchEvent { event_type, object })
-            },
-        );
-        Ok(stream.boxed())
+        self.open_watch(gvr, &query).await
     }
 
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {

@@ -100,6 +100,19 @@ pub trait ClusterApi: Send + Sync + 'static {
     /// WATCH a resource in all namespaces from `resource_version` (exclusive).
     fn watch(&self, gvr: &Gvr, resource_version: &str) -> impl Future<Output = Result<WatchStream, ApiError>> + Send;
 
+    /// A watch-list of a resource in all namespaces (`sendInitialEvents=true`,
+    /// `resourceVersionMatch=NotOlderThan`): every object as it is at a resourceVersion not older
+    /// than `resource_version` (`""`: the newest), as ADDED events, then the bookmark that says
+    /// so ([`WatchEvent::is_initial_events_end`]) carrying that version, then every later change,
+    /// as a watch from it would. A server without the feature answers 422 Invalid (or 400).
+    ///
+    /// The monitor ([`crate::monitor`]) syncs with it unless told not to.
+    fn watch_list(
+        &self,
+        gvr: &Gvr,
+        resource_version: &str,
+    ) -> impl Future<Output = Result<WatchStream, ApiError>> + Send;
+
     /// The requests made so far, by verb and code, for `/metrics`; empty for an implementation
     /// that does not count them.
     fn call_counts(&self) -> Vec<CallCount> {

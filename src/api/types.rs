@@ -299,9 +299,14 @@ pub enum WatchEventType {
     Modified,
     /// Object gone.
     Deleted,
-    /// Progress marker: only `metadata.resourceVersion` is meaningful.
+    /// Progress marker: only `metadata.resourceVersion` is meaningful, and the
+    /// [`INITIAL_EVENTS_END`] annotation on the bookmark that ends a watch-list's initial events.
     Bookmark,
 }
+
+/// The annotation, `"true"` on a BOOKMARK, that ends a watch-list's initial events: every object
+/// that existed at the bookmark's resourceVersion has been sent.
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 /// One watch event, `{"type": …, "object": …}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -311,6 +316,35 @@ pub struct WatchEvent {
     pub event_type: WatchEventType,
     /// The object after the change (before it, for `DELETED`).
     pub object: PartialObjectMeta,
+}
+
+impl WatchEvent {
+    /// The bookmark that ends a watch-list's initial events, which show the objects as they were
+    /// at `resource_version`.
+    pub fn initial_events_end(resource_version: String) -> WatchEvent {
+        let mut object = PartialObjectMeta::default();
+        object.metadata.resource_version = resource_version;
+        object
+            .metadata
+            .annotations
+            .insert(INITIAL_EVENTS_END.to_string(), "true".to_string());
+        WatchEvent {
+            event_type: WatchEventType::Bookmark,
+            object,
+        }
+    }
+
+    /// True for the bookmark that ends a watch-list's initial events.
+    pub fn is_initial_events_end(&self) -> bool {
+        self.event_type == WatchEventType::Bookmark
+            && self
+                .object
+                .metadata
+                .annotations
+                .get(INITIAL_EVENTS_END)
+                .map(String::as_str)
+                == Some("true")
+    }
 }
 
 /// One page of a list: its items, the resourceVersion to watch from, and where the next page

@@ -13,7 +13,9 @@ use anyhow::Context;
 use kube_gc::api::layers::{self, Budget, Budgets, Fence};
 use kube_gc::api::KubeApi;
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
+use kube_gc::feature_gates::{FeatureGates, Known};
 use kube_gc::leader::{LeaderElector, LeaseConfig};
+use kube_gc::monitor::SyncMode;
 use kube_gc::queue::RateLimiterConfig;
 use kube_gc::server::Slot;
 use std::path::PathBuf;
@@ -97,11 +99,23 @@ pub struct RunArgs {
     /// Namespace of the Lease.
     #[arg(long, default_value = "kube-system")]
     leader_elect_resource_namespace: String,
+    /// Feature gates, as NAME=true|false[,…], as kube-controller-manager takes them:
+    /// `WatchListClient=false` makes the monitors read their resources by paginated LIST instead
+    /// of a streaming watch-list.
+    #[arg(long = "feature-gates", value_parser = parse_feature_gates, default_value = "")]
+    feature_gates: FeatureGates,
     /// How often to log the graph's size and the queues' lengths.
     #[arg(long, default_value = "30s", value_parser = kube_gc::duration::parse_positive)]
     report_every: Duration,
     #[command(flatten)]
     collector: super::CollectorArgs,
+}
+
+/// The feature gates `kube-gc run` knows, with kube-controller-manager's defaults.
+const GATES: Known = &[("WatchListClient", true)];
+
+fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
+    FeatureGates::parse(text, GATES)
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -124,6 +138,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             qps: args.retry_qps,
             burst: args.retry_burst,
             ..RateLimiterConfig::default()
+        },
+        sync_mode: if args.feature_gates.enabled("WatchListClient") {
+            SyncMode::WatchList
+        } else {
+            SyncMode::List
         },
         ..Config::default()
     };

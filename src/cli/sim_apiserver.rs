@@ -6,6 +6,7 @@
 
 use anyhow::Context;
 use kube_gc::api::{Gvr, ObjectMeta, PartialObjectMeta};
+use kube_gc::feature_gates::{FeatureGates, Known};
 use kube_gc::generate::Preset;
 use kube_gc::sim::{http, temporary_state_path, SimCluster, DEFAULT_NAMESPACES};
 use std::fs::File;
@@ -65,6 +66,10 @@ pub struct SimApiserverArgs {
     /// End every watch after this long.
     #[arg(long, value_parser = kube_gc::duration::parse_positive)]
     drop_watch_after: Option<Duration>,
+    /// Never end a watch-list's initial events with their bookmark (k8s.io/initial-events-end),
+    /// as a server that ignores sendInitialEvents would.
+    #[arg(long)]
+    withhold_initial_events_end: bool,
     /// Inject the faults above only into requests whose User-Agent contains this text (e.g.
     /// `kube-gc/`, the collector), so that other clients see a healthy server.
     #[arg(long)]
@@ -80,27 +85,10 @@ pub struct SimApiserverArgs {
 }
 
 /// The feature gates the simulated server knows.
-#[derive(Clone, Debug)]
-struct FeatureGates {
-    watch_list: bool,
-}
+const GATES: Known = &[("WatchList", true)];
 
-/// `NAME=BOOL[,NAME=BOOL]`; an unknown gate or a value that is not a boolean is refused.
 fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
-    let mut gates = FeatureGates { watch_list: true };
-    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (name, value) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("missing bool value for {pair}"))?;
-        let value: bool = value
-            .parse()
-            .map_err(|_| format!("invalid value of {name}: {value}, err: not a boolean"))?;
-        match name {
-            "WatchList" => gates.watch_list = value,
-            other => return Err(format!("unrecognized feature gate: {other} (known: WatchList)")),
-        }
-    }
-    Ok(gates)
+    FeatureGates::parse(text, GATES)
 }
 
 pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
@@ -140,11 +128,12 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
             timeout: args.fault_timeout,
             watch_drop_events: args.drop_watch_after_events,
             watch_drop_after: args.drop_watch_after,
+            withhold_initial_events_end: args.withhold_initial_events_end,
             target: args.fault_target,
         },
         bookmark_interval: args.bookmark_interval,
         denied: args.denied,
-        watch_list: args.feature_gates.watch_list,
+        watch_list: args.feature_gates.enabled("WatchList"),
         audit,
         ..http::ServerOptions::default()
     };

@@ -2,6 +2,7 @@
 
 use crate::collector::CollectorConfig;
 use crate::graph::DEFAULT_ABSENT_OWNER_CACHE_CAPACITY;
+use crate::monitor::SyncMode;
 use crate::queue::RateLimiterConfig;
 use std::time::Duration;
 
@@ -74,6 +75,9 @@ pub struct Config {
     pub sync_period: Duration,
     /// How long workers wait for the monitors' first sync before starting anyway.
     pub initial_sync_timeout: Duration,
+    /// How monitors read their whole resource: by watch-list unless
+    /// `--feature-gates WatchListClient=false`; a server that refuses it is read by list anyway.
+    pub sync_mode: SyncMode,
 }
 
 impl Default for Config {
@@ -90,6 +94,7 @@ impl Default for Config {
             ],
             sync_period: Duration::from_secs(30),
             initial_sync_timeout: Duration::from_secs(30),
+            sync_mode: SyncMode::WatchList,
         }
     }
 }

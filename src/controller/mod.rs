@@ -66,7 +66,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
         let attempt_to_orphan = WorkQueue::new(queue::ATTEMPT_TO_ORPHAN, config.rate_limiter);
         let absent_owner_cache = Arc::new(AbsentOwnerCache::new(config.absent_owner_cache_capacity));
         let (recorder, sink) = EventRecorder::new();
-        let monitors = Arc::new(Mutex::new(Monitors::default()));
+        let monitors = Arc::new(Mutex::new(Monitors::new(config.sync_mode)));
         let partial_view = PartialView::new(monitors.clone());
         let gc = Arc::new(GarbageCollector {
             api,
@@ -258,8 +258,8 @@ impl<C: ClusterApi> GarbageCollector<C> {
     /// Stops everything and waits for every task to end.
     pub async fn shutdown(&self) {
         self.stop.cancel();
-        let monitors = std::mem::take(&mut *self.monitors.lock());
-        monitors.stop_all().await;
+        let stopping = self.monitors.lock().stop_all();
+        stopping.await;
         self.attempt_to_delete.shut_down();
         self.attempt_to_orphan.shut_down();
         let mut tasks = std::mem::take(&mut *self.tasks.lock());

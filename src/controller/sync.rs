@@ -9,7 +9,7 @@ use super::config::GroupResource;
 use crate::api::{ApiError, ApiResource, ClusterApi, Discovery, Gvk, Gvr, RestMapper};
 use crate::collector::Views;
 use crate::graph::Graph;
-use crate::monitor::{self, Monitor, MonitorStatus};
+use crate::monitor::{self, Monitor, MonitorStatus, SyncMode};
 use crate::router::Router;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -46,12 +46,21 @@ fn is_valid_group_version(gvr: &Gvr) -> bool {
 }
 
 /// The running monitors, by resource.
-#[derive(Default)]
 pub struct Monitors {
     running: BTreeMap<Gvr, Monitor>,
+    /// How new monitors read their whole resource.
+    mode: SyncMode,
 }
 
 impl Monitors {
+    /// No monitor yet; those started will read their resource by `mode`.
+    pub fn new(mode: SyncMode) -> Self {
+        Monitors {
+            running: BTreeMap::new(),
+            mode,
+        }
+    }
+
     /// Upstream's `IsSynced`: at least one monitor, and every one has synced.
     pub fn is_synced(&self) -> bool {
         !self.running.is_empty() && self.running.values().all(Monitor::has_synced)
@@ -62,10 +71,14 @@ impl Monitors {
         self.running.get(gvr).is_some_and(Monitor::has_synced)
     }
 
-    /// Stops every monitor and waits for their tasks to end.
-    pub async fn stop_all(self) {
-        for (_, monitor) in self.running {
-            monitor.stop().await;
+    /// Takes every monitor out of the set; the future stops them and waits for their tasks to
+    /// end (the set's lock need not be held across it).
+    pub fn stop_all(&mut self) -> impl std::future::Future<Output = ()> {
+        let running = std::mem::take(&mut self.running);
+        async move {
+            for (_, monitor) in running {
+                monitor.stop().await;
+            }
         }
     }
 
@@ -122,7 +135,8 @@ impl Monitors {
         self.running.retain(|gvr, _| wanted.contains_key(gvr));
         for (gvr, gvk) in wanted {
             if !self.running.contains_key(gvr) {
-                let m = monitor::start(api.clone(), graph.clone(), router.clone(), gvr.clone(), gvk.clone());
+                let resource = (gvr.clone(), gvk.clone());
+                let m = monitor::start(api.clone(), graph.clone(), router.clone(), resource, self.mode);
                 self.running.insert(gvr.clone(), m);
             }
         }

@@ -1,10 +1,24 @@
-//! Monitors: one list-and-watch per deletable resource, turning watch events into
-//! [`GraphEvent`]s for the router (spec §2).
+//! Monitors: one watch per deletable resource, turning watch events into [`GraphEvent`]s for
+//! the router (spec §2).
 //!
 //! Invariant: a monitor routes the events of its resource in the order the server sent them, and
-//! after a relist it routes a delete for every object that vanished while it was not watching, so
-//! the graph never keeps a node for an object its monitor no longer sees. It keeps only each
-//! object's UID, name and namespace for that purpose: kube-gc has no informer object cache.
+//! after reading the whole resource again it routes a delete for every object that vanished while
+//! it was not watching, so the graph never keeps a node for an object its monitor no longer sees.
+//! It keeps only each object's UID, name and namespace for that purpose: kube-gc has no informer
+//! object cache.
+//!
+//! # Reading the whole resource
+//!
+//! At its start, and again when its watch history has expired (410), a monitor reads its whole
+//! resource one of two ways ([`SyncMode`]):
+//!
+//! - by watch-list ([`watch_list`], the default): one WATCH streams every object, then a bookmark
+//!   that ends them, and goes on as the watch; the server builds no LIST response;
+//! - by paginated LIST then WATCH ([`list`]), when `--feature-gates WatchListClient=false` says so
+//!   or the server refused a watch-list, which it is then never asked for again.
+//!
+//! Either way, objects are routed as they arrive, the deletes for objects the read did not show
+//! wait for its end, as an informer's replace does, and the monitor reports synced only then.
 //!
 //! # Keeping the view under faults
 //!
@@ -12,29 +26,32 @@
 //!
 //! - A list is read in pages, each routed as it arrives, so a monitor holds one page at a time,
 //!   not the whole resource. A page that fails is asked for again from its own continue token;
-//!   only a 410 (the token expired) starts the list again from its first page.
-//! - The deletes for objects the list did not show wait for its last page, as an informer's
-//!   replace does, and the monitor reports synced only then.
+//!   only a 410 (the token expired) starts the list again from its first page. A watch-list that
+//!   breaks before its bookmark is opened again.
 //! - A watch that ends with any error other than 410 is reopened from the last resourceVersion
-//!   seen (bookmarks included), so nothing is listed again; only a 410 (history expired) leads
-//!   to a relist, during which the view counts as incomplete ([`MonitorStatus::is_relisting`]).
+//!   seen (bookmarks included), so nothing is read again; only a 410 (history expired) leads
+//!   to a new read, during which the view counts as incomplete ([`MonitorStatus::is_relisting`]).
 //! - Failures wait out a jittered, doubling [`Backoff`] that any progress resets: a page, an
 //!   event, or a watch that stayed open (a quiet resource's watch that the server closes on time).
 //!
 //! Like an informer with resync period 0, a monitor forwards every update, unfiltered (spec §12.1).
 
 mod backoff;
+mod list;
 mod status;
+mod watch_list;
 
 pub use backoff::Backoff;
-pub use status::MonitorStatus;
+pub use status::{MonitorStatus, SyncMode};
+pub use watch_list::INITIAL_EVENTS_END_WAIT;
 
-use crate::api::{ApiError, ClusterApi, Gvk, Gvr, ObjectMeta};
+use crate::api::{ApiError, ClusterApi, Gvk, Gvr, ObjectMeta, WatchStream};
 use crate::event::{EventType, GraphEvent};
 use crate::graph::{Graph, Name, Sym, Uid};
 use crate::router::Router;
 use futures::StreamExt;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -117,7 +134,7 @@ struct FailureStreak {
 }
 
 impl FailureStreak {
-    fn failed(&mut self, gvr: &Gvr, what: &str, err: &ApiError) {
+    fn failed(&mut self, gvr: &Gvr, what: &str, err: &dyn std::fmt::Display) {
         if !self.failing {
             tracing::warn!(resource = %gvr, error = %err, "{what} failed; retrying with backoff");
             self.failing = true;
@@ -133,9 +150,29 @@ impl FailureStreak {
     }
 }
 
-/// Starts a monitor of `gvr`, whose objects are of kind `gvk`, on the current runtime.
-pub fn start<C: ClusterApi>(api: Arc<C>, graph: Arc<Graph>, router: Router, gvr: Gvr, gvk: Gvk) -> Monitor {
+/// Logs that the server refused a watch-list of `gvr`: a warning for the first monitor of the
+/// process that meets a refusal, since a server that refuses one resource's almost always
+/// refuses them all, and at debug level for the others (`/metrics` shows each monitor's mode).
+fn log_refusal(gvr: &Gvr, why: &watch_list::Refused) {
+    static LOGGED: AtomicBool = AtomicBool::new(false);
+    if LOGGED.swap(true, Ordering::Relaxed) {
+        tracing::debug!(resource = %gvr, reason = %why, "server refused watch-list; reading this resource by paginated list");
+    } else {
+        tracing::warn!(resource = %gvr, reason = %why, "server refused watch-list; monitors read their resources by paginated list instead (kube_gc_monitor_sync_mode in /metrics)");
+    }
+}
+
+/// Starts a monitor of `gvr`, whose objects are of kind `gvk`, on the current runtime; it reads
+/// its whole resource by `mode` until the server refuses a watch-list.
+pub fn start<C: ClusterApi>(
+    api: Arc<C>,
+    graph: Arc<Graph>,
+    router: Router,
+    (gvr, gvk): (Gvr, Gvk),
+    mode: SyncMode,
+) -> Monitor {
     let status = Arc::new(MonitorStatus::default());
+    status.set_sync_mode(mode);
     let stop = CancellationToken::new();
     let watcher = Watcher {
         api_version: Sym::new(&gvk.api_version()),
@@ -165,68 +202,46 @@ pub fn start<C: ClusterApi>(api: Arc<C>, graph: Arc<Graph>, router: Router, gvr:
 }
 
 impl<C: ClusterApi> Watcher<C> {
-    /// List, then watch from the list's version; list again only when the watch's history has
-    /// expired.
+    /// Reads the whole resource, then watches from the version read; reads it again only when
+    /// the watch's history has expired.
     async fn run(mut self) {
         loop {
-            let resource_version = self.list().await;
-            self.watch_from(resource_version).await;
-            tracing::debug!(resource = %self.gvr, "watch history expired; relisting");
+            self.status.list_started();
+            let (resource_version, stream) = self.read_whole().await;
+            self.status.list_completed();
+            self.watch_from(resource_version, stream).await;
+            tracing::debug!(resource = %self.gvr, "watch history expired; reading the resource again");
         }
     }
 
-    /// Lists the resource page by page until a whole list is routed, and returns its
-    /// resourceVersion (its first page's). Objects the monitor knows are routed as updates,
-    /// others as adds and, once the last page is in, a delete for every known object the list
-    /// did not show. A failed page is asked for again from its own continue token; a 410 means
-    /// the token expired, and the list starts again from its first page, with every object it
-    /// had routed unseen again.
-    async fn list(&mut self) -> String {
-        self.status.list_started();
-        let mut unseen = std::mem::take(&mut self.known);
-        let mut token = String::new();
-        let mut resource_version = None;
-        loop {
-            let page = match self.api.list_page(&self.gvr, &token, LIST_PAGE_SIZE).await {
-                Ok(page) => page,
-                Err(e) => {
-                    self.failures.failed(&self.gvr, "list", &e);
-                    self.status.page_retried();
-                    if e.is_gone() {
-                        unseen.extend(std::mem::take(&mut self.known));
-                        token.clear();
-                        resource_version = None;
-                    }
-                    self.backoff.wait().await;
-                    continue;
+    /// Reads and routes the whole resource by the monitor's [`SyncMode`], falling back to the
+    /// paginated list for good when the server refuses watch-list. Returns the version of the view
+    /// and, after a watch-list, its stream, which goes on as a watch from that version.
+    async fn read_whole(&mut self) -> (String, Option<WatchStream>) {
+        if self.status.sync_mode() == SyncMode::WatchList {
+            let unseen = std::mem::take(&mut self.known);
+            match self.watch_list(unseen).await {
+                Ok(synced) => return (synced.resource_version, Some(synced.stream)),
+                Err(why) => {
+                    log_refusal(&self.gvr, &why);
+                    self.status.set_sync_mode(SyncMode::List);
                 }
-            };
-            self.backoff.reset();
-            self.failures.recovered(&self.gvr);
-            let resource_version = resource_version.get_or_insert(page.resource_version).clone();
-            self.router.room().await;
-            self.route_page(page.items, &mut unseen);
-            if page.continue_token.is_empty() {
-                self.route_vanished(unseen);
-                self.status.list_completed();
-                return resource_version;
             }
-            token = page.continue_token;
         }
+        let unseen = std::mem::take(&mut self.known);
+        (self.list(unseen).await, None)
     }
 
-    /// Routes one list page, taking each object it shows out of `unseen`.
-    fn route_page(&mut self, items: Vec<crate::api::PartialObjectMeta>, unseen: &mut HashMap<Uid, Known>) {
-        for item in items {
-            let uid = Uid::parse(&item.metadata.uid);
-            // Known before the list, or from an earlier page of it.
-            let known = unseen.remove(&uid).is_some() || self.known.contains_key(&uid);
-            let event_type = if known { EventType::Update } else { EventType::Add };
-            self.route(event_type, item.metadata);
-        }
+    /// Routes an object a whole read shows, taking it out of `unseen`: an update if the monitor
+    /// knew it before the read or from earlier in it, an add if not.
+    fn route_listed(&mut self, meta: ObjectMeta, unseen: &mut HashMap<Uid, Known>) {
+        let uid = Uid::parse(&meta.uid);
+        let known = unseen.remove(&uid).is_some() || self.known.contains_key(&uid);
+        let event_type = if known { EventType::Update } else { EventType::Add };
+        self.route(event_type, meta);
     }
 
-    /// Routes a delete for every object a whole list did not show.
+    /// Routes a delete for every object a whole read did not show.
     fn route_vanished(&mut self, unseen: HashMap<Uid, Known>) {
         for (uid, known) in unseen {
             let meta = ObjectMeta {
@@ -239,13 +254,18 @@ impl<C: ClusterApi> Watcher<C> {
         }
     }
 
-    /// Watches from `rv`, reopening the watch from the last version seen whenever it ends, after
+    /// Watches from `rv`, first on `open` if a watch-list left its stream open, reopening the
+    /// watch from the last version seen whenever it ends, after
     /// a backoff when it ended with an error or delivered nothing; returns once the server says
     /// the version is too old (410).
-    async fn watch_from(&mut self, mut rv: String) {
+    async fn watch_from(&mut self, mut rv: String, mut open: Option<WatchStream>) {
         loop {
             let opened = tokio::time::Instant::now();
-            let (delivered, ended) = match self.api.watch(&self.gvr, &rv).await {
+            let stream = match open.take() {
+                Some(stream) => Ok(stream),
+                None => self.api.watch(&self.gvr, &rv).await,
+            };
+            let (delivered, ended) = match stream {
                 Ok(stream) => self.follow(stream, &mut rv).await,
                 Err(e) => (false, Some(e)),
             };

@@ -11,10 +11,33 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// How a monitor reads its whole resource, at its start and after its watch history expired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncMode {
+    /// One watch with `sendInitialEvents=true` (watch-list), as kube-controller-manager's
+    /// informers since 1.32.
+    WatchList,
+    /// A paginated LIST, then a WATCH from its version.
+    List,
+}
+
+impl SyncMode {
+    /// The name `/metrics` shows (label `mode`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncMode::WatchList => "watch-list",
+            SyncMode::List => "list",
+        }
+    }
+}
+
 /// One monitor's view state; see the [module docs](self).
 #[derive(Debug, Default)]
 pub struct MonitorStatus {
     synced: AtomicBool,
+    /// Set when the monitor reads its resource by paginated LIST ([`SyncMode::List`]); it never
+    /// goes back, since a server that refused watch-list once is not asked again.
+    listing: AtomicBool,
     relisting: AtomicBool,
     relists: AtomicU64,
     page_retries: AtomicU64,
@@ -41,12 +64,21 @@ impl MonitorStatus {
         self.is_synced() && !self.is_relisting()
     }
 
+    /// How the monitor reads its whole resource.
+    pub fn sync_mode(&self) -> SyncMode {
+        if self.listing.load(Ordering::Relaxed) {
+            SyncMode::List
+        } else {
+            SyncMode::WatchList
+        }
+    }
+
     /// Lists started after the first sync (each after a 410).
     pub fn relists(&self) -> u64 {
         self.relists.load(Ordering::Relaxed)
     }
 
-    /// List pages asked for again after a failure.
+    /// List pages, or watch-lists, asked for again after a failure.
     pub fn page_retries(&self) -> u64 {
         self.page_retries.load(Ordering::Relaxed)
     }
@@ -62,6 +94,11 @@ impl MonitorStatus {
             0 => None,
             ms => Some(UNIX_EPOCH + Duration::from_millis(ms)),
         }
+    }
+
+    /// Monitor task only: from now on the monitor reads its resource by `mode`.
+    pub(super) fn set_sync_mode(&self, mode: SyncMode) {
+        self.listing.store(mode == SyncMode::List, Ordering::Relaxed);
     }
 
     /// Monitor task only: a list begins.

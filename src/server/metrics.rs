@@ -18,10 +18,11 @@
 //! | `kube_gc_api_requests_total{verb,code}` | counter | requests to the API server |
 //! | `kube_gc_monitor_synced{resource}` | gauge | 1 once the resource's monitor has synced |
 //! | `kube_gc_monitor_relisting{resource}` | gauge | 1 while the monitor relists after a 410 |
-//! | `kube_gc_monitor_relists_total{resource}` | counter | lists after the first sync |
-//! | `kube_gc_monitor_page_retries_total{resource}` | counter | list pages asked for again after a failure |
+//! | `kube_gc_monitor_relists_total{resource}` | counter | lists (or watch-lists) after the first sync |
+//! | `kube_gc_monitor_page_retries_total{resource}` | counter | list pages, or watch-lists, asked for again after a failure |
 //! | `kube_gc_monitor_watch_resumes_total{resource}` | counter | watches reopened from the last resourceVersion after an error |
-//! | `kube_gc_monitor_last_list_timestamp_seconds{resource}` | gauge | Unix time of the last complete list |
+//! | `kube_gc_monitor_last_list_timestamp_seconds{resource}` | gauge | Unix time of the last complete list (or watch-list) |
+//! | `kube_gc_monitor_sync_mode{resource,mode}` | gauge | 1, `mode` being how the monitor reads its whole resource: `watch-list` or `list` |
 //!
 //! The names above are the samples' names. As OpenMetrics has it, a counter's `# TYPE` line names
 //! its family without `_total` (the crate appends it to each sample), and a family whose name ends
@@ -38,7 +39,7 @@
 use crate::api::{CallCount, ClusterApi};
 use crate::builder::GraphEventStats;
 use crate::controller::GarbageCollector;
-use crate::monitor::MonitorStatus;
+use crate::monitor::{MonitorStatus, SyncMode};
 use crate::queue::{DurationHistogram, QueueStats, DURATION_BUCKETS, GRAPH_CHANGES};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{text, DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
@@ -97,6 +98,7 @@ struct MonitorFigures {
     watch_resumes: u64,
     /// Unix time of the last complete list, in seconds; 0 before the first.
     last_list_timestamp: f64,
+    mode: SyncMode,
 }
 
 impl MonitorFigures {
@@ -111,6 +113,7 @@ impl MonitorFigures {
                 .last_successful_list()
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0.0, |d| d.as_secs_f64()),
+            mode: status.sync_mode(),
         }
     }
 }
@@ -352,6 +355,19 @@ impl Snapshot {
                 Some(&SECONDS),
             ),
             |m| ConstGauge::new(m.last_list_timestamp),
+        )?;
+        family(
+            encoder,
+            "kube_gc_monitor_sync_mode",
+            "1 for how the resource's monitor reads its whole resource: watch-list or list",
+            None,
+            MetricType::Gauge,
+            self.monitors.iter().map(|(resource, m)| {
+                (
+                    [("resource", resource.clone()), ("mode", m.mode.as_str().to_string())],
+                    ConstGauge::new(1),
+                )
+            }),
         )
     }
 

@@ -99,6 +99,15 @@ impl ClusterApi for SimCluster {
         })
     }
 
+    /// The newest state is never older than a version the cluster handed out, so
+    /// `resource_version` needs no wait.
+    async fn watch_list(&self, gvr: &Gvr, _resource_version: &str) -> Result<WatchStream, ApiError> {
+        self.counted(Request::on(Verb::Watch, gvr), || {
+            let start = self.state.lock().watch_with_initial(gvr, "")?;
+            Ok(start.with_initial_events_end())
+        })
+    }
+
     fn call_counts(&self) -> Vec<CallCount> {
         self.calls.call_counts().unwrap_or_default()
     }

@@ -19,7 +19,7 @@ use super::watch::{Change, WatchHub};
 use crate::api::time::now_rfc3339;
 use crate::api::{
     validate_owner_references, ApiError, Discovery, EventRecord, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta,
-    WatchEventType, WatchStream, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+    WatchEvent, WatchEventType, WatchStream, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -495,6 +495,26 @@ pub struct WatchStart {
     /// Once those are delivered, the watch has reported every change of its type up to this
     /// resourceVersion.
     pub resource_version: u64,
+}
+
+impl WatchStart {
+    /// The events of a watch-list: the initial ones, then the bookmark that ends them, at the
+    /// version they show, then the changes after it.
+    pub fn with_initial_events_end(self) -> WatchStream {
+        use futures::stream::{self, StreamExt};
+        let WatchStart {
+            stream,
+            initial_events,
+            resource_version,
+        } = self;
+        let end = move || Ok(WatchEvent::initial_events_end(resource_version.to_string()));
+        let before_any = (initial_events == 0).then(end);
+        let events = stream.enumerate().flat_map(move |(i, event)| {
+            let after_last_initial = (i + 1 == initial_events).then(end);
+            stream::iter(std::iter::once(event).chain(after_last_initial))
+        });
+        stream::iter(before_any).chain(events).boxed()
+    }
 }
 
 /// Write access to one type plus the resourceVersion counter.

@@ -59,8 +59,17 @@ fn failing(verb: Verb, resource: Option<Type>, reason: StatusReason, message: &s
     Step::Fault(fault(verb, resource.map(|t| (t.group, t.plural)), reason, message))
 }
 
-/// Item 13 (`TestCascadingDeleteOnCRDConversionFailure`): a custom resource whose every LIST
-/// fails, as behind a broken conversion webhook, never syncs; the collector still starts its
+/// Every read of `resource` fails: its LISTs and its WATCHes, watch-lists included, so that its
+/// monitor never syncs whichever way it reads.
+fn failing_reads(resource: Type, reason: StatusReason, message: &str) -> Step {
+    Steps(vec![
+        failing(Verb::List, Some(resource), reason, message),
+        failing(Verb::Watch, Some(resource), reason, message),
+    ])
+}
+
+/// Item 13 (`TestCascadingDeleteOnCRDConversionFailure`): a custom resource whose every read
+/// (LIST or watch-list) fails, as behind a broken conversion webhook, never syncs; the collector still starts its
 /// workers after the initial sync timeout and cascades an RC's deletion to its pod, and
 /// `is_synced` stays false throughout.
 #[rustfmt::skip]
@@ -68,11 +77,11 @@ fn s13() -> Table {
     let conversion = "conversion webhook for example.com/v1, Kind=Widget failed: connection refused";
     table(NS, vec![
         Register(WIDGET),
-        failing(Verb::List, Some(WIDGET), StatusReason::InternalError, conversion),
+        failing_reads(WIDGET, StatusReason::InternalError, conversion),
         StartUnsynced,
         Create(obj(RC, "rc1")),
         Create(obj(POD, "pod1").owned_by([to("rc1")])),
-        // a monitor whose LIST always fails must not count as synced
+        // a monitor whose reads always fail must not count as synced
         Until(in_graph(["rc1", "pod1"])), Check(Synced(false)),
         delete("rc1", Background),
         Until(gone("pod1")),
@@ -96,7 +105,7 @@ const UNKNOWN: Type = crd("tpr.io", "Unknown", "unknown");
 fn s15() -> Table {
     let initial_sync_timeout = Config::default().initial_sync_timeout;
     table(NS, vec![
-        failing(Verb::List, Some(UNKNOWN), StatusReason::NotFound, "the server could not find the requested resource"),
+        failing_reads(UNKNOWN, StatusReason::NotFound, "the server could not find the requested resource"),
         Mark,
         StartUnsynced,
         Until(Monitored(&["pods", "unknown"])), Check(Synced(false)),
@@ -194,9 +203,9 @@ fn s23_deletable_resources_keep_usable_results_whatever_discovery_answers() {
 fn s24() -> Table {
     let both = &["deployments", "pods"];
     let discovery_error = "error calling discoveryClient.ServerPreferredResources()";
-    // A resource that maps but never syncs (its LIST answers 404).
+    // A resource that maps but never syncs (its reads answer 404).
     let unsyncable = || Steps(vec![
-        failing(Verb::List, Some(SECRET), StatusReason::NotFound, "the server could not find the requested resource"),
+        failing_reads(SECRET, StatusReason::NotFound, "the server could not find the requested resource"),
         Register(SECRET),
     ]);
     table(NS, vec![

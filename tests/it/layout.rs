@@ -10,6 +10,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("sync", 0),
     ("rate", 0),
     ("duration", 0),
+    ("feature_gates", 0),
     ("api", 1),
     ("graph", 2),
     ("sim", 2),

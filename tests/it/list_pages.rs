@@ -5,7 +5,8 @@
 //! delete for every object that vanished meanwhile, routed only after its last page.
 //!
 //! The collector reaches the simulated cluster through [`Paging`], which watches and interferes
-//! with the LIST pages and WATCH streams of pods only.
+//! with the LIST pages and WATCH streams of pods only, and refuses their watch-list, so that the
+//! pods monitor reads them by list.
 
 use crate::support;
 
@@ -193,6 +194,15 @@ impl ClusterApi for Paging {
             Some(lifetime) => Ok(stream.take_until(tokio::time::sleep(lifetime)).boxed()),
             None => Ok(stream.boxed()),
         }
+    }
+
+    /// Pods are served no watch-list, as by a server with the `WatchList` gate off, so their
+    /// monitor reads them by list.
+    async fn watch_list(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+        if *gvr == pods() {
+            return Err(ApiError::status(StatusReason::Invalid, "sendInitialEvents: Forbidden"));
+        }
+        self.cluster.watch_list(gvr, resource_version).await
     }
 
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {

@@ -259,7 +259,8 @@ async fn endpoints_should_serve_the_graph_explanations_metrics_and_readiness() {
         // prometheus-client writes `le` before the family's own labels.
         "workqueue_queue_duration_seconds_bucket{le=\"+Inf\",name=\"garbage_collector_attempt_to_orphan\"}",
         "kube_gc_monitor_synced{resource=\"apps/v1/deployments\"} 1",
-        "kube_gc_api_requests_total{verb=\"list\",code=\"200\"}",
+        "kube_gc_api_requests_total{verb=\"watch\",code=\"200\"}",
+        "kube_gc_monitor_sync_mode{resource=\"apps/v1/deployments\",mode=\"watch-list\"} 1",
         "kube_gc_api_requests_total{verb=\"discovery\",code=\"200\"}",
     ] {
         assert!(metrics.contains(needle), "no {needle} in\n{metrics}");
@@ -473,5 +474,51 @@ async fn throttled_requests_should_be_retried_inside_the_request() {
     };
     assert_eq!(count(200), 20);
     assert!(count(429) > 0, "the server throttled some tries: {counts:?}");
+    server.abort();
+}
+
+/// A watch-list whose connection drops before its initial-events-end bookmark is opened again
+/// after the monitor's backoff, still as a watch-list, and the view it builds holds every object,
+/// with nothing deleted on the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_list_cut_before_its_bookmark_should_be_opened_again() {
+    use kube_gc::monitor::SyncMode;
+    let cluster = Arc::new(SimCluster::new());
+    let owner = create_in(&cluster, &replicasets(), meta("default", "rs", vec![]));
+    let pods_made: Vec<PartialObjectMeta> = (0..50)
+        .map(|i| {
+            create_in(
+                &cluster,
+                &pods(),
+                meta("default", &format!("p{i}"), vec![blocking_ref_to(&owner)]),
+            )
+        })
+        .collect();
+    let (client, server) = serve(&cluster).await;
+    let api = Arc::new(support::Recorder::new(Arc::new(layered(client, Fence::open()))));
+    api.cut_next_watch_list(pods(), 20);
+    let gc = GarbageCollector::start(api.clone(), Config::default()).await;
+    assert!(gc.wait_for_sync(PATIENCE).await, "monitors never synced");
+
+    assert_eq!(
+        api.count("watch-list v1/pods /"),
+        2,
+        "the cut watch-list is opened again"
+    );
+    assert_eq!(api.count("list v1/pods /"), 0, "no fallback to a list");
+    let statuses = gc.monitor_statuses();
+    let pod_status = &statuses[&pods()];
+    assert_eq!(pod_status.sync_mode(), SyncMode::WatchList);
+    assert!(pod_status.page_retries() >= 1, "the restart is counted");
+    let graph = gc.graph().clone();
+    let uids: Vec<Uid> = pods_made.iter().map(|p| Uid::parse(&p.metadata.uid)).collect();
+    eventually("every pod in the graph", || uids.iter().all(|u| graph.contains(u))).await;
+    assert!(
+        pods_made
+            .iter()
+            .all(|p| cluster.get_object(&pods(), "default", &p.metadata.name).is_ok()),
+        "no pod of a live owner is deleted"
+    );
+    gc.shutdown().await;
     server.abort();
 }

@@ -211,12 +211,15 @@ async fn explain_should_name_the_view_an_orphan_deletion_waits_for() {
     use kube_gc::api::layers::Verb;
     use kube_gc::api::StatusReason;
     let cluster = SimCluster::new();
-    cluster.inject_fault(fault(
-        Verb::List,
-        Some(("", "pods")),
-        StatusReason::InternalError,
-        "etcd is slow",
-    ));
+    // Pods cannot be read, by list or by watch-list.
+    for verb in [Verb::List, Verb::Watch] {
+        cluster.inject_fault(fault(
+            verb,
+            Some(("", "pods")),
+            StatusReason::InternalError,
+            "etcd is slow",
+        ));
+    }
     let config = kube_gc::controller::Config {
         initial_sync_timeout: std::time::Duration::from_millis(500),
         ..Default::default()

@@ -189,6 +189,11 @@ impl<L: Layer, C: ClusterApi> ClusterApi for Layered<L, C> {
             .await
     }
 
+    async fn watch_list(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+        let call = || self.inner.watch_list(gvr, resource_version);
+        self.layer.around(Request::on(Verb::Watch, gvr), call).await
+    }
+
     fn call_counts(&self) -> Vec<CallCount> {
         self.layer.call_counts().unwrap_or_else(|| self.inner.call_counts())
     }

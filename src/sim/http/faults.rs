@@ -128,6 +128,9 @@ pub struct HttpFaults {
     pub watch_drop_events: Option<usize>,
     /// End every watch after this long.
     pub watch_drop_after: Option<Duration>,
+    /// Never end a watch-list's initial events with their bookmark, as a server that ignores
+    /// `sendInitialEvents` would.
+    pub withhold_initial_events_end: bool,
     /// Inject faults only into requests whose `User-Agent` contains this; `None`: every request.
     /// A fault suite aims them at the collector while its own workload sees a healthy server.
     pub target: Option<String>,

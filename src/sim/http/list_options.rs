@@ -17,9 +17,6 @@
 use super::request::Params;
 use crate::api::{ApiError, StatusReason};
 
-/// The annotation of the bookmark that ends a watch-list's initial events.
-pub(super) const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
-
 const NOT_OLDER_THAN: &str = "NotOlderThan";
 const EXACT: &str = "Exact";
 

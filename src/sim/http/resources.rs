@@ -154,6 +154,7 @@ impl Server {
             deadline,
             max_events: faults.watch_drop_events.filter(|_| targeted),
             bookmark_every: Some(self.options.bookmark_interval),
+            initial_events_end: !(faults.withhold_initial_events_end && targeted),
             stopping: self.stopping.clone(),
         };
         let body = watch::open(&self.cluster, path, params, presentation, start, limits)?;

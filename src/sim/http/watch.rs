@@ -17,10 +17,10 @@
 //!
 //! [`SimCluster::watch_objects`]: crate::sim::SimCluster::watch_objects
 
-use super::list_options::{Start, INITIAL_EVENTS_END};
+use super::list_options::Start;
 use super::represent::{failure, Presentation};
 use super::request::{Params, ResourcePath};
-use crate::api::{ApiError, WatchEvent, WatchEventType, WatchStream};
+use crate::api::{ApiError, WatchEvent, WatchEventType, WatchStream, INITIAL_EVENTS_END};
 use crate::sim::{SimCluster, WatchStart};
 use axum::body::Body;
 use futures::StreamExt;
@@ -39,6 +39,9 @@ pub(super) struct WatchLimits {
     pub(super) max_events: Option<usize>,
     /// How often it sends a bookmark, when asked to.
     pub(super) bookmark_every: Option<Duration>,
+    /// Whether a watch-list's initial events end with their bookmark (an injected fault stands
+    /// for a server that never sends it).
+    pub(super) initial_events_end: bool,
     /// Cancelled when the server stops: the watch ends then, so that it does not hold the
     /// server's graceful shutdown up.
     pub(super) stopping: CancellationToken,
@@ -82,7 +85,7 @@ pub(super) fn open(
         (Start::ChangesOnly, "" | "0") => cluster.resource_version().to_string(),
         (_, rv) => rv.to_string(),
     };
-    let end_marker = start == Start::InitialEvents && params.allow_bookmarks;
+    let end_marker = start == Start::InitialEvents && params.allow_bookmarks && limits.initial_events_end;
     let start = match cluster.watch_objects(&path.gvr, &from) {
         Ok(start) => start,
         Err(e) if e.reason() == Some(crate::api::StatusReason::Gone) => return Ok(error_body(&e)),

@@ -651,6 +651,8 @@ pub struct Recorder<C> {
     deletes: parking_lot::Mutex<Vec<DeleteOptions>>,
     before_delete: parking_lot::Mutex<Option<UserAction<C>>>,
     injected: parking_lot::Mutex<Option<(Gvr, Vec<PartialObjectMeta>)>>,
+    /// The next watch-list of this resource closes after this many events.
+    cut: parking_lot::Mutex<Option<(Gvr, usize)>>,
 }
 
 impl<C> Recorder<C> {
@@ -661,6 +663,7 @@ impl<C> Recorder<C> {
             deletes: parking_lot::Mutex::new(Vec::new()),
             before_delete: parking_lot::Mutex::new(None),
             injected: parking_lot::Mutex::new(None),
+            cut: parking_lot::Mutex::new(None),
         }
     }
 
@@ -684,10 +687,15 @@ impl<C> Recorder<C> {
         *self.before_delete.lock() = Some(Box::new(action));
     }
 
-    /// Adds `objects` to the last page of every LIST of `gvr`, and as MODIFIED events at the start
-    /// of every WATCH.
+    /// Adds `objects` to the last page of every LIST of `gvr`, as MODIFIED events at the start of
+    /// every WATCH, and as ADDED events at the start of every watch-list.
     pub fn inject(&self, gvr: Gvr, objects: Vec<PartialObjectMeta>) {
         *self.injected.lock() = Some((gvr, objects));
+    }
+
+    /// Closes the next watch-list of `gvr` after `events` events, as a connection that drops.
+    pub fn cut_next_watch_list(&self, gvr: Gvr, events: usize) {
+        *self.cut.lock() = Some((gvr, events));
     }
 
     fn injected_for(&self, gvr: &Gvr) -> Vec<PartialObjectMeta> {
@@ -744,6 +752,25 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
         let injected = self.injected_for(gvr).into_iter().map(|object| {
             Ok(kube_gc::api::WatchEvent {
                 event_type: kube_gc::api::WatchEventType::Modified,
+                object,
+            })
+        });
+        Ok(futures::stream::iter(injected.collect::<Vec<_>>())
+            .chain(stream)
+            .boxed())
+    }
+
+    async fn watch_list(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+        use futures::StreamExt;
+        self.note("watch-list", gvr, "", "");
+        let mut stream = self.inner.watch_list(gvr, resource_version).await?;
+        let cut = self.cut.lock().take_if(|(target, _)| target == gvr);
+        if let Some((_, events)) = cut {
+            stream = stream.take(events).boxed();
+        }
+        let injected = self.injected_for(gvr).into_iter().map(|object| {
+            Ok(kube_gc::api::WatchEvent {
+                event_type: kube_gc::api::WatchEventType::Added,
                 object,
             })
         });

@@ -1,0 +1,56 @@
+//! The paginated LIST: how a monitor reads its whole resource when watch-list is off or refused
+//! ([`SyncMode::List`](super::SyncMode::List)).
+//!
+//! Invariant: one page at a time is held and routed before the next is asked for, and the
+//! deletes of the objects the list did not show wait for its last page.
+
+use super::{Known, Watcher, LIST_PAGE_SIZE};
+use crate::api::{ClusterApi, PartialObjectMeta};
+use crate::graph::Uid;
+use std::collections::HashMap;
+
+impl<C: ClusterApi> Watcher<C> {
+    /// Lists the resource page by page until a whole list is routed, and returns its
+    /// resourceVersion (its first page's). Every object the monitor knew is in `unseen`: objects
+    /// the list shows are taken out of it and routed as updates if known, as adds if not; once the
+    /// last page is in, the rest are routed as deletes ([`Watcher::route_vanished`]). A failed
+    /// page is asked for again from its own continue token; a 410 means the token expired, and the
+    /// list starts again from its first page, with every object it had routed unseen again.
+    pub(super) async fn list(&mut self, mut unseen: HashMap<Uid, Known>) -> String {
+        let mut token = String::new();
+        let mut resource_version = None;
+        loop {
+            let page = match self.api.list_page(&self.gvr, &token, LIST_PAGE_SIZE).await {
+                Ok(page) => page,
+                Err(e) => {
+                    self.failures.failed(&self.gvr, "list", &e);
+                    self.status.page_retried();
+                    if e.is_gone() {
+                        unseen.extend(std::mem::take(&mut self.known));
+                        token.clear();
+                        resource_version = None;
+                    }
+                    self.backoff.wait().await;
+                    continue;
+                }
+            };
+            self.backoff.reset();
+            self.failures.recovered(&self.gvr);
+            let resource_version = resource_version.get_or_insert(page.resource_version).clone();
+            self.router.room().await;
+            self.route_page(page.items, &mut unseen);
+            if page.continue_token.is_empty() {
+                self.route_vanished(unseen);
+                return resource_version;
+            }
+            token = page.continue_token;
+        }
+    }
+
+    /// Routes one list page, taking each object it shows out of `unseen`.
+    fn route_page(&mut self, items: Vec<PartialObjectMeta>, unseen: &mut HashMap<Uid, Known>) {
+        for item in items {
+            self.route_listed(item.metadata, unseen);
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The watch-list: how a monitor reads its whole resource by default
+//! ([`SyncMode::WatchList`](super::SyncMode::WatchList)), as kube-controller-manager's informers
+//! do since 1.32 (KEP-3157). One WATCH with `sendInitialEvents=true` streams every object as
+//! ADDED, then a bookmark annotated `k8s.io/initial-events-end` carrying the resourceVersion of
+//! that view, then goes on as a normal watch; the server never builds a LIST response.
+//!
+//! Invariants, the same as the paginated list's ([`super::list`]):
+//!
+//! - Nothing is removed from the graph before the whole view is read: objects are routed as adds
+//!   or updates as they arrive, and the deletes of the objects the view does not show wait for
+//!   the bookmark. The monitor keeps no object cache, so the stream needs no temporary store:
+//!   what an informer would stage there is already in `unseen`, one entry per known object.
+//! - The view counts as synced (or relisted) only at the bookmark, so no decision rests on it
+//!   before then ([`MonitorStatus::is_complete`](super::MonitorStatus::is_complete)).
+//! - A stream that fails or ends before its bookmark is opened again after the monitor's backoff,
+//!   with every object it had routed unseen again, as a list restarted after a 410.
+//! - A server that refuses watch-list (422 Invalid or 400 BadRequest: a server with the
+//!   `WatchList` gate off, or one too old for it), or whose stream goes quiet for
+//!   [`INITIAL_EVENTS_END_WAIT`] without the bookmark, is read by paginated LIST from then on:
+//!   [`Refused`] says why, and the monitor logs it once.
+
+use super::{Known, Watcher, ROOM_CHECK_EVERY};
+use crate::api::{ApiError, ClusterApi, StatusReason, WatchStream};
+use crate::event::EventType;
+use crate::graph::Uid;
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// How long a watch-list may go without an event before its bookmark comes. A server that has
+/// the feature sends the bookmark right after the last initial event; one that ignores
+/// `sendInitialEvents` (a proxy, a server too old) streams objects and then falls silent. A real
+/// API server may wait up to 3 s for its watch cache to reach the requested version before the
+/// first event, so 10 s leaves room without letting a monitor hang.
+pub const INITIAL_EVENTS_END_WAIT: Duration = Duration::from_secs(10);
+
+/// Why a server will not be asked for a watch-list again.
+#[derive(Debug)]
+pub(super) enum Refused {
+    /// It answered the request with this error.
+    Answered(ApiError),
+    /// Its stream went quiet before the bookmark.
+    NoBookmark,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Answered(e) => write!(f, "{e}"),
+            Refused::NoBookmark => write!(
+                f,
+                "no initial-events-end bookmark within {}s of the last event",
+                INITIAL_EVENTS_END_WAIT.as_secs()
+            ),
+        }
+    }
+}
+
+/// How a watch-list's initial events ended.
+enum Initial {
+    /// With the bookmark, at this resourceVersion.
+    Ended(String),
+    /// Before the bookmark: the stream failed (with the error) or closed (without).
+    Broke(Option<ApiError>),
+    /// Quiet for [`INITIAL_EVENTS_END_WAIT`] before the bookmark.
+    Quiet,
+}
+
+/// A whole view read by watch-list: its resourceVersion, and the stream, which goes on as a
+/// watch from it.
+pub(super) struct Synced {
+    pub(super) resource_version: String,
+    pub(super) stream: WatchStream,
+}
+
+impl<C: ClusterApi> Watcher<C> {
+    /// Reads the whole resource by watch-list, routing as [`Watcher::list`] does; see the
+    /// [module docs](self). On a refusal, every object stays known, for the list that follows.
+    pub(super) async fn watch_list(&mut self, mut unseen: HashMap<Uid, Known>) -> Result<Synced, Refused> {
+        loop {
+            let mut stream = match self.api.watch_list(&self.gvr, "").await {
+                Ok(stream) => stream,
+                Err(e) if refuses_watch_list(&e) => return Err(self.refused(Refused::Answered(e), unseen)),
+                Err(e) => {
+                    self.failures.failed(&self.gvr, "watch-list", &e);
+                    self.status.page_retried();
+                    self.backoff.wait().await;
+                    continue;
+                }
+            };
+            match self.initial_events(&mut stream, &mut unseen).await {
+                Initial::Ended(resource_version) => {
+                    self.route_vanished(unseen);
+                    return Ok(Synced {
+                        resource_version,
+                        stream,
+                    });
+                }
+                Initial::Quiet => return Err(self.refused(Refused::NoBookmark, unseen)),
+                Initial::Broke(error) => {
+                    let why: &dyn std::fmt::Display = match &error {
+                        Some(e) => e,
+                        None => &"the stream closed before its initial-events-end bookmark",
+                    };
+                    self.failures.failed(&self.gvr, "watch-list", why);
+                    self.status.page_retried();
+                    unseen.extend(std::mem::take(&mut self.known));
+                    self.backoff.wait().await;
+                }
+            }
+        }
+    }
+
+    /// Gives every object of `unseen` back to the monitor's known set and returns `why`.
+    fn refused(&mut self, why: Refused, unseen: HashMap<Uid, Known>) -> Refused {
+        self.known.extend(unseen);
+        why
+    }
+
+    /// Routes a watch-list's events up to its bookmark, taking each object shown out of `unseen`.
+    async fn initial_events(&mut self, stream: &mut WatchStream, unseen: &mut HashMap<Uid, Known>) -> Initial {
+        let mut routed: u64 = 0;
+        loop {
+            let event = match tokio::time::timeout(INITIAL_EVENTS_END_WAIT, stream.next()).await {
+                Err(_) => return Initial::Quiet,
+                Ok(None) => return Initial::Broke(None),
+                Ok(Some(Err(e))) => return Initial::Broke(Some(e)),
+                Ok(Some(Ok(event))) => event,
+            };
+            if event.is_initial_events_end() {
+                return Initial::Ended(event.object.metadata.resource_version);
+            }
+            let Some(event_type) = EventType::of_watch(event.event_type) else {
+                continue;
+            };
+            if routed == 0 {
+                self.backoff.reset();
+                self.failures.recovered(&self.gvr);
+            }
+            if routed.is_multiple_of(ROOM_CHECK_EVERY) {
+                self.router.room().await;
+            }
+            routed += 1;
+            if event_type == EventType::Delete {
+                unseen.remove(&Uid::parse(&event.object.metadata.uid));
+                self.route(event_type, event.object.metadata);
+            } else {
+                self.route_listed(event.object.metadata, unseen);
+            }
+        }
+    }
+}
+
+/// True for the answers of a server that does not serve watch-lists: 422 Invalid (upstream's
+/// validation with the gate off, and servers older than the feature) or 400 BadRequest.
+fn refuses_watch_list(error: &ApiError) -> bool {
+    matches!(error.reason(), Some(StatusReason::Invalid | StatusReason::BadRequest))
+}
