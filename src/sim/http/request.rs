@@ -283,7 +283,7 @@ impl Params {
                 Some(other) => return Err(bad(format!("includeObject: unsupported value {other:?}"))),
             },
             field_manager: query.get("fieldManager").filter(|m| !m.is_empty()).cloned(),
-            force: query.get("force").map(|v| v == "true" || v == "1"),
+            force: query.get("force").map(|v| parse_bool("force", v)).transpose()?,
         })
     }
 }
@@ -304,6 +304,16 @@ pub(super) fn manager_from_user_agent(user_agent: &str) -> Option<String> {
         manager.push(c);
     }
     (!manager.is_empty()).then_some(manager)
+}
+
+/// A boolean query parameter as Go's `strconv.ParseBool` reads it (`true`, `True`, `1`, `f`, …),
+/// which is how the Python client's `True` reaches the API server; anything else is 400.
+fn parse_bool(key: &str, value: &str) -> Result<bool, ApiError> {
+    match value {
+        "1" | "t" | "T" | "true" | "True" | "TRUE" => Ok(true),
+        "0" | "f" | "F" | "false" | "False" | "FALSE" => Ok(false),
+        other => Err(bad(format!("{key}: invalid value {other:?}"))),
+    }
 }
 
 /// A boolean query parameter: set by `true` or `1`.
