@@ -496,6 +496,27 @@ mod tests {
     }
 
     #[test]
+    fn managed_fields_should_survive_a_restore_and_keep_ruling_applies() {
+        let cluster = SimCluster::new();
+        let cms = Gvr::new("", "v1", "configmaps");
+        let config = |value: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": value}});
+        let apply = |cluster: &SimCluster, manager: &str, value: &str| {
+            cluster
+                .writes(false)
+                .by(manager)
+                .apply(&cms, NS, "c", &config(value), false)
+        };
+        let applied = apply(&cluster, "first", "1").expect("applies").object;
+        cluster.create(&pods(), object(NS, "unmanaged")).expect("a pod");
+        let restored = round_trip(&cluster);
+        let uid = &applied.metadata.uid;
+        assert_eq!(restored.managed_fields(uid), cluster.managed_fields(uid));
+        assert!(restored.managed_fields(uid).is_some());
+        let err = apply(&restored, "second", "2").expect_err("the first applier still owns data.a");
+        assert_eq!(err.reason(), Some(StatusReason::Conflict));
+    }
+
+    #[test]
     fn a_fresh_cluster_should_still_be_watchable_from_its_first_resource_version() {
         let cluster = SimCluster::new();
         let at = cluster.resource_version().to_string();
