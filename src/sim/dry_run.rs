@@ -110,7 +110,7 @@ impl Writes<'_> {
     }
 
     /// Server-side apply of the configuration `config` to the object `namespace`/`name`, which is
-    /// created if it does not exist ([`crate::sim::patch`]'s apply). The writes must be
+    /// created if it does not exist (see `patch::apply`). The writes must be
     /// [`by`](Self::by) a field manager (422 otherwise). Changing a field another manager owns is
     /// 409 Conflict unless `force`.
     pub fn apply(

@@ -6,7 +6,8 @@
 //! on: UIDs and resourceVersions, the registry's deletion rules (finalizers, `deletionTimestamp`,
 //! propagation-policy defaults per type, UID and resourceVersion preconditions), the update rules
 //! (optimistic concurrency, immutable fields, no new finalizers while deleting, removal once the
-//! last finalizer goes), JSON merge, strategic merge and JSON patches, the 404/409/410/415/422
+//! last finalizer goes), JSON merge, strategic merge and JSON patches, server-side apply with its
+//! field ownership (`managed`, kept beside the objects, never in them), the 404/409/410/415/422
 //! answers, discovery, and watches with a bounded replay history.
 //!
 //! # Model

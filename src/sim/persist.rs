@@ -23,7 +23,7 @@
 //! {"group":"apps","resource":"deployments","object":{"apiVersion":"","kind":"","metadata":{…},"spec":{…}}}
 //! ```
 //!
-//! An object that field managers wrote has its `managedFields` list ([`super::managed`]) beside it,
+//! An object that field managers wrote has its `managedFields` list (`super::managed`) beside it,
 //! under `managedFields`; a line without it (as every line of an older save) restores an object no
 //! manager owns anything of.
 //!

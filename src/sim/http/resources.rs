@@ -6,7 +6,9 @@
 //! namespaced object needs a namespace, a cluster-scoped one has none, and a namespaced type's
 //! all-namespaces path takes no create), subresources are not served, bodies are JSON (or, for
 //! built-in types, [protobuf](super::protobuf)) of at most the server's limit, and the body's apiVersion, kind, namespace and name agree with the URL.
-//! `dryRun` is refused rather than ignored, so that a dry run never writes.
+//! A `dryRun` other than `All` is refused rather than ignored, so that a dry run never writes.
+//! A PATCH is a patch or, with `application/apply-patch+yaml`, a server-side apply of a YAML
+//! configuration; `force` is refused on any other patch (422).
 
 use super::list_options::{self, Start};
 use super::protobuf;
