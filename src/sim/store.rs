@@ -321,7 +321,8 @@ impl State {
     /// The CRD object describing `gvr`'s type, whose schema tells its lists apart; looked up only
     /// when a write may have managed fields to record.
     fn describing_crd(&self, gvr: &Gvr) -> Option<Arc<PartialObjectMeta>> {
-        if self.author.is_none() && self.fields.is_empty() {
+        let recording = self.author.is_some() || !self.fields.is_empty();
+        if !recording || !self.type_of(gvr).is_ok_and(|ty| ty.def.custom) {
             return None;
         }
         let name = format!("{}.{}", gvr.resource, gvr.group);

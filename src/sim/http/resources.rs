@@ -58,7 +58,7 @@ impl Server {
         let name = path.name.clone().unwrap_or_default();
         let gvr = &path.gvr;
         let ok = |code: StatusCode, obj: &PartialObjectMeta| json_response(code, &presentation.object(obj));
-        let written = |code: StatusCode, written: Written| json_response(code, &presentation.written(&written));
+        let ok_written = |code: StatusCode, written: Written| json_response(code, &presentation.written(&written));
         Ok(match verb {
             HttpVerb::Get => ok(StatusCode::OK, &self.cluster.get_object(gvr, &namespace, &name)?),
             HttpVerb::List => {
@@ -72,12 +72,12 @@ impl Server {
             HttpVerb::Create => {
                 let obj = self.object_body(&parts, body, &def, path).await?;
                 let writes = self.updates(&parts, &params, dry_run);
-                written(StatusCode::CREATED, writes.create(gvr, obj)?)
+                ok_written(StatusCode::CREATED, writes.create(gvr, obj)?)
             }
             HttpVerb::Update => {
                 let obj = self.object_body(&parts, body, &def, path).await?;
                 let writes = self.updates(&parts, &params, dry_run);
-                written(StatusCode::OK, writes.update(gvr, obj)?)
+                ok_written(StatusCode::OK, writes.update(gvr, obj)?)
             }
             HttpVerb::Patch => {
                 let answer = match patch_kind(&parts)? {
@@ -108,7 +108,7 @@ impl Server {
                 } else {
                     StatusCode::OK
                 };
-                written(code, answer)
+                ok_written(code, answer)
             }
             HttpVerb::Delete => {
                 let options = self.delete_options(&parts, body, &params).await?;

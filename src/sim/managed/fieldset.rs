@@ -184,7 +184,7 @@ impl FieldSet {
 }
 
 /// The step to the field `name` of a map.
-pub(in crate::sim) fn field_step(name: &str) -> String {
+fn field_step(name: &str) -> String {
     format!("f:{name}")
 }
 
@@ -264,7 +264,7 @@ fn collect_field(key: &str, value: &Value, shape: Shape<'_>, node: &mut FieldSet
 }
 
 /// The value at `path` in `object`, if it has one.
-pub(in crate::sim) fn value_at<'v>(object: &'v Value, path: &[String]) -> Option<&'v Value> {
+fn value_at<'v>(object: &'v Value, path: &[String]) -> Option<&'v Value> {
     path.iter().try_fold(object, |value, step| child_value(value, step))
 }
 

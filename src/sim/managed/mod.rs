@@ -75,11 +75,11 @@ impl FieldsTable {
 
 /// Who a user's write is recorded as.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Author {
+pub(in crate::sim) struct Author {
     /// The field manager: the request's `fieldManager`, or what its User-Agent names.
-    pub manager: String,
+    pub(in crate::sim) manager: String,
     /// The `apiVersion` the write went through.
-    pub api_version: String,
+    pub(in crate::sim) api_version: String,
 }
 
 /// An entry's `operation`.
