@@ -141,6 +141,8 @@ pub enum ApiError {
         /// How long the server asked the client to wait before trying again (its Retry-After,
         /// which the API server also writes as `details.retryAfterSeconds`).
         retry_after: Option<std::time::Duration>,
+        /// The `details.causes` the server gave, such as the fields of an apply conflict.
+        causes: Vec<StatusCause>,
     },
     /// The REST mapper knows no resource for this apiVersion and kind: an unknown kind, one not
     /// discovered yet, or a version no longer served.
@@ -159,6 +161,17 @@ pub enum ApiError {
         #[source]
         source: TransportError,
     },
+}
+
+/// One of a `Status`'s `details.causes`: what went wrong with one field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusCause {
+    /// The cause's `type` (`reason` in Go), for example `FieldManagerConflict`.
+    pub reason: String,
+    /// What went wrong.
+    pub message: String,
+    /// The field, as a path such as `.spec.replicas`.
+    pub field: String,
 }
 
 /// A client failure kept whole, sources and all; cheap to clone. Two are equal when they are the
@@ -200,20 +213,34 @@ impl ApiError {
             reason,
             message: message.into(),
             retry_after: None,
+            causes: Vec::new(),
+        }
+    }
+
+    /// The same error, naming the fields that caused it.
+    #[must_use]
+    pub fn with_causes(mut self, new_causes: Vec<StatusCause>) -> Self {
+        if let ApiError::Status { causes, .. } = &mut self {
+            *causes = new_causes;
+        }
+        self
+    }
+
+    /// The fields the server named as causes; none for most errors.
+    pub fn causes(&self) -> &[StatusCause] {
+        match self {
+            ApiError::Status { causes, .. } => causes,
+            ApiError::NoKindMatch { .. } | ApiError::Transport { .. } => &[],
         }
     }
 
     /// The same error, asking the client to wait `wait` before trying again.
     #[must_use]
-    pub fn with_retry_after(self, wait: std::time::Duration) -> Self {
-        match self {
-            ApiError::Status { reason, message, .. } => ApiError::Status {
-                reason,
-                message,
-                retry_after: Some(wait),
-            },
-            other => other,
+    pub fn with_retry_after(mut self, wait: std::time::Duration) -> Self {
+        if let ApiError::Status { retry_after, .. } = &mut self {
+            *retry_after = Some(wait);
         }
+        self
     }
 
     /// How long the server asked the client to wait before trying again, if it did.

@@ -18,7 +18,7 @@ mod types;
 mod validation;
 
 pub use connect::{connect, ConnectError};
-pub use error::{one_line, ApiError, StatusReason, TransportError};
+pub use error::{one_line, ApiError, StatusCause, StatusReason, TransportError};
 pub use kube_client::KubeApi;
 pub use mapper::{RestMapper, SharedRestMapper};
 pub use types::*;

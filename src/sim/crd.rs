@@ -99,6 +99,15 @@ fn type_of(crd: &PartialObjectMeta) -> Result<TypeDef, String> {
     .with_categories(&categories))
 }
 
+/// The `openAPIV3Schema` a CRD object gives its `version`, if any.
+pub(super) fn schema<'c>(crd: &'c PartialObjectMeta, version: &str) -> Option<&'c Value> {
+    let versions = crd.rest.get("spec")?.get("versions")?.as_array()?;
+    let served = versions
+        .iter()
+        .find(|v| v.get("name").and_then(Value::as_str) == Some(version))?;
+    served.get("schema")?.get("openAPIV3Schema")
+}
+
 /// Kubernetes' version priority: GA before beta before alpha, higher numbers first within each,
 /// and versions that are not of the `v1beta2` form last, in reverse alphabetical order.
 fn version_priority(a: &str, b: &str) -> Ordering {

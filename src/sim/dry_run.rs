@@ -5,36 +5,94 @@
 //! resourceVersion is taken, no watch event is sent and no cascade starts. The store's writers
 //! obey [`State::dry_run`](super::store::State), set for the length of one operation under the
 //! state's lock, so no other write can see it set.
+//!
+//! The same way, [`Writes::by`] names the field manager a user's creates, updates, patches and
+//! applies are recorded as ([`super::managed`]); every write answers with the managed fields it
+//! left (or, in a dry run, would leave).
 
+use super::managed::{Author, ManagedFieldsList};
 use super::store::State;
 use super::{Deletion, SimCluster};
-use crate::api::{ApiError, DeleteOptions, Gvr, PartialObjectMeta, PatchType};
+use crate::api::{ApiError, DeleteOptions, Gvr, PartialObjectMeta, PatchType, StatusReason};
 use serde_json::Value;
 
-/// The user's writes of a [`SimCluster`], made or only answered (a dry run); see the
-/// [module docs](self).
+/// The user's writes of a [`SimCluster`], made or only answered (a dry run), and recorded as a
+/// field manager's or no one's; see the [module docs](self).
 pub struct Writes<'a> {
     pub(super) cluster: &'a SimCluster,
     pub(super) dry_run: bool,
+    /// The field manager the creates, updates, patches and applies are recorded as.
+    pub(super) manager: Option<String>,
+}
+
+/// An object as a write left it (or, in a dry run, would leave it), with its managed fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Written {
+    /// The object, as read through the version written.
+    pub object: PartialObjectMeta,
+    /// Its `metadata.managedFields`; `None` when no manager owns any of its fields.
+    pub managed_fields: Option<ManagedFieldsList>,
+    /// Whether the write created the object.
+    pub created: bool,
+}
+
+impl Written {
+    /// The object alone.
+    pub fn into_object(self) -> PartialObjectMeta {
+        self.object
+    }
 }
 
 impl Writes<'_> {
-    fn run<T>(&self, write: impl FnOnce(&mut State) -> T) -> T {
+    /// The same writes, recorded in the objects' managed fields as made by `manager`.
+    #[must_use]
+    pub fn by(mut self, manager: impl Into<String>) -> Self {
+        self.manager = Some(manager.into());
+        self
+    }
+
+    /// Runs one write under the state's lock, with the dry-run flag and the author set for its
+    /// length.
+    fn run<T>(&self, gvr: &Gvr, write: impl FnOnce(&mut State) -> T) -> T {
         let mut state = self.cluster.state.lock();
         state.dry_run = self.dry_run;
+        state.author = self.manager.as_ref().map(|manager| Author {
+            manager: manager.clone(),
+            api_version: gvr.api_version(),
+        });
         let out = write(&mut state);
         state.dry_run = false;
+        state.author = None;
         out
     }
 
+    /// Runs a write of one object, which answers with the object and whether it created it, and
+    /// pairs them with the managed fields it left.
+    fn run_written(
+        &self,
+        gvr: &Gvr,
+        write: impl FnOnce(&mut State) -> Result<(PartialObjectMeta, bool), ApiError>,
+    ) -> Result<Written, ApiError> {
+        self.run(gvr, |state| {
+            state.written_fields = None;
+            let (object, created) = write(state)?;
+            let managed_fields = state.written_fields.take();
+            Ok(Written {
+                object,
+                managed_fields,
+                created,
+            })
+        })
+    }
+
     /// [`SimCluster::create`].
-    pub fn create(&self, gvr: &Gvr, obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
-        self.run(|state| state.create(gvr, obj))
+    pub fn create(&self, gvr: &Gvr, obj: PartialObjectMeta) -> Result<Written, ApiError> {
+        self.run_written(gvr, |state| Ok((state.create(gvr, obj)?, true)))
     }
 
     /// [`SimCluster::update`].
-    pub fn update(&self, gvr: &Gvr, obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
-        self.run(|state| state.update(gvr, obj))
+    pub fn update(&self, gvr: &Gvr, obj: PartialObjectMeta) -> Result<Written, ApiError> {
+        self.run_written(gvr, |state| Ok((state.update(gvr, obj)?, false)))
     }
 
     /// [`SimCluster::patch_object`].
@@ -45,8 +103,31 @@ impl Writes<'_> {
         name: &str,
         patch_type: PatchType,
         body: &Value,
-    ) -> Result<PartialObjectMeta, ApiError> {
-        self.run(|state| state.patch(gvr, namespace, name, patch_type, body))
+    ) -> Result<Written, ApiError> {
+        self.run_written(gvr, |state| {
+            Ok((state.patch(gvr, namespace, name, patch_type, body)?, false))
+        })
+    }
+
+    /// Server-side apply of the configuration `config` to the object `namespace`/`name`, which is
+    /// created if it does not exist (see `patch::apply`). The writes must be
+    /// [`by`](Self::by) a field manager (422 otherwise). Changing a field another manager owns is
+    /// 409 Conflict unless `force`.
+    pub fn apply(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        config: &Value,
+        force: bool,
+    ) -> Result<Written, ApiError> {
+        if self.manager.as_deref().unwrap_or_default().is_empty() {
+            return Err(ApiError::status(
+                StatusReason::Invalid,
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ));
+        }
+        self.run_written(gvr, |state| state.apply(gvr, namespace, name, config, force))
     }
 
     /// [`SimCluster::delete_object`].
@@ -57,7 +138,7 @@ impl Writes<'_> {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<Deletion, ApiError> {
-        self.run(|state| state.delete(gvr, namespace, name, opts))
+        self.run(gvr, |state| state.delete(gvr, namespace, name, opts))
     }
 }
 
@@ -76,7 +157,7 @@ mod tests {
         let mut watch = cluster.watch_objects(&pods(), &rv.to_string()).expect("watch").stream;
 
         let dry = cluster.dry_run();
-        let created = dry.create(&pods(), object(NS, "q")).expect("a dry create");
+        let created = dry.create(&pods(), object(NS, "q")).expect("a dry create").object;
         assert_eq!(created.metadata.name, "q");
         assert!(!created.metadata.uid.is_empty(), "answered as it would be stored");
         let taken = dry.create(&pods(), object(NS, "p")).expect_err("the name is taken");
@@ -84,7 +165,8 @@ mod tests {
         let label = json!({"metadata": {"labels": {"a": "b"}}});
         let patched = dry
             .patch_object(&pods(), NS, "p", PatchType::Merge, &label)
-            .expect("a dry patch");
+            .expect("a dry patch")
+            .object;
         assert_eq!(patched.metadata.labels["a"], "b");
         let deletion = dry
             .delete_object(&pods(), NS, "p", &DeleteOptions::default())

@@ -6,7 +6,8 @@
 //! on: UIDs and resourceVersions, the registry's deletion rules (finalizers, `deletionTimestamp`,
 //! propagation-policy defaults per type, UID and resourceVersion preconditions), the update rules
 //! (optimistic concurrency, immutable fields, no new finalizers while deleting, removal once the
-//! last finalizer goes), JSON merge, strategic merge and JSON patches, the 404/409/410/415/422
+//! last finalizer goes), JSON merge, strategic merge and JSON patches, server-side apply with its
+//! field ownership (`managed`, kept beside the objects, never in them), the 404/409/410/415/422
 //! answers, discovery, and watches with a bounded replay history.
 //!
 //! # Model
@@ -52,6 +53,7 @@ mod delete;
 mod dry_run;
 pub mod http;
 mod lifecycle;
+mod managed;
 mod meta;
 mod pages;
 mod patch;
@@ -66,8 +68,10 @@ mod tests;
 
 pub use calls::ApiCalls;
 pub use delete::Deletion;
-pub use dry_run::Writes;
+pub use dry_run::{Writes, Written};
 pub use lifecycle::{DEFAULT_NAMESPACES, FINALIZER_CRD_CLEANUP, FINALIZER_KUBERNETES};
+pub(crate) use managed::FieldsTable;
+pub use managed::ManagedFieldsList;
 pub use persist::{temporary_state_path, StateError};
 pub use store::{Snapshot, WatchStart};
 pub use types::TypeDef;
@@ -102,6 +106,8 @@ pub const DEFAULT_HISTORY: usize = 100_000;
 /// ```
 pub struct SimCluster {
     state: Mutex<store::State>,
+    /// The objects' managed fields, read without the state's lock ([`managed`]).
+    fields: std::sync::Arc<FieldsTable>,
     calls: crate::api::layers::Count,
     faults: Faults,
     /// The lists in progress on the [`ClusterApi`](crate::api::ClusterApi) face.
@@ -132,6 +138,7 @@ impl SimCluster {
 
     fn from_state(state: store::State) -> Self {
         SimCluster {
+            fields: std::sync::Arc::clone(&state.fields),
             state: Mutex::new(state),
             calls: Default::default(),
             faults: Faults::default(),
@@ -159,7 +166,7 @@ impl SimCluster {
     /// GC finalizers at once are 422 Invalid. The server sets `resourceVersion`,
     /// `creationTimestamp` and, unless one is given (see the module docs), `uid`.
     pub fn create(&self, gvr: &Gvr, obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
-        self.writes(false).create(gvr, obj)
+        self.writes(false).create(gvr, obj).map(Written::into_object)
     }
 
     /// Reads an object, as a user would; 404 if it does not exist.
@@ -181,7 +188,7 @@ impl SimCluster {
     /// deleted no finalizer may be added (422); once its last finalizer is removed it is deleted.
     /// An update that changes nothing writes nothing.
     pub fn update(&self, gvr: &Gvr, obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
-        self.writes(false).update(gvr, obj)
+        self.writes(false).update(gvr, obj).map(Written::into_object)
     }
 
     /// Patches an object, as a user would; the result goes through the same rules as
@@ -195,7 +202,9 @@ impl SimCluster {
         patch_type: PatchType,
         body: &serde_json::Value,
     ) -> Result<PartialObjectMeta, ApiError> {
-        self.writes(false).patch_object(gvr, namespace, name, patch_type, body)
+        self.writes(false)
+            .patch_object(gvr, namespace, name, patch_type, body)
+            .map(Written::into_object)
     }
 
     /// Deletes an object, as a user would: preconditions (409 on mismatch), then the GC
@@ -260,9 +269,24 @@ impl SimCluster {
     }
 
     /// The user's writes, made or, for a `dry_run`, answered without being made as `dryRun=All`
-    /// asks ([`dry_run`]).
+    /// asks ([`dry_run`]). They are recorded as no field manager's unless [`Writes::by`] names one.
     pub fn writes(&self, dry_run: bool) -> Writes<'_> {
-        Writes { cluster: self, dry_run }
+        Writes {
+            cluster: self,
+            dry_run,
+            manager: None,
+        }
+    }
+
+    /// The managed fields (`metadata.managedFields`) of the object with `uid`: `None` until a field
+    /// manager writes it ([`Writes::by`]).
+    pub fn managed_fields(&self, uid: &str) -> Option<ManagedFieldsList> {
+        self.fields.get(uid)
+    }
+
+    /// Every object's managed fields, for the HTTP presentation to read without the state's lock.
+    pub(crate) fn fields_table(&self) -> std::sync::Arc<FieldsTable> {
+        std::sync::Arc::clone(&self.fields)
     }
 
     /// The user's writes answered without being made.

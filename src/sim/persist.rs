@@ -23,6 +23,10 @@
 //! {"group":"apps","resource":"deployments","object":{"apiVersion":"","kind":"","metadata":{…},"spec":{…}}}
 //! ```
 //!
+//! An object that field managers wrote has its `managedFields` list (`super::managed`) beside it,
+//! under `managedFields`; a line without it (as every line of an older save) restores an object no
+//! manager owns anything of.
+//!
 //! CRD objects come first, so that the types they describe are served again before any of their
 //! objects is read.
 //!
@@ -42,6 +46,7 @@
 //! recorded through [`ClusterApi::create_event`](crate::api::ClusterApi::create_event), injected
 //! faults, watch delays and blackouts, failing discovery, and the call counters.
 
+use super::managed::ManagedFieldsList;
 use super::store::{RestoreRefusal, State};
 use super::types::{CRD_GROUP, CRD_RESOURCE};
 use super::{SimCluster, TypeDef};
@@ -158,23 +163,31 @@ struct Entry<'a> {
     group: Cow<'a, str>,
     resource: Cow<'a, str>,
     object: Cow<'a, PartialObjectMeta>,
+    #[serde(default, rename = "managedFields", skip_serializing_if = "Option::is_none")]
+    managed_fields: Option<Cow<'a, serde_json::Value>>,
 }
 
 /// A consistent snapshot of what a save writes.
 struct Saved {
     header: Header,
-    /// Each type's group, resource and objects, the CRD type first.
-    objects: Vec<(String, String, Vec<Arc<PartialObjectMeta>>)>,
+    /// Each type's group, resource and objects with their managed fields, the CRD type first.
+    objects: Vec<(String, String, Vec<SavedObject>)>,
 }
+
+/// An object and its managed fields, as saved.
+type SavedObject = (Arc<PartialObjectMeta>, Option<ManagedFieldsList>);
 
 impl State {
     /// What a save writes, as of now.
     fn saved(&self) -> Saved {
         let types: Vec<TypeDef> = self.defs().filter(|def| !self.is_crd_backed(def)).cloned().collect();
-        let mut objects: Vec<(String, String, Vec<Arc<PartialObjectMeta>>)> = self
+        let mut objects: Vec<(String, String, Vec<SavedObject>)> = self
             .defs()
             .map(|def| {
-                let stored = self.stored(&def.group, &def.resource).cloned().collect();
+                let stored = self
+                    .stored(&def.group, &def.resource)
+                    .map(|o| (Arc::clone(o), self.fields.get(&o.metadata.uid)))
+                    .collect();
                 (def.group.clone(), def.resource.clone(), stored)
             })
             .collect();
@@ -203,11 +216,12 @@ impl SimCluster {
         let mut w = BufWriter::with_capacity(BUFFER_BYTES, w);
         write_line(&mut w, &saved.header)?;
         for (group, resource, stored) in &saved.objects {
-            for object in stored {
+            for (object, managed_fields) in stored {
                 let entry = Entry {
                     group: Cow::Borrowed(group),
                     resource: Cow::Borrowed(resource),
                     object: Cow::Borrowed(object),
+                    managed_fields: managed_fields.as_deref().map(Cow::Borrowed),
                 };
                 write_line(&mut w, &entry)?;
             }
@@ -257,8 +271,9 @@ impl SimCluster {
             }
             crds_pending |= is_crd;
             let object = Arc::new(entry.object.into_owned());
+            let managed_fields = entry.managed_fields.map(|list| Arc::new(list.into_owned()));
             state
-                .restore(&entry.group, &entry.resource, Arc::clone(&object))
+                .restore(&entry.group, &entry.resource, Arc::clone(&object), managed_fields)
                 .map_err(|refusal| refusal_error(refusal, line, (&entry.group, &entry.resource), &object, counter))?;
             found += 1;
         }
@@ -478,6 +493,27 @@ mod tests {
             .expect("open")
             .expect("no error");
         assert_eq!(event.object.metadata.name, "new");
+    }
+
+    #[test]
+    fn managed_fields_should_survive_a_restore_and_keep_ruling_applies() {
+        let cluster = SimCluster::new();
+        let cms = Gvr::new("", "v1", "configmaps");
+        let config = |value: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": value}});
+        let apply = |cluster: &SimCluster, manager: &str, value: &str| {
+            cluster
+                .writes(false)
+                .by(manager)
+                .apply(&cms, NS, "c", &config(value), false)
+        };
+        let applied = apply(&cluster, "first", "1").expect("applies").object;
+        cluster.create(&pods(), object(NS, "unmanaged")).expect("a pod");
+        let restored = round_trip(&cluster);
+        let uid = &applied.metadata.uid;
+        assert_eq!(restored.managed_fields(uid), cluster.managed_fields(uid));
+        assert!(restored.managed_fields(uid).is_some());
+        let err = apply(&restored, "second", "2").expect_err("the first applier still owns data.a");
+        assert_eq!(err.reason(), Some(StatusReason::Conflict));
     }
 
     #[test]

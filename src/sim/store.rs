@@ -9,10 +9,17 @@
 //! puts a saved cluster's objects back, resourceVersions and all, into a state no one can watch yet
 //! and whose watch histories start after them. Objects are kept in stored form, without
 //! `apiVersion` and `kind`, which [`present`] adds for the version asked for.
+//!
+//! The writer also keeps the objects' managed fields ([`super::managed`]) beside them: every
+//! write records what changed for the operation's [`Author`] (or for no one), and a removed
+//! object's managed fields go with it.
 
 use super::crd::{self, CrdChange, CrdRegistry};
 use super::lifecycle::{self, Container};
+use super::managed::fieldset::{Comparison, FieldSet};
+use super::managed::{Author, FieldsTable, ManagedFieldsList, Managers};
 use super::meta::{generated_name, new_uid};
+use super::patch::lists::Shape;
 use super::status::{already_exists, conflict, invalid, not_found, resource_not_found, OPTIMISTIC_LOCK};
 use super::types::{TypeDef, CRD_GROUP, CRD_RESOURCE};
 use super::watch::{Change, WatchHub};
@@ -120,6 +127,21 @@ pub(super) struct State {
     /// Set for the length of one `dryRun=All` operation: writers check and compute everything and
     /// store nothing, send no event and start no cascade.
     pub(super) dry_run: bool,
+    /// The managed fields of the objects, by UID; shared with the readers that present objects.
+    pub(super) fields: Arc<FieldsTable>,
+    /// Who the writes of the current operation are recorded as; set, like `dry_run`, for the length
+    /// of one user operation. `None`: no one (the simulator's own writes and the collector's).
+    pub(super) author: Option<Author>,
+    /// The managed fields the current operation's last write left its object with.
+    pub(super) written_fields: Option<ManagedFieldsList>,
+}
+
+/// How a write records its author in the object's managed fields.
+pub(super) enum Recording {
+    /// As an update: the author takes what it added or changed.
+    Update,
+    /// As an apply of a configuration setting `applied`; `force` takes conflicting fields.
+    Apply { applied: FieldSet, force: bool },
 }
 
 /// Types by group, then resource, as [`State`] keeps them.
@@ -171,6 +193,9 @@ impl State {
             namespaces_enforced: false,
             terminating: BTreeSet::new(),
             dry_run: false,
+            fields: Arc::default(),
+            author: None,
+            written_fields: None,
         };
         for def in types {
             state.register(def);
@@ -187,6 +212,7 @@ impl State {
         group: &str,
         resource: &str,
         obj: Arc<PartialObjectMeta>,
+        managed_fields: Option<ManagedFieldsList>,
     ) -> Result<(), RestoreRefusal> {
         let ty = self
             .types
@@ -203,6 +229,9 @@ impl State {
         }
         if ty.objects.get(&obj.metadata.namespace, &obj.metadata.name).is_some() {
             return Err(RestoreRefusal::Taken);
+        }
+        if managed_fields.is_some() {
+            self.fields.set(&obj.metadata.uid, managed_fields);
         }
         ty.objects.insert(obj);
         Ok(())
@@ -246,6 +275,12 @@ impl State {
             ty: &mut ty,
             last_rv: &mut self.last_rv,
             dry_run: false,
+            fields: FieldsWriter {
+                table: &self.fields,
+                author: None,
+                crd: None,
+                written: &mut self.written_fields,
+            },
         };
         for (namespace, name) in keys {
             writer.remove(&namespace, &name);
@@ -263,6 +298,7 @@ impl State {
 
     /// A writer for the type serving `gvr`.
     pub(super) fn writer(&mut self, gvr: &Gvr) -> Result<Writer<'_>, ApiError> {
+        let crd = self.describing_crd(gvr);
         let ty = self
             .types
             .get_mut(gvr.group.as_str())
@@ -273,11 +309,38 @@ impl State {
             ty,
             last_rv: &mut self.last_rv,
             dry_run: self.dry_run,
+            fields: FieldsWriter {
+                table: &self.fields,
+                author: self.author.as_ref(),
+                crd: crd.map(|crd| (crd, gvr.version.clone())),
+                written: &mut self.written_fields,
+            },
         })
     }
 
+    /// The CRD object describing `gvr`'s type, whose schema tells its lists apart; looked up only
+    /// when a write may have managed fields to record.
+    fn describing_crd(&self, gvr: &Gvr) -> Option<Arc<PartialObjectMeta>> {
+        let recording = self.author.is_some() || !self.fields.is_empty();
+        if !recording || !self.type_of(gvr).is_ok_and(|ty| ty.def.custom) {
+            return None;
+        }
+        let name = format!("{}.{}", gvr.resource, gvr.group);
+        self.stored_object(CRD_GROUP, CRD_RESOURCE, "", &name).cloned()
+    }
+
     /// Creates an object; see [`super::SimCluster::create`].
-    pub(super) fn create(&mut self, gvr: &Gvr, mut obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
+    pub(super) fn create(&mut self, gvr: &Gvr, obj: PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
+        self.create_recorded(gvr, obj, &Recording::Update)
+    }
+
+    /// Creates an object, recording its author as `recording` says.
+    pub(super) fn create_recorded(
+        &mut self,
+        gvr: &Gvr,
+        mut obj: PartialObjectMeta,
+        recording: &Recording,
+    ) -> Result<PartialObjectMeta, ApiError> {
         self.check_create_allowed(gvr, &obj.metadata.namespace)?;
         let mut w = self.writer(gvr)?;
         prepare_create(&w.ty.def, &mut obj.metadata)?;
@@ -299,7 +362,7 @@ impl State {
         obj.metadata.creation_timestamp = Some(now_rfc3339());
         obj.api_version.clear();
         obj.kind.clear();
-        let stored = w.store(obj, WatchEventType::Added);
+        let stored = w.store_new(obj, recording)?;
         let out = present(&stored, gvr, &w.ty.def);
         self.after_write(gvr);
         Ok(out)
@@ -523,6 +586,18 @@ pub(super) struct Writer<'a> {
     last_rv: &'a mut u64,
     /// Compute each write, make none ([`State::dry_run`]).
     dry_run: bool,
+    fields: FieldsWriter<'a>,
+}
+
+/// Write access to the managed fields of the objects a [`Writer`] writes.
+struct FieldsWriter<'a> {
+    table: &'a FieldsTable,
+    /// [`State::author`].
+    author: Option<&'a Author>,
+    /// The CRD describing the type, and the version written through, for the type's shape.
+    crd: Option<(Arc<PartialObjectMeta>, String)>,
+    /// [`State::written_fields`].
+    written: &'a mut Option<ManagedFieldsList>,
 }
 
 impl Writer<'_> {
@@ -535,11 +610,76 @@ impl Writer<'_> {
             .ok_or_else(|| not_found(&self.ty.def, name))
     }
 
-    /// Stores `obj` at the next resourceVersion and publishes it as `event_type`; in a dry run,
-    /// returns it as it stands.
-    pub(super) fn store(&mut self, mut obj: PartialObjectMeta, event_type: WatchEventType) -> Arc<PartialObjectMeta> {
+    /// The managers of the stored object with `uid`.
+    pub(super) fn managers(&self, uid: &str) -> Managers {
+        Managers::decode(self.fields.table.get(uid).as_deref())
+    }
+
+    /// The shape of the type's objects, which tells their lists apart.
+    pub(super) fn shape(&self) -> Shape<'_> {
+        let schema = self
+            .fields
+            .crd
+            .as_ref()
+            .and_then(|(crd, version)| super::crd::schema(crd, version));
+        Shape::root(&self.ty.def.kind, self.ty.def.custom, schema)
+    }
+
+    /// The managed fields `new` has once written over `old` (`None`: a create), recorded as
+    /// `recording` says; an apply that changes another manager's field is 409 Conflict.
+    fn fields_after(
+        &self,
+        old: Option<&PartialObjectMeta>,
+        new: &PartialObjectMeta,
+        recording: &Recording,
+    ) -> Result<Option<ManagedFieldsList>, ApiError> {
+        let current = old.and_then(|old| self.fields.table.get(&old.metadata.uid));
+        let author = self.fields.author;
+        if current.is_none() && author.is_none() {
+            return Ok(None);
+        }
+        let as_json = |o: &PartialObjectMeta| serde_json::to_value(o).unwrap_or_default();
+        let change = Comparison::of(old.map(as_json).as_ref(), &as_json(new), self.shape());
+        let mut managers = Managers::decode(current.as_deref());
+        match (recording, author) {
+            (Recording::Apply { applied, force }, Some(author)) => {
+                managers.record_apply(author, applied.clone(), &change, *force)?;
+            }
+            (_, author) => managers.record_update(author, &change),
+        }
+        Ok(managers.encode())
+    }
+
+    /// Stores a new object, recording its author as `recording` says.
+    pub(super) fn store_new(
+        &mut self,
+        obj: PartialObjectMeta,
+        recording: &Recording,
+    ) -> Result<Arc<PartialObjectMeta>, ApiError> {
+        let fields = self.fields_after(None, &obj, recording)?;
+        Ok(self.put(obj, WatchEventType::Added, fields))
+    }
+
+    /// Stores `obj` at the next resourceVersion and publishes it as `event_type`, keeping its
+    /// managed fields as they are; in a dry run, returns it as it stands.
+    pub(super) fn store(&mut self, obj: PartialObjectMeta, event_type: WatchEventType) -> Arc<PartialObjectMeta> {
+        let fields = self.fields.table.get(&obj.metadata.uid);
+        self.put(obj, event_type, fields)
+    }
+
+    /// Stores `obj` with the managed fields `fields`.
+    fn put(
+        &mut self,
+        mut obj: PartialObjectMeta,
+        event_type: WatchEventType,
+        fields: Option<ManagedFieldsList>,
+    ) -> Arc<PartialObjectMeta> {
+        fields.clone_into(self.fields.written);
         if self.dry_run {
             return Arc::new(obj);
+        }
+        if fields.is_some() || self.fields.table.get(&obj.metadata.uid).is_some() {
+            self.fields.table.set(&obj.metadata.uid, fields);
         }
         *self.last_rv += 1;
         let rv = *self.last_rv;
@@ -561,6 +701,9 @@ impl Writer<'_> {
             return self.ty.objects.get(namespace, name).map(|_| *self.last_rv);
         }
         let last = self.ty.objects.remove(namespace, name)?;
+        if self.fields.table.get(&last.metadata.uid).is_some() {
+            self.fields.table.set(&last.metadata.uid, None);
+        }
         *self.last_rv += 1;
         let rv = *self.last_rv;
         let mut gone = Arc::unwrap_or_clone(last);
@@ -580,10 +723,23 @@ impl Writer<'_> {
     pub(super) fn replace(
         &mut self,
         old: &Arc<PartialObjectMeta>,
+        new: PartialObjectMeta,
+    ) -> Result<Arc<PartialObjectMeta>, ApiError> {
+        self.replace_recorded(old, new, &Recording::Update)
+    }
+
+    /// [`replace`](Self::replace), recording the author as `recording` says. A write that
+    /// changes neither the object nor its managed fields writes nothing.
+    pub(super) fn replace_recorded(
+        &mut self,
+        old: &Arc<PartialObjectMeta>,
         mut new: PartialObjectMeta,
+        recording: &Recording,
     ) -> Result<Arc<PartialObjectMeta>, ApiError> {
         check_replace(&self.ty.def, old, &mut new)?;
-        if new == **old {
+        let fields = self.fields_after(Some(old), &new, recording)?;
+        if new == **old && fields == self.fields.table.get(&old.metadata.uid) {
+            fields.clone_into(self.fields.written);
             return Ok(Arc::clone(old));
         }
         let held = lifecycle::held_by_spec(&self.ty.def.group, &self.ty.def.resource, &new);
@@ -593,7 +749,7 @@ impl Writer<'_> {
             }
             return Ok(Arc::new(new));
         }
-        Ok(self.store(new, WatchEventType::Modified))
+        Ok(self.put(new, WatchEventType::Modified, fields))
     }
 
     /// A `generateName` name not taken yet.

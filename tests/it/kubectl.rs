@@ -802,3 +802,178 @@ fn the_oldest_kubectl_should_create_built_in_types_imperatively_too() {
     }
     create_imperatively(&sim, |args| sim.ok_of(binary, args));
 }
+
+/// The manifest of the server-side apply tests: the Deployment `web` with `replicas` and the
+/// containers `main` and, when `sidecar`, `sidecar`; the Job `once`; the ConfigMap `settings` with
+/// `data` (a YAML flow map); and the Widget `w1` of `size`.
+fn applied_app(replicas: u32, sidecar: bool, data: &str, size: u32) -> String {
+    let mut web = deployment("web").replace("replicas: 1", &format!("replicas: {replicas}"));
+    if !sidecar {
+        web = web.replace("      - {name: sidecar, image: busybox}\n", "");
+    }
+    format!(
+        "{web}---
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: once}}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{{name: main, image: busybox}}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: settings}}
+data: {data}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {{name: w1}}
+spec: {{size: {size}}}
+"
+    )
+}
+
+/// The names of the containers of a stored Deployment.
+fn container_names(deployment: &PartialObjectMeta) -> Vec<String> {
+    let containers = deployment.rest["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .cloned();
+    containers
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// `kubectl apply --server-side` with the kubectl at `binary`: creates, updates, removes what the
+/// manifest drops, reports a conflict with a client-side apply until forced, and shows the
+/// managers with `--show-managed-fields`.
+fn apply_server_side_with(sim: &Sim, binary: &Path) {
+    let ok = |args: &[&str]| sim.ok_of(binary, args);
+    let said = ok(&["apply", "--server-side", "-f", &sim.manifest("crd.yaml", WIDGET_CRD)]);
+    assert!(said.contains("widgets.example.com serverside-applied"), "{said}");
+    let app = sim.manifest("app.yaml", &applied_app(1, true, "{a: '1', b: '2'}", 3));
+    let said = ok(&["apply", "--server-side", "-f", &app]);
+    for applied in [
+        "deployment.apps/web serverside-applied",
+        "job.batch/once serverside-applied",
+        "configmap/settings serverside-applied",
+        "widget.example.com/w1 serverside-applied",
+    ] {
+        assert!(said.contains(applied), "{applied:?} not in:\n{said}");
+    }
+    let widgets = Gvr::new("example.com", "v1", "widgets");
+    assert!(sim.stored(&jobs(), "default", "once").is_some());
+    assert_eq!(
+        sim.stored(&widgets, "default", "w1").expect("the Widget").rest["spec"]["size"],
+        3
+    );
+
+    let dry = sim.manifest("dry.yaml", &applied_app(9, true, "{a: '1', b: '2'}", 3));
+    ok(&["apply", "--server-side", "--dry-run=server", "-f", &dry]);
+    let web = sim.stored(&deployments(), "default", "web").expect("the Deployment");
+    assert_eq!(web.rest["spec"]["replicas"], 1, "a dry run stores nothing");
+
+    // A change, and fields the manifest no longer sets: the sidecar and `data.b`.
+    let app = sim.manifest("app.yaml", &applied_app(3, false, "{a: '2'}", 4));
+    ok(&["apply", "--server-side", "-f", &app]);
+    let web = sim.stored(&deployments(), "default", "web").expect("the Deployment");
+    assert_eq!(web.rest["spec"]["replicas"], 3);
+    assert_eq!(container_names(&web), ["main"], "the dropped container is gone");
+    let settings = sim
+        .stored(&config_maps(), "default", "settings")
+        .expect("the ConfigMap");
+    assert_eq!(
+        settings.rest["data"],
+        serde_json::json!({"a": "2"}),
+        "the dropped key is gone"
+    );
+    assert_eq!(
+        sim.stored(&widgets, "default", "w1").expect("the Widget").rest["spec"]["size"],
+        4
+    );
+
+    // A client-side apply takes `replicas`; applying another value on the server conflicts.
+    let client_side = deployment("web").replace("replicas: 1", "replicas: 5");
+    ok(&["apply", "-f", &sim.manifest("client-side.yaml", &client_side)]);
+    let refused = sim.kubectl_of(binary, &["apply", "--server-side", "-f", &app]);
+    assert!(!refused.status.success(), "no conflict:\n{}", refused.stdout);
+    let conflict =
+        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using apps/v1: .spec.replicas";
+    assert!(refused.stderr.contains(conflict), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("--force-conflicts"),
+        "kubectl's advice: {}",
+        refused.stderr
+    );
+    let web = sim.stored(&deployments(), "default", "web").expect("the Deployment");
+    assert_eq!(web.rest["spec"]["replicas"], 5, "nothing applied");
+    ok(&["apply", "--server-side", "--force-conflicts", "-f", &app]);
+    let web = sim.stored(&deployments(), "default", "web").expect("the Deployment");
+    assert_eq!(web.rest["spec"]["replicas"], 3, "the forced apply wins");
+
+    let shown = json(&ok(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]));
+    let entries = shown["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let managers: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap_or(""),
+                e["operation"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    // kubectl re-applies the client-side apply's annotation as `kubectl-last-applied`, once it finds one.
+    assert_eq!(
+        managers,
+        [
+            ("kubectl", "Apply"),
+            ("kubectl-last-applied", "Apply"),
+            ("kubectl-client-side-apply", "Update")
+        ],
+        "{shown}"
+    );
+    assert!(
+        entries[0]["fieldsV1"]["f:spec"]["f:replicas"].is_object(),
+        "the applier owns replicas again: {shown}"
+    );
+    let yaml = ok(&["get", "deployment", "web", "-o", "yaml", "--show-managed-fields"]);
+    assert!(
+        yaml.contains("manager: kubectl-client-side-apply") && yaml.contains("operation: Apply"),
+        "{yaml}"
+    );
+    let hidden = json(&ok(&["get", "deployment", "web", "-o", "json"]));
+    assert!(
+        hidden["metadata"].get("managedFields").is_none(),
+        "kubectl hides them by default"
+    );
+}
+
+#[test]
+fn apply_server_side_should_create_update_prune_and_report_conflicts() {
+    let Some(sim) = Sim::start() else { return };
+    apply_server_side_with(&sim, Path::new("kubectl"));
+}
+
+#[test]
+fn the_oldest_kubectl_should_apply_server_side_too() {
+    let Some(sim) = Sim::start() else { return };
+    let binary = Path::new(KUBECTL_1_27);
+    if !binary.exists() {
+        eprintln!("note: {KUBECTL_1_27} is not installed; skipping");
+        return;
+    }
+    apply_server_side_with(&sim, binary);
+}

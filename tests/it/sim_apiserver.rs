@@ -1280,6 +1280,44 @@ async fn bad_requests_should_get_a_status_and_leave_the_server_serving() {
     )
     .await;
     assert_status_body(&bad_selector, 400, "BadRequest");
+    let apply_yaml = "application/apply-patch+yaml";
+    let applied = |query: &str| format!("{cms}/applied?{query}");
+    let bad_yaml = raw(
+        client,
+        Method::PATCH,
+        &applied("fieldManager=m"),
+        apply_yaml,
+        b"data: [".to_vec(),
+    )
+    .await;
+    assert_status_body(&bad_yaml, 400, "BadRequest");
+    let unmanaged = raw(
+        client,
+        Method::PATCH,
+        &applied(""),
+        apply_yaml,
+        cm("applied").into_bytes(),
+    )
+    .await;
+    assert_status_body(&unmanaged, 422, "Invalid");
+    let forced_merge = raw(
+        client,
+        Method::PATCH,
+        &applied("force=true"),
+        "application/merge-patch+json",
+        b"{}".to_vec(),
+    )
+    .await;
+    assert_status_body(&forced_merge, 422, "Invalid");
+    let bad_force = raw(
+        client,
+        Method::PATCH,
+        &applied("fieldManager=m&force=maybe"),
+        apply_yaml,
+        cm("applied").into_bytes(),
+    )
+    .await;
+    assert_status_body(&bad_force, 400, "BadRequest");
 
     // None of it was written, and the server still serves.
     let api: Api<ConfigMap> = server.api();
@@ -1287,6 +1325,81 @@ async fn bad_requests_should_get_a_status_and_leave_the_server_serving() {
     let created = raw(client, Method::POST, cms, json, cm("fine").into_bytes()).await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     assert_eq!(api.get("fine").await.unwrap().name_any(), "fine");
+}
+
+#[tokio::test]
+async fn server_side_apply_should_record_managers_that_gets_lists_and_watches_show() {
+    let server = TestServer::start().await;
+    let api: Api<ConfigMap> = server.api();
+    let mut events = api.watch(&WatchParams::default(), "0").await.unwrap().boxed();
+    let config = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("applied".into()),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([("a".to_string(), "1".to_string())])),
+        ..ConfigMap::default()
+    };
+    let applied = api
+        .patch("applied", &PatchParams::apply("applier"), &Patch::Apply(&config))
+        .await
+        .unwrap();
+    let managers = |meta: &ObjectMeta| -> Vec<(String, String)> {
+        let entries = meta.managed_fields.iter().flatten();
+        entries
+            .map(|e| {
+                (
+                    e.manager.clone().unwrap_or_default(),
+                    e.operation.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    };
+    let applier = [("applier".to_string(), "Apply".to_string())];
+    assert_eq!(managers(&applied.metadata), applier);
+    assert_eq!(
+        applied.metadata.managed_fields.as_ref().unwrap()[0]
+            .fields_v1
+            .as_ref()
+            .unwrap()
+            .0,
+        json!({"f:data": {"f:a": {}}})
+    );
+    assert_eq!(managers(&api.get("applied").await.unwrap().metadata), applier);
+    let listed = api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(managers(&listed.items[0].metadata), applier);
+    let metadata = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(managers(&metadata.items[0].metadata), applier);
+    match within("the ADDED event", events.next()).await {
+        Some(Ok(WatchEvent::Added(added))) => assert_eq!(managers(&added.metadata), applier),
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+
+    let editor = PatchParams {
+        field_manager: Some("editor".into()),
+        ..PatchParams::default()
+    };
+    let edited = api
+        .patch("applied", &editor, &Patch::Merge(json!({"data": {"b": "2"}})))
+        .await
+        .unwrap();
+    assert_eq!(
+        managers(&edited.metadata),
+        [applier[0].clone(), ("editor".to_string(), "Update".to_string())]
+    );
+    let mut changed = config.clone();
+    changed.data = Some(BTreeMap::from([("b".to_string(), "3".to_string())]));
+    let conflict = api
+        .patch("applied", &PatchParams::apply("applier"), &Patch::Apply(&changed))
+        .await;
+    let kube::Error::Api(status) = conflict.expect_err("b is the editor's") else {
+        panic!("not a Status")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        status.message,
+        "Apply failed with 1 conflict: conflict with \"editor\" using v1: .data.b"
+    );
 }
 
 /// Writes `request` on a fresh connection and reads until the server closes it: after its answer to

@@ -9,7 +9,10 @@
 //!   semantics live here: creates, updates, patches, deletes and watches behave exactly as they do
 //!   in memory, and the cluster's lock is never held across an `.await`.
 //! - Request bodies are JSON; create and update bodies of built-in types may also be protobuf
-//!   ([`protobuf`]), read into the same JSON object.
+//!   ([`protobuf`]), read into the same JSON object; a server-side apply's body is YAML.
+//! - Creates, updates and patches are recorded as the request's field manager (`fieldManager`, or
+//!   the User-Agent's product), and answers show each object's `managedFields`
+//!   ([`represent`]).
 //! - Responses are JSON in the representation the `Accept` header asks for: full objects,
 //!   `PartialObjectMetadata`, or a `Table` ([`represent`]). Every error is a `metav1.Status` with
 //!   the code and reason of the cluster's [`ApiError`].
@@ -26,8 +29,8 @@
 //!
 //! Protobuf responses (except for the OpenAPI v2 document, see [`openapi`]; a client that accepts
 //! only protobuf gets 406) and protobuf bodies of custom resources (415; create and update bodies
-//! of built-in types are accepted in protobuf, see [`protobuf`]), server-side apply,
-//! subresources (`status`, `scale`), `dryRun`, server-side field validation (`fieldValidation` is
+//! of built-in types are accepted in protobuf, see [`protobuf`]), subresources (`status`,
+//! `scale`), server-side field validation (`fieldValidation` is
 //! ignored; the OpenAPI documents do not advertise it, so kubectl validates on its side),
 //! authentication and authorization (every request is allowed), admission webhooks, and
 //! aggregated discovery.

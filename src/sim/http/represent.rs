@@ -4,21 +4,30 @@
 //! the version the request went through. A metadata request gets `PartialObjectMetadata`, whose
 //! own `apiVersion` and `kind` are `meta.k8s.io/v1` and `PartialObjectMetadata`, as a real server
 //! answers; a table request gets the default table every server can print: name and creation time.
+//!
+//! Every object that field managers wrote is presented with its `metadata.managedFields`, which the
+//! simulator keeps beside it ([`crate::sim::FieldsTable`]): as of the moment it is presented, so a
+//! watch event replayed for an object changed since shows the newer managers, and a DELETED event
+//! shows none.
 
 use super::request::{IncludeObject, Representation};
 use crate::api::{ApiError, PartialObjectMeta, StatusReason};
+use crate::sim::{FieldsTable, Written};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// `apiVersion` of the meta.k8s.io representations.
 const META_V1: &str = "meta.k8s.io/v1";
 
-/// How a collection's objects are presented: the representation plus what table rows carry.
-#[derive(Clone, Copy, Debug)]
+/// How a collection's objects are presented: the representation, what table rows carry, and
+/// where their managed fields are.
+#[derive(Clone)]
 pub(super) struct Presentation {
     pub(super) representation: Representation,
     pub(super) include_object: IncludeObject,
+    pub(super) fields: Arc<FieldsTable>,
 }
 
 /// The list metadata of a response.
@@ -43,13 +52,26 @@ impl ListMeta {
 }
 
 impl Presentation {
-    /// One object, as a GET, create, update or patch answers it.
+    /// One object, as a GET or a watch event presents it.
     pub(super) fn object(&self, obj: &PartialObjectMeta) -> Value {
+        self.with_fields(obj, self.managed_fields(obj).as_deref())
+    }
+
+    /// An object as a create, update or patch left it.
+    pub(super) fn written(&self, written: &Written) -> Value {
+        self.with_fields(&written.object, written.managed_fields.as_deref())
+    }
+
+    fn with_fields(&self, obj: &PartialObjectMeta, managed_fields: Option<&Value>) -> Value {
         match self.representation {
-            Representation::Full => full(obj),
-            Representation::Metadata => metadata(obj),
+            Representation::Full => full(obj, managed_fields),
+            Representation::Metadata => metadata(obj, managed_fields),
             Representation::Table => self.table(std::slice::from_ref(obj), &ListMeta::default()),
         }
+    }
+
+    fn managed_fields(&self, obj: &PartialObjectMeta) -> Option<crate::sim::ManagedFieldsList> {
+        self.fields.get(&obj.metadata.uid)
     }
 
     /// A page of a collection. `kind` is the type's kind; a full list is `{kind}List`.
@@ -59,13 +81,13 @@ impl Presentation {
                 "kind": format!("{kind}List"),
                 "apiVersion": api_version,
                 "metadata": meta.to_json(),
-                "items": items.iter().map(full).collect::<Vec<_>>(),
+                "items": items.iter().map(|o| full(o, self.managed_fields(o).as_deref())).collect::<Vec<_>>(),
             }),
             Representation::Metadata => json!({
                 "kind": "PartialObjectMetadataList",
                 "apiVersion": META_V1,
                 "metadata": meta.to_json(),
-                "items": items.iter().map(metadata).collect::<Vec<_>>(),
+                "items": items.iter().map(|o| metadata(o, self.managed_fields(o).as_deref())).collect::<Vec<_>>(),
             }),
             Representation::Table => self.table(items, meta),
         }
@@ -88,8 +110,8 @@ impl Presentation {
                 let mut row = json!({"cells": [obj.metadata.name, obj.metadata.creation_timestamp]});
                 match self.include_object {
                     IncludeObject::None => {}
-                    IncludeObject::Metadata => row["object"] = metadata(obj),
-                    IncludeObject::Object => row["object"] = full(obj),
+                    IncludeObject::Metadata => row["object"] = metadata(obj, self.managed_fields(obj).as_deref()),
+                    IncludeObject::Object => row["object"] = full(obj, self.managed_fields(obj).as_deref()),
                 }
                 row
             })
@@ -109,12 +131,23 @@ impl Presentation {
     }
 }
 
-fn full(obj: &PartialObjectMeta) -> Value {
-    serde_json::to_value(obj).unwrap_or(Value::Null)
+fn full(obj: &PartialObjectMeta, managed_fields: Option<&Value>) -> Value {
+    let mut out = serde_json::to_value(obj).unwrap_or(Value::Null);
+    with_managed_fields(&mut out, managed_fields);
+    out
 }
 
-fn metadata(obj: &PartialObjectMeta) -> Value {
-    json!({"kind": "PartialObjectMetadata", "apiVersion": META_V1, "metadata": obj.metadata})
+fn metadata(obj: &PartialObjectMeta, managed_fields: Option<&Value>) -> Value {
+    let mut out = json!({"kind": "PartialObjectMetadata", "apiVersion": META_V1, "metadata": obj.metadata});
+    with_managed_fields(&mut out, managed_fields);
+    out
+}
+
+/// Adds `metadata.managedFields` to a presented object, when it has any.
+fn with_managed_fields(presented: &mut Value, managed_fields: Option<&Value>) {
+    if let (Some(Value::Object(meta)), Some(list)) = (presented.get_mut("metadata"), managed_fields) {
+        meta.insert("managedFields".to_string(), list.clone());
+    }
 }
 
 /// A `metav1.Status` failure for `err`.
@@ -134,6 +167,14 @@ pub(super) fn failure(err: &ApiError) -> Value {
     });
     if reason == StatusReason::TooManyRequests {
         status["details"] = json!({"retryAfterSeconds": RETRY_AFTER_SECONDS});
+    }
+    let causes: Vec<Value> = err
+        .causes()
+        .iter()
+        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+        .collect();
+    if !causes.is_empty() {
+        status["details"] = json!({ "causes": causes });
     }
     status
 }

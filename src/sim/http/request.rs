@@ -241,6 +241,10 @@ pub(super) struct Params {
     pub(super) propagation_policy: Option<PropagationPolicy>,
     pub(super) orphan_dependents: Option<bool>,
     pub(super) include_object: IncludeObject,
+    /// `fieldManager`: who a write is recorded as ([`crate::sim::Writes::by`]).
+    pub(super) field_manager: Option<String>,
+    /// `force`: an apply takes the fields other managers own; only an apply may ask for it.
+    pub(super) force: Option<bool>,
 }
 
 impl Params {
@@ -278,7 +282,37 @@ impl Params {
                 Some("Object") => IncludeObject::Object,
                 Some(other) => return Err(bad(format!("includeObject: unsupported value {other:?}"))),
             },
+            field_manager: query.get("fieldManager").filter(|m| !m.is_empty()).cloned(),
+            force: query.get("force").map(|v| parse_bool("force", v)).transpose()?,
         })
+    }
+}
+
+/// The longest field manager name, as upstream validates it.
+const FIELD_MANAGER_MAX_BYTES: usize = 128;
+
+/// The field manager a write without `fieldManager` is recorded as, as upstream derives it: the
+/// User-Agent up to its first `/` (`kubectl`, `python-requests`, `OpenAPI-Generator`), without
+/// unprintable characters and cut at 128 bytes; `None` when that leaves nothing.
+pub(super) fn manager_from_user_agent(user_agent: &str) -> Option<String> {
+    let product = user_agent.split('/').next().unwrap_or_default();
+    let mut manager = String::new();
+    for c in product.chars().filter(|c| !c.is_control()) {
+        if manager.len() + c.len_utf8() > FIELD_MANAGER_MAX_BYTES {
+            break;
+        }
+        manager.push(c);
+    }
+    (!manager.is_empty()).then_some(manager)
+}
+
+/// A boolean query parameter as Go's `strconv.ParseBool` reads it (`true`, `True`, `1`, `f`, …),
+/// which is how the Python client's `True` reaches the API server; anything else is 400.
+fn parse_bool(key: &str, value: &str) -> Result<bool, ApiError> {
+    match value {
+        "1" | "t" | "T" | "true" | "True" | "TRUE" => Ok(true),
+        "0" | "f" | "F" | "false" | "False" | "FALSE" => Ok(false),
+        other => Err(bad(format!("{key}: invalid value {other:?}"))),
     }
 }
 
@@ -341,6 +375,28 @@ fn media_range(range: &str) -> Option<Representation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_user_agent_should_name_its_manager_up_to_the_first_slash() {
+        let cases = [
+            ("kubectl/v1.33.0 (linux/amd64) kubernetes/abc", Some("kubectl")),
+            ("OpenAPI-Generator/37.0.2/python", Some("OpenAPI-Generator")),
+            ("python-requests/2.32", Some("python-requests")),
+            ("no-slash", Some("no-slash")),
+            ("tab\there/1", Some("tabhere")),
+            ("/1.0", None),
+            ("", None),
+        ];
+        for (user_agent, manager) in cases {
+            assert_eq!(
+                manager_from_user_agent(user_agent).as_deref(),
+                manager,
+                "{user_agent:?}"
+            );
+        }
+        let long = "m".repeat(200);
+        assert_eq!(manager_from_user_agent(&long).map(|m| m.len()), Some(128));
+    }
 
     fn resource(group: &str, version: &str, resource: &str, ns: Option<&str>, name: Option<&str>) -> Target {
         Target::Resource(ResourcePath {

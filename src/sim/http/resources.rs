@@ -6,17 +6,19 @@
 //! namespaced object needs a namespace, a cluster-scoped one has none, and a namespaced type's
 //! all-namespaces path takes no create), subresources are not served, bodies are JSON (or, for
 //! built-in types, [protobuf](super::protobuf)) of at most the server's limit, and the body's apiVersion, kind, namespace and name agree with the URL.
-//! `dryRun` is refused rather than ignored, so that a dry run never writes.
+//! A `dryRun` other than `All` is refused rather than ignored, so that a dry run never writes.
+//! A PATCH is a patch or, with `application/apply-patch+yaml`, a server-side apply of a YAML
+//! configuration; `force` is refused on any other patch (422).
 
 use super::list_options::{self, Start};
 use super::protobuf;
 use super::represent::{json_response, success, ListMeta, Presentation};
-use super::request::{negotiate, HttpVerb, Params, ResourcePath};
+use super::request::{manager_from_user_agent, negotiate, HttpVerb, Params, ResourcePath};
 use super::watch::{self, WatchLimits};
 use super::Server;
 use crate::api::{ApiError, DeleteOptions, PartialObjectMeta, PatchType, StatusReason};
 use crate::sim::pages::Listing;
-use crate::sim::{Deletion, TypeDef};
+use crate::sim::{Deletion, TypeDef, Writes, Written};
 use axum::body::Body;
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
@@ -50,11 +52,13 @@ impl Server {
         let presentation = Presentation {
             representation: negotiate(accept)?,
             include_object: params.include_object,
+            fields: self.cluster.fields_table(),
         };
         let namespace = path.namespace.clone().unwrap_or_default();
         let name = path.name.clone().unwrap_or_default();
         let gvr = &path.gvr;
         let ok = |code: StatusCode, obj: &PartialObjectMeta| json_response(code, &presentation.object(obj));
+        let ok_written = |code: StatusCode, written: Written| json_response(code, &presentation.written(&written));
         Ok(match verb {
             HttpVerb::Get => ok(StatusCode::OK, &self.cluster.get_object(gvr, &namespace, &name)?),
             HttpVerb::List => {
@@ -63,24 +67,48 @@ impl Server {
             }
             HttpVerb::Watch => {
                 let start = list_options::validate(true, &params, self.options.watch_list)?;
-                self.watch(path.clone(), params, presentation, start, targeted)?
+                self.watch(path.clone(), params, presentation.clone(), start, targeted)?
             }
             HttpVerb::Create => {
                 let obj = self.object_body(&parts, body, &def, path).await?;
-                ok(StatusCode::CREATED, &self.cluster.writes(dry_run).create(gvr, obj)?)
+                let writes = self.updates(&parts, &params, dry_run);
+                ok_written(StatusCode::CREATED, writes.create(gvr, obj)?)
             }
             HttpVerb::Update => {
                 let obj = self.object_body(&parts, body, &def, path).await?;
-                ok(StatusCode::OK, &self.cluster.writes(dry_run).update(gvr, obj)?)
+                let writes = self.updates(&parts, &params, dry_run);
+                ok_written(StatusCode::OK, writes.update(gvr, obj)?)
             }
             HttpVerb::Patch => {
-                let patch_type = patch_type(&parts)?;
-                let patch = self.json_body(&parts, body).await?;
-                let writes = self.cluster.writes(dry_run);
-                ok(
-                    StatusCode::OK,
-                    &writes.patch_object(gvr, &namespace, &name, patch_type, &patch)?,
-                )
+                let answer = match patch_kind(&parts)? {
+                    PatchKind::Apply => {
+                        let config = self.yaml_body(&parts, body).await?;
+                        let mut writes = self.cluster.writes(dry_run);
+                        if let Some(manager) = &params.field_manager {
+                            writes = writes.by(manager.clone());
+                        }
+                        let force = params.force.unwrap_or(false);
+                        writes.apply(gvr, &namespace, &name, &config, force)?
+                    }
+                    PatchKind::Patch(patch_type) => {
+                        if params.force.is_some() {
+                            return Err(ApiError::status(
+                                StatusReason::Invalid,
+                                "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for \
+                                 non-apply patch",
+                            ));
+                        }
+                        let patch = self.json_body(&parts, body).await?;
+                        let writes = self.updates(&parts, &params, dry_run);
+                        writes.patch_object(gvr, &namespace, &name, patch_type, &patch)?
+                    }
+                };
+                let code = if answer.created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                };
+                ok_written(code, answer)
             }
             HttpVerb::Delete => {
                 let options = self.delete_options(&parts, body, &params).await?;
@@ -193,6 +221,27 @@ impl Server {
             StatusCode::OK,
             &presentation.list(&items, &api_version, &kind, &meta),
         ))
+    }
+
+    /// The user's writes for a create, update or non-apply patch: recorded as made by the
+    /// request's `fieldManager`, or else by the manager its User-Agent names.
+    fn updates(&self, parts: &Parts, params: &Params, dry_run: bool) -> Writes<'_> {
+        let writes = self.cluster.writes(dry_run);
+        let manager = params.field_manager.clone().or_else(|| {
+            let user_agent = parts.headers.get(header::USER_AGENT)?.to_str().ok()?;
+            manager_from_user_agent(user_agent)
+        });
+        match manager {
+            Some(manager) => writes.by(manager),
+            None => writes,
+        }
+    }
+
+    /// An apply body: YAML (of which JSON is a part), refused when too large (413) or not YAML
+    /// (400).
+    async fn yaml_body(&self, parts: &Parts, body: Body) -> Result<Value, ApiError> {
+        let bytes = self.body_bytes(parts, body).await?;
+        serde_yaml_ng::from_slice(&bytes).map_err(|e| bad_request(format!("error decoding YAML: {e}")))
     }
 
     /// The body as JSON, refused when too large (413), not JSON (415) or malformed or cut short
@@ -389,15 +438,31 @@ fn content_type(parts: &Parts) -> String {
         .unwrap_or_default()
 }
 
-fn patch_type(parts: &Parts) -> Result<PatchType, ApiError> {
+/// The content type of a server-side apply.
+const APPLY_YAML: &str = "application/apply-patch+yaml";
+
+/// What a PATCH body is.
+enum PatchKind {
+    /// A patch of one of the types the collector's client also sends.
+    Patch(PatchType),
+    /// A server-side apply configuration.
+    Apply,
+}
+
+fn patch_kind(parts: &Parts) -> Result<PatchKind, ApiError> {
     let media = content_type(parts);
+    if media == APPLY_YAML {
+        return Ok(PatchKind::Apply);
+    }
     [PatchType::Merge, PatchType::StrategicMerge, PatchType::Json]
         .into_iter()
         .find(|t| t.content_type() == media)
+        .map(PatchKind::Patch)
         .ok_or_else(|| {
             unsupported_media_type(
                 &media,
-                "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json",
+                "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, \
+                 application/apply-patch+yaml",
             )
         })
 }

@@ -1,13 +1,18 @@
 //! PATCH: a patch is applied to the object's JSON form as read through the request's version, and
 //! the result goes through exactly the same write path as an update.
 //!
-//! Three bodies are understood: JSON merge patch ([`merge`], RFC 7386), strategic merge patch
+//! Server-side apply ([`apply`]) merges a configuration by field ownership rather than applying a
+//! patch, and goes through the same write path.
+//!
+//! Three patch bodies are understood: JSON merge patch ([`merge`], RFC 7386), strategic merge patch
 //! ([`strategic`], with the metadata list rules the GC relies on) and JSON patch ([`json`],
 //! RFC 6902). Errors are sorted as the API server's patch handler sorts them: a body that is not a
 //! patch of its type is 400 BadRequest; a JSON patch operation that cannot be applied, or a result
 //! that is not an object, is 422 Invalid; a strategic merge patch of a custom type is 415.
 
+mod apply;
 mod json;
+pub(super) mod lists;
 mod merge;
 mod strategic;
 

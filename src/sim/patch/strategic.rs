@@ -1,17 +1,7 @@
 //! Strategic merge patch: maps merge recursively as in a JSON merge patch, and lists follow the
-//! patch strategy their Go types declare, for the lists that clients patch:
-//!
-//! - `metadata.ownerReferences` merges by `uid`, `metadata.finalizers` as a set;
-//! - in pod specs, `containers`, `initContainers`, `ephemeralContainers`, `volumes`,
-//!   `imagePullSecrets` merge by `name`, `hostAliases` by `ip`, `topologySpreadConstraints` by
-//!   `topologyKey`; in a container, `env` by `name`, `ports` by `containerPort`, `volumeMounts` by
-//!   `mountPath`, `volumeDevices` by `devicePath`; a Service's `ports` by `port`; `conditions` by
-//!   `type`;
-//! - every other list is replaced, as lists without a strategy are.
-//!
-//! The rules go by field name (and, for `ports`, by whether they sit in a container), since the
-//! same fields carry the same tags in every workload's pod template; that is what `kubectl apply`
-//! needs to re-apply a changed manifest without dropping the fields it did not name.
+//! patch strategy their Go types declare, as the one table of list keys ([`super::lists`]) gives
+//! it: keyed lists merge item by item, sets as sets, and every other list is replaced. That is what
+//! `kubectl apply` needs to re-apply a changed manifest without dropping the fields it did not name.
 //!
 //! Directives: `{"$patch": "delete", "uid": X}` in `ownerReferences` deletes the element with UID X
 //! (deleting an absent one is not an error), a `{"$patch": "replace"}` element makes the other
@@ -20,6 +10,7 @@
 //! `$setElementOrder/<field>` are accepted and ignored: merged elements keep their place and new ones
 //! are appended, which is the order `$setElementOrder` asks for whenever a patch only adds.
 
+use super::lists::{list_rule, Level, ListRule};
 use super::PatchError;
 use serde_json::{Map, Value};
 
@@ -31,55 +22,6 @@ const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList/";
 const SET_ELEMENT_ORDER: &str = "$setElementOrder/";
 /// The retain-keys directive.
 const RETAIN_KEYS: &str = "$retainKeys";
-
-/// Where in the object a map sits, as far as the list rules care.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Level {
-    Root,
-    Metadata,
-    /// An element of a list of containers.
-    Container,
-    /// A Service's `spec`.
-    ServiceSpec,
-    Other,
-}
-
-impl Level {
-    fn child(self, key: &str, service: bool) -> Level {
-        match (self, key) {
-            (Level::Root, "metadata") => Level::Metadata,
-            (Level::Root, "spec") if service => Level::ServiceSpec,
-            _ => Level::Other,
-        }
-    }
-}
-
-/// How a list field merges.
-enum ListRule {
-    /// By this key of its elements, which are maps at the given level.
-    Keyed(&'static str, Level),
-    Set,
-    Replace,
-}
-
-fn list_rule(level: Level, key: &str) -> ListRule {
-    match (level, key) {
-        (Level::Metadata, "ownerReferences") => ListRule::Keyed("uid", Level::Other),
-        (Level::Metadata, "finalizers") => ListRule::Set,
-        (_, "containers" | "initContainers" | "ephemeralContainers") => ListRule::Keyed("name", Level::Container),
-        (Level::Container, "env") => ListRule::Keyed("name", Level::Other),
-        (Level::Container, "ports") => ListRule::Keyed("containerPort", Level::Other),
-        (Level::Container, "volumeMounts") => ListRule::Keyed("mountPath", Level::Other),
-        (Level::Container, "volumeDevices") => ListRule::Keyed("devicePath", Level::Other),
-        (Level::ServiceSpec, "ports") => ListRule::Keyed("port", Level::Other),
-        (Level::Metadata | Level::Container, _) => ListRule::Replace,
-        (_, "volumes" | "imagePullSecrets") => ListRule::Keyed("name", Level::Other),
-        (_, "hostAliases") => ListRule::Keyed("ip", Level::Other),
-        (_, "topologySpreadConstraints") => ListRule::Keyed("topologyKey", Level::Other),
-        (_, "conditions") => ListRule::Keyed("type", Level::Other),
-        _ => ListRule::Replace,
-    }
-}
 
 /// Applies strategic merge patch `patch` to the object `doc` in place.
 pub(super) fn strategic_merge(doc: &mut Value, patch: &Value) -> Result<(), PatchError> {
@@ -147,7 +89,7 @@ fn merge_field(
                     merge_keyed(target.get(key), items, merge_key, elements, service)?
                 }
                 ListRule::Set => merge_set(target.get(key), items),
-                ListRule::Replace => items.clone(),
+                ListRule::Atomic => items.clone(),
             };
             target.insert(key.to_string(), Value::Array(merged));
         }
