@@ -27,6 +27,7 @@ pub mod collector;
 pub mod controller;
 pub mod duration;
 pub mod event;
+pub mod feature_gates;
 pub mod generate;
 pub mod graph;
 pub mod leader;

@@ -87,20 +87,8 @@ struct FeatureGates {
 
 /// `NAME=BOOL[,NAME=BOOL]`; an unknown gate or a value that is not a boolean is refused.
 fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
-    let mut gates = FeatureGates { watch_list: true };
-    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (name, value) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("missing bool value for {pair}"))?;
-        let value: bool = value
-            .parse()
-            .map_err(|_| format!("invalid value of {name}: {value}, err: not a boolean"))?;
-        match name {
-            "WatchList" => gates.watch_list = value,
-            other => return Err(format!("unrecognized feature gate: {other} (known: WatchList)")),
-        }
-    }
-    Ok(gates)
+    let [watch_list] = kube_gc::feature_gates::parse(text, [("WatchList", true)])?;
+    Ok(FeatureGates { watch_list })
 }
 
 pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
