@@ -1,93 +1,71 @@
-//! Feature gates as people write them in flags: `--feature-gates NAME=BOOL[,NAME=BOOL…]`, the
-//! syntax of every Kubernetes component. One parser serves `kube-gc run` (`WatchListClient`),
-//! the simulated API server (`WatchList`) and `loadgen record` (`WatchListClient`); each names the
-//! gates it knows and their defaults, and a gate it does not know is refused, as a component
-//! refuses one, rather than ignored.
+//! Feature gates as Kubernetes components take them: `--feature-gates NAME=BOOL[,NAME=BOOL…]`.
+//! One parser serves `kube-gc sim-apiserver` (`WatchList`, the API server's gate), and `kube-gc
+//! run` and `loadgen record` (`WatchListClient`, kube-controller-manager's).
+//!
+//! Invariant: a parse succeeds only when every pair names a gate the caller knows and gives it
+//! `true` or `false`; gates left out keep their defaults, and a later pair overrides an earlier
+//! one, as with upstream's flag. Spaces around a pair and empty pairs are ignored, so `""` leaves
+//! every gate at its default.
 
-use std::collections::BTreeMap;
+/// A gate a component knows: its name and its value when `--feature-gates` leaves it out.
+pub type Gate = (&'static str, bool);
 
-/// Gates a program knows, each with its value when the flag does not set it.
-pub type Known = &'static [(&'static str, bool)];
-
-/// The value of every known gate after the flag.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FeatureGates {
-    values: BTreeMap<&'static str, bool>,
-}
-
-impl FeatureGates {
-    /// Every gate of `known` at its default.
-    pub fn defaults(known: Known) -> FeatureGates {
-        FeatureGates {
-            values: known.iter().copied().collect(),
-        }
+/// The values of the `known` gates, in their order, after the pairs of `text`. The error says
+/// what is wrong, for clap to print after the flag's name.
+pub fn parse<const N: usize>(text: &str, known: [Gate; N]) -> Result<[bool; N], String> {
+    let mut values = known.map(|(_, default)| default);
+    for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("missing bool value for {pair}"))?;
+        let value: bool = value
+            .parse()
+            .map_err(|_| format!("invalid value of {name}: {value}, err: not a boolean"))?;
+        let index = known.iter().position(|(known, _)| *known == name).ok_or_else(|| {
+            let names: Vec<&str> = known.iter().map(|(known, _)| *known).collect();
+            format!("unrecognized feature gate: {name} (known: {})", names.join(", "))
+        })?;
+        values[index] = value;
     }
-
-    /// Parses `NAME=BOOL` pairs separated by commas over the defaults of `known`. The error is the
-    /// message a Kubernetes component gives, for clap to print after the flag's name.
-    pub fn parse(text: &str, known: Known) -> Result<FeatureGates, String> {
-        let mut gates = FeatureGates::defaults(known);
-        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (name, value) = pair
-                .split_once('=')
-                .ok_or_else(|| format!("missing bool value for {pair}"))?;
-            let value: bool = value
-                .parse()
-                .map_err(|_| format!("invalid value of {name}: {value}, err: not a boolean"))?;
-            let Some(gate) = gates.values.get_mut(name) else {
-                let names: Vec<&str> = known.iter().map(|(name, _)| *name).collect();
-                return Err(format!(
-                    "unrecognized feature gate: {name} (known: {})",
-                    names.join(", ")
-                ));
-            };
-            *gate = value;
-        }
-        Ok(gates)
-    }
-
-    /// Whether gate `name` is on.
-    ///
-    /// # Panics
-    ///
-    /// When `name` is not a gate the program declared: that is a bug in the program, not in its
-    /// flags.
-    pub fn enabled(&self, name: &str) -> bool {
-        *self
-            .values
-            .get(name)
-            .unwrap_or_else(|| panic!("feature gate {name} was never declared"))
-    }
+    Ok(values)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const KNOWN: Known = &[("WatchList", true), ("Other", false)];
+    const KNOWN: [Gate; 2] = [("WatchList", true), ("Other", false)];
 
     #[test]
-    fn gates_should_keep_their_defaults_unless_the_flag_sets_them() {
-        let gates = FeatureGates::parse("", KNOWN).unwrap();
-        assert!(gates.enabled("WatchList"));
-        assert!(!gates.enabled("Other"));
-        let gates = FeatureGates::parse("WatchList=false, Other=true", KNOWN).unwrap();
-        assert!(!gates.enabled("WatchList"));
-        assert!(gates.enabled("Other"));
+    fn gates_left_out_should_keep_their_defaults() {
+        assert_eq!(parse("", KNOWN), Ok([true, false]));
+        assert_eq!(parse(" , ", KNOWN), Ok([true, false]));
+        assert_eq!(parse("Other=true", KNOWN), Ok([true, true]));
     }
 
     #[test]
-    fn bad_gates_should_be_refused_with_the_message_a_component_gives() {
+    fn every_pair_should_set_its_gate_and_the_last_should_win() {
+        assert_eq!(parse("WatchList=false, Other=true", KNOWN), Ok([false, true]));
+        assert_eq!(parse("WatchList=false,WatchList=true", KNOWN), Ok([true, false]));
+    }
+
+    #[test]
+    fn a_bad_pair_should_be_refused_with_the_reason() {
         let cases = [
+            (
+                "Watchlist=false",
+                "unrecognized feature gate: Watchlist (known: WatchList, Other)",
+            ),
+            ("WatchList=no", "invalid value of WatchList: no, err: not a boolean"),
+            ("WatchList=", "invalid value of WatchList: , err: not a boolean"),
             ("WatchList", "missing bool value for WatchList"),
             (
-                "WatchList=maybe",
-                "invalid value of WatchList: maybe, err: not a boolean",
+                "Other=true,Nope=true",
+                "unrecognized feature gate: Nope (known: WatchList, Other)",
             ),
-            ("Nope=true", "unrecognized feature gate: Nope (known: WatchList, Other)"),
         ];
-        for (text, message) in cases {
-            assert_eq!(FeatureGates::parse(text, KNOWN), Err(message.to_string()), "{text}");
+        for (text, error) in cases {
+            assert_eq!(parse(text, KNOWN), Err(error.to_string()), "{text}");
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use kube_gc::monitor::SyncMode;
 use loadgen::generate::{self, Amount, Preset, Topology};
 use loadgen::record;
 use loadgen::replay::full::FullOptions;
@@ -126,6 +127,11 @@ struct RecordArgs {
     /// Also record Events (core and events.k8s.io), which the garbage collector ignores.
     #[arg(long)]
     include_events: bool,
+    /// Feature gates, as NAME=true|false[,…]: `WatchListClient=false` (kube-controller-manager's
+    /// gate) lists each resource, 500 objects a page, and watches from there, instead of
+    /// watch-list.
+    #[arg(long = "feature-gates", value_parser = SyncMode::from_feature_gates, default_value = "")]
+    feature_gates: SyncMode,
     /// No progress spinner.
     #[arg(long)]
     quiet: bool,
@@ -299,7 +305,8 @@ async fn record_cluster(args: RecordArgs) -> anyhow::Result<()> {
     let resources = record::discover(&client, args.include_events).await?;
     let mut writer = StreamWriter::create(&args.output)?;
     let progress = loadgen::progress::spinner(args.quiet);
-    let summary = record::record(client, &resources, &mut writer, &progress, stop(args.duration)).await?;
+    let listing = args.feature_gates;
+    let summary = record::record(client, &resources, listing, &mut writer, &progress, stop(args.duration)).await?;
     progress.finish_and_clear();
     writer
         .finish()

@@ -251,6 +251,40 @@ fn record_should_reject_a_duration_without_unit_and_an_unreachable_https_server(
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
+#[test]
+fn record_should_refuse_an_unknown_feature_gate_or_a_bad_value_before_doing_anything() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = dir.path().join("recorded.jsonl");
+    let cases = [
+        (
+            "WatchList=false",
+            "unrecognized feature gate: WatchList (known: WatchListClient)",
+        ),
+        (
+            "WatchListClient=no",
+            "invalid value of WatchListClient: no, err: not a boolean",
+        ),
+        ("WatchListClient", "missing bool value for WatchListClient"),
+    ];
+    for (gates, reason) in cases {
+        let out = loadgen(&[
+            "record",
+            "--kubeconfig",
+            "no/such/kubeconfig",
+            "-o",
+            &output.display().to_string(),
+            "--feature-gates",
+            gates,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "a usage error");
+        let err = stderr(&out);
+        let expected = format!("invalid value '{gates}' for '--feature-gates <FEATURE_GATES>': {reason}");
+        assert!(err.contains(&expected), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert!(!output.exists());
+}
+
 /// A kubeconfig whose current context points at `server`, without credentials.
 fn kubeconfig_for(server: &str) -> String {
     format!(

@@ -13,7 +13,6 @@ use anyhow::Context;
 use kube_gc::api::layers::{self, Budget, Budgets, Fence};
 use kube_gc::api::KubeApi;
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
-use kube_gc::feature_gates::{FeatureGates, Known};
 use kube_gc::leader::{LeaderElector, LeaseConfig};
 use kube_gc::monitor::SyncMode;
 use kube_gc::queue::RateLimiterConfig;
@@ -102,20 +101,13 @@ pub struct RunArgs {
     /// Feature gates, as NAME=true|false[,…], as kube-controller-manager takes them:
     /// `WatchListClient=false` makes the monitors read their resources by paginated LIST instead
     /// of a streaming watch-list.
-    #[arg(long = "feature-gates", value_parser = parse_feature_gates, default_value = "")]
-    feature_gates: FeatureGates,
+    #[arg(long = "feature-gates", value_parser = SyncMode::from_feature_gates, default_value = "")]
+    sync_mode: SyncMode,
     /// How often to log the graph's size and the queues' lengths.
     #[arg(long, default_value = "30s", value_parser = kube_gc::duration::parse_positive)]
     report_every: Duration,
     #[command(flatten)]
     collector: super::CollectorArgs,
-}
-
-/// The feature gates `kube-gc run` knows, with kube-controller-manager's defaults.
-const GATES: Known = &[("WatchListClient", true)];
-
-fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
-    FeatureGates::parse(text, GATES)
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -139,11 +131,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             burst: args.retry_burst,
             ..RateLimiterConfig::default()
         },
-        sync_mode: if args.feature_gates.enabled("WatchListClient") {
-            SyncMode::WatchList
-        } else {
-            SyncMode::List
-        },
+        sync_mode: args.sync_mode,
         ..Config::default()
     };
     if !args.ignored_resources.is_empty() {

@@ -6,7 +6,6 @@
 
 use anyhow::Context;
 use kube_gc::api::{Gvr, ObjectMeta, PartialObjectMeta};
-use kube_gc::feature_gates::{FeatureGates, Known};
 use kube_gc::generate::Preset;
 use kube_gc::sim::{http, temporary_state_path, SimCluster, DEFAULT_NAMESPACES};
 use std::fs::File;
@@ -85,10 +84,15 @@ pub struct SimApiserverArgs {
 }
 
 /// The feature gates the simulated server knows.
-const GATES: Known = &[("WatchList", true)];
+#[derive(Clone, Debug)]
+struct FeatureGates {
+    watch_list: bool,
+}
 
+/// `NAME=BOOL[,NAME=BOOL]`; an unknown gate or a value that is not a boolean is refused.
 fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
-    FeatureGates::parse(text, GATES)
+    let [watch_list] = kube_gc::feature_gates::parse(text, [("WatchList", true)])?;
+    Ok(FeatureGates { watch_list })
 }
 
 pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
@@ -133,7 +137,7 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
         },
         bookmark_interval: args.bookmark_interval,
         denied: args.denied,
-        watch_list: args.feature_gates.enabled("WatchList"),
+        watch_list: args.feature_gates.watch_list,
         audit,
         ..http::ServerOptions::default()
     };

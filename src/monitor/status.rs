@@ -22,12 +22,30 @@ pub enum SyncMode {
 }
 
 impl SyncMode {
-    /// The name `/metrics` shows (label `mode`).
+    /// The name `/metrics` and the logs show (label `mode`).
     pub fn as_str(self) -> &'static str {
         match self {
             SyncMode::WatchList => "watch-list",
             SyncMode::List => "list",
         }
+    }
+
+    /// The mode `--feature-gates` chooses, as kube-controller-manager takes it: its
+    /// `WatchListClient` gate, on by default. Any other gate, or a value that is not a boolean, is
+    /// refused with the message a Kubernetes component gives.
+    pub fn from_feature_gates(text: &str) -> Result<SyncMode, String> {
+        let [watch_list_client] = crate::feature_gates::parse(text, [("WatchListClient", true)])?;
+        Ok(if watch_list_client {
+            SyncMode::WatchList
+        } else {
+            SyncMode::List
+        })
+    }
+}
+
+impl std::fmt::Display for SyncMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -126,5 +144,35 @@ impl MonitorStatus {
     /// Monitor task only: a watch is reopened after an error.
     pub(super) fn watch_resumed(&self) {
         self.watch_resumes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_gate_should_choose_the_sync_mode() {
+        assert_eq!(SyncMode::from_feature_gates(""), Ok(SyncMode::WatchList));
+        assert_eq!(
+            SyncMode::from_feature_gates("WatchListClient=true"),
+            Ok(SyncMode::WatchList)
+        );
+        assert_eq!(
+            SyncMode::from_feature_gates("WatchListClient=false"),
+            Ok(SyncMode::List)
+        );
+    }
+
+    #[test]
+    fn the_servers_gate_or_a_bad_value_should_be_refused() {
+        assert_eq!(
+            SyncMode::from_feature_gates("WatchList=false"),
+            Err("unrecognized feature gate: WatchList (known: WatchListClient)".to_string())
+        );
+        assert_eq!(
+            SyncMode::from_feature_gates("WatchListClient=off"),
+            Err("invalid value of WatchListClient: off, err: not a boolean".to_string())
+        );
     }
 }

@@ -15,8 +15,8 @@
 //! - A stream that fails or ends before its bookmark is opened again after the monitor's backoff,
 //!   with every object it had routed unseen again, as a list restarted after a 410.
 //! - A server that refuses watch-list (422 Invalid or 400 BadRequest: a server with the
-//!   `WatchList` gate off, or one too old for it), or whose stream goes quiet for
-//!   [`INITIAL_EVENTS_END_WAIT`] without the bookmark, is read by paginated LIST from then on:
+//!   `WatchList` gate off, or one too old for it), or whose stream brings no object for
+//!   [`INITIAL_EVENTS_END_WAIT`] before the bookmark, is read by paginated LIST from then on:
 //!   [`Refused`] says why, and the monitor logs it once.
 
 use super::{Known, Watcher, ROOM_CHECK_EVERY};
@@ -26,13 +26,22 @@ use crate::graph::Uid;
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::time::Duration;
+use tokio::time::Instant;
 
-/// How long a watch-list may go without an event before its bookmark comes. A server that has
-/// the feature sends the bookmark right after the last initial event; one that ignores
-/// `sendInitialEvents` (a proxy, a server too old) streams objects and then falls silent. A real
-/// API server may wait up to 3 s for its watch cache to reach the requested version before the
-/// first event, so 10 s leaves room without letting a monitor hang.
-pub const INITIAL_EVENTS_END_WAIT: Duration = Duration::from_secs(10);
+/// How long a watch-list may go without an object before its initial-events-end bookmark, after
+/// which its server is taken not to serve watch-lists.
+///
+/// A server that implements watch-list streams the objects back to back and sends the bookmark
+/// right after the last one (kube-apiserver may first wait up to 3 s for its watch cache to reach
+/// the version asked for), so however many objects there are, a healthy stream is never silent
+/// for long before the bookmark: the bound is on silence, not on the whole read, which for a
+/// million objects takes a while. A server that takes the watch without implementing watch-list
+/// (an aggregated API server on an old library, a proxy that drops the parameters) answers it as
+/// a plain watch from "now": the objects, no such bookmark, then only changes, so its stream goes
+/// quiet. 30 s is many times the gap between two events of one stream on a loaded server, and well
+/// within the 290 s after which the server ends a watch. Bookmarks without the annotation are not
+/// progress and do not count. `loadgen record` uses the same bound.
+pub const INITIAL_EVENTS_END_WAIT: Duration = Duration::from_secs(30);
 
 /// Why a server will not be asked for a watch-list again.
 #[derive(Debug)]
@@ -118,10 +127,13 @@ impl<C: ClusterApi> Watcher<C> {
     }
 
     /// Routes a watch-list's events up to its bookmark, taking each object shown out of `unseen`.
+    /// The silence bound runs from the last object routed: neither a bookmark without the
+    /// annotation nor the wait for room in the router counts against it.
     async fn initial_events(&mut self, stream: &mut WatchStream, unseen: &mut HashMap<Uid, Known>) -> Initial {
         let mut routed: u64 = 0;
+        let mut quiet_after = Instant::now() + INITIAL_EVENTS_END_WAIT;
         loop {
-            let event = match tokio::time::timeout(INITIAL_EVENTS_END_WAIT, stream.next()).await {
+            let event = match tokio::time::timeout_at(quiet_after, stream.next()).await {
                 Err(_) => return Initial::Quiet,
                 Ok(None) => return Initial::Broke(None),
                 Ok(Some(Err(e))) => return Initial::Broke(Some(e)),
@@ -147,6 +159,7 @@ impl<C: ClusterApi> Watcher<C> {
             } else {
                 self.route_listed(event.object.metadata, unseen);
             }
+            quiet_after = Instant::now() + INITIAL_EVENTS_END_WAIT;
         }
     }
 }

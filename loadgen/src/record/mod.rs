@@ -10,18 +10,21 @@
 //! 1. [`connect`] reads a kubeconfig; [`discover`] picks the resources the garbage collector
 //!    would watch (list, watch and delete; preferred version; no Events unless asked for).
 //! 2. [`record`] runs one task per resource: kube-rs's watcher over the metadata-only endpoints
-//!    lists (500 objects a page), then watches from the list's resourceVersion. The watcher
-//!    resumes a dropped watch from the last resourceVersion, relists after a 410 Gone, and backs
-//!    off (0.8 s doubling to 30 s) after a failure, so a failing resource retries alone and never
-//!    holds up the others.
+//!    gets the objects by watch-list (one WATCH streams them, then goes on with the changes), or
+//!    lists them (500 objects a page) and watches from the list's resourceVersion when
+//!    `WatchListClient` is off or the server will not do watch-list for that resource; see
+//!    [`SyncMode`]. The watcher resumes a dropped watch from the last resourceVersion, relists
+//!    after a 410 Gone, and backs off (0.8 s doubling to 30 s) after a failure, so a failing
+//!    resource retries alone and never holds up the others.
 //! 3. Each task keeps its resource's `History` (UID → last written object) and turns the
 //!    watcher's events into watch events: a relist becomes what an informer's replace implies
 //!    (new objects ADDED, changed ones MODIFIED, vanished ones DELETED in their last known state,
 //!    unchanged ones nothing), and a watched object is ADDED or MODIFIED depending on whether it
 //!    was known. BOOKMARKs are the watcher's business and are not written.
 //! 4. The tasks send notes through one bounded channel to the writer, which runs in the task that
-//!    called [`record`]: events are written as they arrive, and a failure is logged once per
-//!    streak (a 410 Gone is the normal course of a long watch and is not logged).
+//!    called [`record`]: events are written as they arrive, a failure is logged once per streak
+//!    (a 410 Gone is the normal course of a long watch and is not logged), and a resource's fall
+//!    back to lists once, with the server's reason.
 //! 5. The writer stops when the caller's `stop` future completes (`--duration` elapsed, or
 //!    Ctrl-C), ends the resource tasks and returns a [`RecordSummary`]; the caller finishes the
 //!    file.
@@ -33,6 +36,7 @@ mod convert;
 mod discover;
 mod follow;
 mod history;
+mod listing;
 
 pub use discover::discover;
 
@@ -46,6 +50,7 @@ use kube::discovery::ApiResource;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Client;
 use kube_gc::api::{one_line, Gvr, WatchEventType};
+use kube_gc::monitor::SyncMode;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
@@ -68,12 +73,13 @@ pub fn kube_error(error: &(dyn std::error::Error + 'static)) -> anyhow::Error {
     anyhow::Error::msg(one_line(error))
 }
 
-/// Records `resources` (from [`discover`]) into `sink` until `stop` completes, showing counts on
-/// `progress`; see the [module docs](self). Fails only when `sink` does; cluster errors are
-/// retried and logged.
+/// Records `resources` (from [`discover`]) into `sink` until `stop` completes, each starting with
+/// `listing`, showing counts on `progress`; see the [module docs](self). Fails only when `sink`
+/// does; cluster errors are retried and logged.
 pub async fn record(
     client: Client,
     resources: &[ApiResource],
+    listing: SyncMode,
     sink: &mut impl Emit,
     progress: &ProgressBar,
     stop: impl Future<Output = ()>,
@@ -82,11 +88,12 @@ pub async fn record(
     let mut followers = JoinSet::new();
     for (index, resource) in resources.iter().enumerate() {
         let api = Api::<KubePartialObjectMeta<DynamicObject>>::all_with(client.clone(), resource);
-        let events = watcher(api, watcher::Config::default()).default_backoff();
-        followers.spawn(follow(Follower::new(index, resource.clone()), events, notes_tx.clone()));
+        let open = move |how: SyncMode| watcher(api.clone(), listing::watcher_config(how)).default_backoff();
+        let follower = Follower::new(index, resource.clone(), listing);
+        followers.spawn(follow(follower, open, notes_tx.clone()));
     }
     drop(notes_tx);
-    let summary = write(notes, resources, sink, progress, stop).await;
+    let summary = write(notes, resources, listing, sink, progress, stop).await;
     followers.shutdown().await;
     summary
 }
@@ -95,12 +102,13 @@ pub async fn record(
 async fn write(
     mut notes: mpsc::Receiver<Note>,
     resources: &[ApiResource],
+    listing: SyncMode,
     sink: &mut impl Emit,
     progress: &ProgressBar,
     stop: impl Future<Output = ()>,
 ) -> Result<RecordSummary, StreamError> {
     let started = Instant::now();
-    let mut tally = Tally::new(resources);
+    let mut tally = Tally::new(resources, listing);
     let mut stop = pin!(stop);
     let mut refresh = tokio::time::interval(PROGRESS_PERIOD);
     loop {
@@ -125,17 +133,20 @@ struct Tally<'a> {
     events: Vec<u64>,
     /// Whether each resource's first list has completed.
     listed: Vec<bool>,
+    /// How each resource's watcher lists now.
+    listings: Vec<SyncMode>,
     added: u64,
     modified: u64,
     deleted: u64,
 }
 
 impl<'a> Tally<'a> {
-    fn new(resources: &'a [ApiResource]) -> Self {
+    fn new(resources: &'a [ApiResource], listing: SyncMode) -> Self {
         Tally {
             resources,
             events: vec![0; resources.len()],
             listed: vec![false; resources.len()],
+            listings: vec![listing; resources.len()],
             added: 0,
             modified: 0,
             deleted: 0,
@@ -163,6 +174,11 @@ impl<'a> Tally<'a> {
                 let gvr = gvr(&self.resources[index]);
                 progress.suspend(|| eprintln!("loadgen: {gvr}: working again"));
             }
+            Note::FellBack(index, reason) => {
+                self.listings[index] = SyncMode::List;
+                let gvr = gvr(&self.resources[index]);
+                progress.suspend(|| eprintln!("loadgen: {gvr}: no watch-list ({reason}); listing it instead"));
+            }
         }
         Ok(())
     }
@@ -176,14 +192,24 @@ impl<'a> Tally<'a> {
         )
     }
 
+    /// The resources whose entry in `per_resource` (by resource index) passes `keep`.
+    fn resources_where<T>(&self, per_resource: &[T], keep: impl Fn(&T) -> bool) -> Vec<Gvr> {
+        let pairs = self.resources.iter().zip(per_resource);
+        pairs
+            .filter(|(_, value)| keep(value))
+            .map(|(resource, _)| gvr(resource))
+            .collect()
+    }
+
     fn summary(self, elapsed: Duration) -> RecordSummary {
-        let gvrs = || self.resources.iter().map(gvr);
+        let gvrs = self.resources.iter().map(gvr);
         RecordSummary {
             added: self.added,
             modified: self.modified,
             deleted: self.deleted,
-            per_resource: gvrs().zip(self.events.iter().copied()).collect(),
-            never_listed: gvrs().zip(&self.listed).filter(|(_, l)| !**l).map(|(g, _)| g).collect(),
+            per_resource: gvrs.zip(self.events.iter().copied()).collect(),
+            never_listed: self.resources_where(&self.listed, |listed| !listed),
+            by_list: self.resources_where(&self.listings, |listing| *listing == SyncMode::List),
             elapsed,
         }
     }
@@ -206,6 +232,9 @@ pub struct RecordSummary {
     pub per_resource: BTreeMap<Gvr, u64>,
     /// Resources whose first list never completed: some or all of their objects are missing.
     pub never_listed: Vec<Gvr>,
+    /// Resources recorded by paginated lists rather than watch-list: every one with
+    /// `WatchListClient` off, else those that fell back.
+    pub by_list: Vec<Gvr>,
     /// From the start of the recording to its stop.
     pub elapsed: Duration,
 }
@@ -214,6 +243,11 @@ impl RecordSummary {
     /// Events written in all.
     pub fn events(&self) -> u64 {
         self.added + self.modified + self.deleted
+    }
+
+    /// Resources recorded by watch-list.
+    pub fn by_watch_list(&self) -> usize {
+        self.per_resource.len() - self.by_list.len()
     }
 }
 
@@ -232,7 +266,13 @@ impl fmt::Display for RecordSummary {
             by_type.join(" "),
             self.elapsed.as_secs_f64()
         )?;
-        write!(f, "resources: {}", self.per_resource.len())?;
+        write!(
+            f,
+            "resources: {}, by watch-list: {}, by list: {}",
+            self.per_resource.len(),
+            self.by_watch_list(),
+            self.by_list.len()
+        )?;
         if !self.never_listed.is_empty() {
             let names: Vec<String> = self.never_listed.iter().map(Gvr::to_string).collect();
             write!(f, " (never listed: {})", names.join(", "))?;
@@ -246,7 +286,7 @@ impl fmt::Display for RecordSummary {
 
 #[cfg(test)]
 mod tests {
-    use super::follow::tests::{config_maps, failed, served};
+    use super::follow::tests::{config_maps, failed, refused, scripted, served};
     use super::*;
     use kube::config::Kubeconfig;
     use kube::runtime::watcher::Event;
@@ -256,20 +296,24 @@ mod tests {
         ApiResource::from_gvk_with_plural(&kube::core::GroupVersionKind::gvk("", "v1", "Pod"), "pods")
     }
 
-    /// Runs one follower per resource over a scripted watcher, into the writer, until the
-    /// scripts end.
-    async fn record_scripted(scripts: Vec<Vec<follow::WatcherItem>>) -> (Vec<WatchEvent>, RecordSummary) {
+    /// One resource's scripted watchers, by listing (see [`scripted`]).
+    type Scripts = Vec<(SyncMode, Vec<follow::WatcherItem>)>;
+
+    /// Runs one follower per resource, starting by watch-list, over scripted watchers, into the
+    /// writer, until the scripts end.
+    async fn record_scripted(scripts: Vec<Scripts>) -> (Vec<WatchEvent>, RecordSummary) {
         let resources = [config_maps(), pods()];
         let (notes_tx, notes) = mpsc::channel(NOTE_CAPACITY);
-        for (index, script) in scripts.into_iter().enumerate() {
-            let follower = Follower::new(index, resources[index].clone());
-            tokio::spawn(follow(follower, futures::stream::iter(script), notes_tx.clone()));
+        for (index, scripts) in scripts.into_iter().enumerate() {
+            let follower = Follower::new(index, resources[index].clone(), SyncMode::WatchList);
+            tokio::spawn(follow(follower, scripted(scripts), notes_tx.clone()));
         }
         drop(notes_tx);
         let mut sink = Vec::new();
         let summary = write(
             notes,
             &resources,
+            SyncMode::WatchList,
             &mut sink,
             &ProgressBar::hidden(),
             std::future::pending(),
@@ -294,7 +338,11 @@ mod tests {
             Ok(Event::Init),
             Ok(Event::InitApply(served("p", "1"))),
         ];
-        let (written, summary) = record_scripted(vec![config_maps, pods]).await;
+        let (written, summary) = record_scripted(vec![
+            vec![(SyncMode::WatchList, config_maps)],
+            vec![(SyncMode::WatchList, pods)],
+        ])
+        .await;
 
         let of = |kind: &str| -> Vec<(WatchEventType, String)> {
             let events = written.iter().filter(|e| e.object.kind == kind);
@@ -312,6 +360,29 @@ mod tests {
         );
         // The pods' list never reached InitDone.
         assert_eq!(summary.never_listed, [Gvr::new("", "v1", "pods")]);
+        assert_eq!((summary.by_watch_list(), summary.by_list.len()), (2, 0));
+    }
+
+    #[tokio::test]
+    async fn a_resource_that_fell_back_should_be_written_as_before_and_counted_by_list() {
+        let listing = || {
+            vec![
+                Ok(Event::Init),
+                Ok(Event::InitApply(served("a", "1"))),
+                Ok(Event::InitDone),
+            ]
+        };
+        let (written, summary) = record_scripted(vec![
+            vec![(SyncMode::WatchList, vec![refused()]), (SyncMode::List, listing())],
+            vec![(SyncMode::WatchList, listing())],
+        ])
+        .await;
+        let kinds: Vec<&str> = written.iter().map(|e| e.object.kind.as_str()).collect();
+        assert_eq!(kinds.iter().filter(|k| **k == "ConfigMap").count(), 1, "{kinds:?}");
+        assert_eq!(kinds.iter().filter(|k| **k == "Pod").count(), 1, "{kinds:?}");
+        assert_eq!(summary.by_list, [Gvr::new("", "v1", "configmaps")]);
+        assert_eq!(summary.by_watch_list(), 1);
+        assert!(summary.never_listed.is_empty());
     }
 
     #[tokio::test]
@@ -324,9 +395,16 @@ mod tests {
         notes_tx.send(Note::Event(0, event)).await.expect("open");
         let mut sink = Vec::new();
         let resources = [config_maps()];
-        let summary = write(notes, &resources, &mut sink, &ProgressBar::hidden(), async {})
-            .await
-            .expect("a Vec never fails");
+        let summary = write(
+            notes,
+            &resources,
+            SyncMode::WatchList,
+            &mut sink,
+            &ProgressBar::hidden(),
+            async {},
+        )
+        .await
+        .expect("a Vec never fails");
         assert!(sink.is_empty());
         assert_eq!(summary.events(), 0);
         assert_eq!(summary.never_listed, [Gvr::new("", "v1", "configmaps")]);
@@ -357,12 +435,14 @@ mod tests {
                 (Gvr::new("apps", "v1", "replicasets"), 2),
             ]),
             never_listed: vec![Gvr::new("apps", "v1", "replicasets")],
+            by_list: vec![Gvr::new("", "v1", "pods")],
             elapsed: Duration::from_millis(30_040),
         };
         assert_eq!(
             summary.to_string(),
             "events: 8 (ADDED=5 MODIFIED=2 DELETED=1) in 30.0 s\n\
-             resources: 2 (never listed: apps/v1/replicasets)\n  v1/pods: 6\n  apps/v1/replicasets: 2"
+             resources: 2, by watch-list: 1, by list: 1 (never listed: apps/v1/replicasets)\n  \
+             v1/pods: 6\n  apps/v1/replicasets: 2"
         );
     }
 }
