@@ -758,3 +758,126 @@ async fn two_leader_elected_replicas_should_never_both_delete() {
     );
     stop_both(second, server);
 }
+
+// Watch-list: how the monitors read their resources, whatever the server offers
+
+/// The `kube_gc_monitor_sync_mode` samples of an exposition, as (resource, mode).
+fn sync_modes(metrics: &str) -> Vec<(String, String)> {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("kube_gc_monitor_sync_mode{resource=\""))
+        .filter_map(|l| {
+            let (resource, rest) = l.split_once("\",mode=\"")?;
+            let (mode, _) = rest.split_once('"')?;
+            Some((resource.to_string(), mode.to_string()))
+        })
+        .collect()
+}
+
+/// What a collector's sync is tried against, and what it must show.
+struct SyncCase {
+    server_flags: &'static [&'static str],
+    collector_flags: &'static [&'static str],
+    /// How every monitor must read its resource.
+    mode: &'static str,
+    /// How many times the collector's log must say that the server refused watch-list.
+    refusals_logged: usize,
+}
+
+/// Starts a server with the case's flags and three pods of a ReplicaSet that never existed, then
+/// the collector; checks that it syncs within [`PATIENCE`], collects the pods, reads every
+/// resource the way the case says (in `/metrics` and in the server's audit log: a LIST from the
+/// collector only when listing), and logs a refusal as often as the case says.
+async fn sync_and_collect(case: SyncCase) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let audit = dir.path().join("audit.jsonl");
+    let mut flags = vec!["--audit-log", audit.to_str().expect("a UTF-8 path")];
+    flags.extend_from_slice(case.server_flags);
+    let server = Server::start(dir.path(), &flags).await;
+    let pods = garbage(&server, 0, 3).await;
+    let collector = Collector::ready(&server, dir.path(), case.collector_flags).await;
+    eventually("the garbage collected", async || all_gone(&server, &pods).await).await;
+
+    let modes = sync_modes(&collector.metrics().await);
+    assert!(modes.iter().any(|(r, _)| r == "v1/pods"), "{modes:?}");
+    assert!(modes.iter().all(|(_, m)| m == case.mode), "{modes:?}");
+    let collector_reads = |verb: &str| {
+        audited(&audit)
+            .iter()
+            .filter(|a| a.user_agent.starts_with("kube-gc/") && a.verb == verb)
+            .count()
+    };
+    assert!(collector_reads("watch") > 0, "the collector watches");
+    let lists = collector_reads("list");
+    if case.mode == "watch-list" {
+        assert_eq!(lists, 0, "no LIST from a collector that reads by watch-list");
+    } else {
+        assert!(lists > 0, "a collector that reads by list sends LISTs");
+    }
+    let log = collector.process.log();
+    assert_eq!(
+        log.matches("server refused watch-list").count(),
+        case.refusals_logged,
+        "{log}"
+    );
+    stop_both(collector, server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monitors_should_sync_by_watch_list_without_a_list_request() {
+    sync_and_collect(SyncCase {
+        server_flags: &[],
+        collector_flags: &[],
+        mode: "watch-list",
+        refusals_logged: 0,
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_the_watch_list_gate_off_should_be_read_by_list_and_said_once() {
+    sync_and_collect(SyncCase {
+        server_flags: &["--feature-gates", "WatchList=false"],
+        collector_flags: &[],
+        mode: "list",
+        refusals_logged: 1,
+    })
+    .await;
+}
+
+/// The bookmark never comes: each monitor waits out the 30 s bound on its stream's silence, then
+/// lists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_ends_the_initial_events_should_be_read_by_list() {
+    sync_and_collect(SyncCase {
+        server_flags: &["--withhold-initial-events-end"],
+        collector_flags: &[],
+        mode: "list",
+        refusals_logged: 1,
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_list_client_gate_off_should_make_the_monitors_list() {
+    sync_and_collect(SyncCase {
+        server_flags: &[],
+        collector_flags: &["--feature-gates", "WatchListClient=false"],
+        mode: "list",
+        refusals_logged: 0,
+    })
+    .await;
+}
+
+/// One watch request in five fails: every monitor still syncs by watch-list within the patience
+/// of [`Collector::ready`] (60 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_monitor_should_sync_by_watch_list_under_twenty_percent_watch_errors() {
+    sync_and_collect(SyncCase {
+        server_flags: &["--error-rate", "watch=0.2", "--fault-target", "kube-gc/"],
+        collector_flags: &[],
+        mode: "watch-list",
+        refusals_logged: 0,
+    })
+    .await;
+}
