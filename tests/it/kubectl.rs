@@ -561,24 +561,26 @@ fn the_deployment_manifests_should_be_accepted_as_a_cluster_would() {
 
 /// A Deployment `web` with `replicas`, a Job `once` and a ConfigMap `settings` holding `a: {a}`.
 fn app(replicas: u32, a: &str) -> String {
-    format!(
-        "{}---
-apiVersion: batch/v1
+    let web = deployment("web").replace("replicas: 1", &format!("replicas: {replicas}"));
+    format!("{web}---\n{}---\n{}", once_job(), settings(&format!("{{a: '{a}'}}")))
+}
+
+/// The Job `once`.
+fn once_job() -> &'static str {
+    "apiVersion: batch/v1
 kind: Job
-metadata: {{name: once}}
+metadata: {name: once}
 spec:
   template:
     spec:
       restartPolicy: Never
-      containers: [{{name: main, image: busybox}}]
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: settings}}
-data: {{a: '{a}'}}
-",
-        deployment("web").replace("replicas: 1", &format!("replicas: {replicas}"))
-    )
+      containers: [{name: main, image: busybox}]
+"
+}
+
+/// The ConfigMap `settings` with `data` (a YAML flow map).
+fn settings(data: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings}}\ndata: {data}\n")
 }
 
 fn jobs() -> Gvr {
@@ -811,28 +813,8 @@ fn applied_app(replicas: u32, sidecar: bool, data: &str, size: u32) -> String {
     if !sidecar {
         web = web.replace("      - {name: sidecar, image: busybox}\n", "");
     }
-    format!(
-        "{web}---
-apiVersion: batch/v1
-kind: Job
-metadata: {{name: once}}
-spec:
-  template:
-    spec:
-      restartPolicy: Never
-      containers: [{{name: main, image: busybox}}]
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: settings}}
-data: {data}
----
-apiVersion: example.com/v1
-kind: Widget
-metadata: {{name: w1}}
-spec: {{size: {size}}}
-"
-    )
+    let widget = format!("apiVersion: example.com/v1\nkind: Widget\nmetadata: {{name: w1}}\nspec: {{size: {size}}}\n");
+    format!("{web}---\n{}---\n{}---\n{widget}", once_job(), settings(data))
 }
 
 /// The names of the containers of a stored Deployment.
