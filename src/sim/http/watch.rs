@@ -23,7 +23,7 @@ use super::request::{Params, ResourcePath};
 use crate::api::{ApiError, WatchEvent, WatchEventType, WatchStream, INITIAL_EVENTS_END};
 use crate::sim::{SimCluster, WatchStart};
 use axum::body::Body;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -115,12 +115,16 @@ pub(super) fn open(
         stopping: limits.stopping,
         done: false,
     };
-    let lines = futures::stream::unfold(watch, |mut watch| async move {
-        let line = watch.next_line().await?;
-        Some((Ok::<_, Infallible>(line), watch))
+    let chunks = futures::stream::unfold(watch, |mut watch| async move {
+        let chunk = watch.next_chunk().await?;
+        Some((Ok::<_, Infallible>(chunk), watch))
     });
-    Ok(Body::from_stream(lines))
+    Ok(Body::from_stream(chunks))
 }
+
+/// The most a chunk holds of events that were ready together; a single larger event is one chunk
+/// of its own.
+const CHUNK_BYTES: usize = 64 * 1024;
 
 /// A body holding one ERROR event for `err`.
 fn error_body(err: &ApiError) -> Body {
@@ -134,6 +138,22 @@ fn line(value: &Value) -> String {
 }
 
 impl Watch {
+    /// The next lines to send, or `None` when the watch ends: the next line, then every line
+    /// ready at once after it, up to [`CHUNK_BYTES`]. A real API server flushes its response only
+    /// when no further event is waiting, so a watch-list's initial events travel in large writes,
+    /// not one per object. Dropping a [`Watch::next_line`] that is not ready loses nothing: each of
+    /// its waits can be cancelled and started again.
+    async fn next_chunk(&mut self) -> Option<String> {
+        let mut chunk = self.next_line().await?;
+        while chunk.len() < CHUNK_BYTES {
+            match self.next_line().now_or_never() {
+                Some(Some(line)) => chunk.push_str(&line),
+                Some(None) | None => break,
+            }
+        }
+        Some(chunk)
+    }
+
     /// The next line to send, or `None` when the watch ends.
     async fn next_line(&mut self) -> Option<String> {
         loop {
@@ -154,7 +174,11 @@ impl Watch {
                     return Some(line(&json!({"type": "BOOKMARK", "object": object})));
                 }
                 event = self.events.next() => match event {
-                    None => return None,
+                    None => {
+                        // A finished stream must not be polled again.
+                        self.done = true;
+                        return None;
+                    }
                     Some(Err(e)) => {
                         self.done = true;
                         return Some(line(&json!({"type": "ERROR", "object": failure(&e)})));
