@@ -10,8 +10,9 @@
 //! [`SimCluster::register`](super::SimCluster::register) are not CRD-backed and are never touched
 //! here. This module only decides; the store ([`super::store`]) applies.
 //!
-//! Simplification: a real server puts a cleanup finalizer on the CRD and deletes its objects
-//! before the CRD goes; here the CRD goes at once and its objects with it.
+//! A DELETE of a CRD does not come here at once: as on a real server, the CRD gets the
+//! `customresourcecleanup.apiextensions.k8s.io` finalizer and its objects are deleted first
+//! ([`super::lifecycle`]); the CRD goes, and its type is unregistered here, once they are gone.
 
 use super::status::invalid;
 use super::types::{TypeDef, CRD_GROUP as GROUP, CRD_RESOURCE as RESOURCE};

@@ -5,21 +5,27 @@
 //! the `kubectl` on `PATH` against it, with the written kubeconfig passed explicitly, `KUBECONFIG`
 //! removed and `HOME` in the test's temporary directory, so neither the user's clusters nor their
 //! discovery cache are ever involved. Assertions read tables by column, never by whitespace, so
-//! they hold for kubectl 1.20 (Debian's, in CI) as for current releases. No garbage collector runs
-//! here: a delete leaves dependents alone, and a foreground or orphan delete leaves its object
-//! marked with the finalizer and a `deletionTimestamp`.
+//! they hold for kubectl 1.20 (Debian's, in CI) as for current releases. Most tests run no garbage
+//! collector: a delete leaves dependents alone, and a foreground or orphan delete leaves its object
+//! marked with the finalizer and a `deletionTimestamp`. The cascade tests ([`cascade_with`]) run the
+//! whole collector against the server over HTTP, as `kube-gc run` does, and check that each
+//! `kubectl delete --cascade=…` ends where upstream's collector leaves a real cluster.
 //!
 //! Without kubectl the tests print a note and pass, except in CI (`CI` set), which installs it and
 //! where a missing kubectl is a failure.
 
 use crate::support;
 
-use kube_gc::api::{Gvr, PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+use kube_gc::api::layers::Stack;
+use kube_gc::api::{Gvr, KubeApi, PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+use kube_gc::controller::GarbageCollector;
+use kube_gc::graph::Uid;
 use kube_gc::sim::http::{self, ServerOptions};
 use kube_gc::sim::SimCluster;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use support::process::{
     kubectl, kubectl_available, kubectl_command, kubectl_command_of, run_bounded, Run, KUBECTL_TIMEOUT,
 };
@@ -34,7 +40,8 @@ fn config_maps() -> Gvr {
     Gvr::new("", "v1", "configmaps")
 }
 
-/// A Deployment `name` in `default`, labelled `app: {name}`.
+/// A Deployment `name` (in the namespace it is applied to, `default` unless told), labelled
+/// `app: {name}`.
 fn deployment(name: &str) -> String {
     format!(
         "apiVersion: apps/v1
@@ -55,27 +62,98 @@ spec:
     )
 }
 
-/// A ReplicaSet `name` in `default` controlled by the Deployment `owner` with UID `owner_uid`.
-fn replica_set(name: &str, owner: &str, owner_uid: &str) -> String {
+/// An object that owns others, as their `ownerReferences` name it.
+struct Owner {
+    api_version: String,
+    kind: String,
+    name: String,
+    uid: String,
+}
+
+impl Owner {
+    /// The `ownerReferences` of an object this owner's controller made, as lines of `metadata`:
+    /// `controller` and `blockOwnerDeletion` set, as upstream's Deployment, ReplicaSet and Job
+    /// controllers set them, and an operator's (controller-runtime's `SetControllerReference`).
+    fn controls(&self) -> String {
+        let Owner {
+            api_version,
+            kind,
+            name,
+            uid,
+        } = self;
+        format!(
+            "  ownerReferences:
+  - {{apiVersion: {api_version}, kind: {kind}, name: {name}, uid: {uid}, controller: true, blockOwnerDeletion: true}}
+"
+        )
+    }
+
+    /// The `ownerReferences` of [`Owner::controls`], as the server returns them.
+    fn references(&self) -> Value {
+        serde_json::json!([{
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }])
+    }
+}
+
+/// A ReplicaSet `name` controlled by the Deployment `owner`, with its labels.
+fn replica_set(name: &str, owner: &Owner) -> String {
+    let app = &owner.name;
     format!(
         "apiVersion: apps/v1
 kind: ReplicaSet
 metadata:
   name: {name}
-  labels: {{app: {owner}}}
-  ownerReferences:
-  - apiVersion: apps/v1
-    kind: Deployment
-    name: {owner}
-    uid: {owner_uid}
-    controller: true
-    blockOwnerDeletion: true
-spec:
+  labels: {{app: {app}}}
+{}spec:
   replicas: 1
-  selector: {{matchLabels: {{app: {owner}}}}}
+  selector: {{matchLabels: {{app: {app}}}}}
   template:
-    metadata: {{labels: {{app: {owner}}}}}
+    metadata: {{labels: {{app: {app}}}}}
     spec: {{containers: [{{name: main, image: 'nginx:1'}}]}}
+",
+        owner.controls()
+    )
+}
+
+/// A Pod `name` made by `owner`'s controller.
+fn pod(name: &str, owner: &Owner) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+{}spec: {{containers: [{{name: main, image: busybox}}]}}
+",
+        owner.controls()
+    )
+}
+
+/// A ConfigMap `name` made by `owner`'s controller.
+fn config_map_of(name: &str, owner: &Owner) -> String {
+    format!(
+        "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {name}
+{}data: {{a: '1'}}
+",
+        owner.controls()
+    )
+}
+
+/// A Widget `name` of `size`.
+fn widget(name: &str, size: u32) -> String {
+    format!(
+        "apiVersion: example.com/v1
+kind: Widget
+metadata: {{name: {name}}}
+spec: {{size: {size}}}
 "
     )
 }
@@ -96,13 +174,40 @@ struct Sim {
     cluster: Arc<SimCluster>,
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
-    /// Serves the cluster; dropping it stops the server.
-    _runtime: tokio::runtime::Runtime,
+    /// Where the cluster is served.
+    addr: std::net::SocketAddr,
+    /// The garbage collector, when [`Sim::with_collector`] started one.
+    collector: Option<Arc<GarbageCollector<Stack<KubeApi>>>>,
+    /// Serves the cluster and runs the collector; dropping it stops both.
+    runtime: tokio::runtime::Runtime,
 }
+
+/// How long the collector may take to carry out a cascade, in real time.
+const CASCADE_PATIENCE: Duration = Duration::from_secs(30);
 
 impl Sim {
     /// Serves a fresh cluster, or `None` (after a note) when kubectl is missing outside CI.
     fn start() -> Option<Sim> {
+        Sim::serve(SimCluster::new())
+    }
+
+    /// Serves a fresh cluster where, as on a real one, nothing can be created in a namespace that
+    /// does not exist, and runs the whole collector against it over HTTP, as `kube-gc run` does;
+    /// or `None` as [`Sim::start`].
+    fn with_collector() -> Option<Sim> {
+        let cluster = SimCluster::new();
+        cluster.enforce_namespaces(true);
+        let mut sim = Sim::serve(cluster)?;
+        let addr = sim.addr;
+        let collector = sim
+            .runtime
+            .block_on(async { support::start_collector(support::collector_client(addr).await).await });
+        sim.collector = Some(collector);
+        Some(sim)
+    }
+
+    /// Serves `cluster`, or `None` (after a note) when kubectl is missing outside CI.
+    fn serve(cluster: SimCluster) -> Option<Sim> {
         if !kubectl_available() {
             return None;
         }
@@ -112,7 +217,7 @@ impl Sim {
             .enable_all()
             .build()
             .expect("a tokio runtime");
-        let cluster = Arc::new(SimCluster::new());
+        let cluster = Arc::new(cluster);
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .expect("a loopback port");
@@ -130,7 +235,9 @@ impl Sim {
             cluster,
             dir,
             kubeconfig,
-            _runtime: runtime,
+            addr,
+            collector: None,
+            runtime,
         })
     }
 
@@ -189,12 +296,55 @@ impl Sim {
         run.stdout
     }
 
+    /// The object `resource`/`name` in `namespace` as an owner, read with the kubectl at `binary`.
+    fn owner(&self, binary: &Path, namespace: &str, resource: &str, name: &str) -> Owner {
+        let jsonpath = "jsonpath={.apiVersion} {.kind} {.metadata.uid}";
+        let read = self.ok_of(binary, &["get", resource, name, "-n", namespace, "-o", jsonpath]);
+        let [api_version, kind, uid] = read.split_whitespace().collect::<Vec<_>>()[..] else {
+            panic!("not an apiVersion, a kind and a UID: {read:?}");
+        };
+        Owner {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            name: name.to_string(),
+            uid: uid.to_string(),
+        }
+    }
+
+    /// True once the collector has observed the object `uid` itself (not only as an owner its
+    /// dependents name).
+    fn observed(&self, uid: &str) -> bool {
+        let collector = self.collector.as_ref().expect("a collector");
+        let node = collector.graph().get(&Uid::parse(uid));
+        node.is_some_and(|n| !n.is_virtual())
+    }
+
+    /// Waits, in real time, until `cond` holds; fails naming `what` after [`CASCADE_PATIENCE`].
+    fn eventually(&self, what: &str, cond: impl Fn() -> bool) {
+        self.runtime
+            .block_on(support::within_real_time(what, CASCADE_PATIENCE, async || cond()));
+    }
+
     /// The stored object, read from the cluster itself rather than through kubectl.
     fn stored(&self, gvr: &Gvr, namespace: &str, name: &str) -> Option<PartialObjectMeta> {
         match self.cluster.get_object(gvr, namespace, name) {
             Ok(obj) => Some(obj),
             Err(e) if e.is_not_found() => None,
             Err(e) => panic!("reading {gvr} {namespace}/{name}: {e}"),
+        }
+    }
+}
+
+impl Drop for Sim {
+    /// Stops the collector (the runtime's drop then stops the server).
+    fn drop(&mut self) {
+        if let Some(collector) = self.collector.take() {
+            let stopped = self
+                .runtime
+                .block_on(async { tokio::time::timeout(CASCADE_PATIENCE, collector.shutdown()).await });
+            if stopped.is_err() && !std::thread::panicking() {
+                panic!("the collector did not stop within {CASCADE_PATIENCE:?}");
+            }
         }
     }
 }
@@ -226,11 +376,10 @@ fn json(text: &str) -> Value {
 /// returns the Deployment's UID.
 fn create_web(sim: &Sim) -> String {
     sim.create("deployment.yaml", &deployment("web"));
-    let uid = sim.ok(&["get", "deployment", "web", "-o", "jsonpath={.metadata.uid}"]);
-    assert!(!uid.trim().is_empty(), "no UID");
-    sim.create("replicaset.yaml", &replica_set("web-1", "web", uid.trim()));
+    let web = sim.owner(Path::new("kubectl"), "default", "deployment", "web");
+    sim.create("replicaset.yaml", &replica_set("web-1", &web));
     sim.create("configmap.yaml", &config_map("default", "settings"));
-    uid.trim().to_string()
+    web.uid
 }
 
 #[test]
@@ -488,12 +637,7 @@ spec:
     assert_eq!(first_column(&sim.ok(&["get", "crd"])), ["widgets.example.com"]);
     assert_eq!(first_column(&sim.ok(&["get", "crds"])), ["widgets.example.com"]);
 
-    let widget = "apiVersion: example.com/v1
-kind: Widget
-metadata: {name: w1}
-spec: {size: 3}
-";
-    sim.create("widget.yaml", widget);
+    sim.create("widget.yaml", &widget("w1", 3));
     assert_eq!(first_column(&sim.ok(&["get", "widgets"])), ["w1"]);
     assert_eq!(first_column(&sim.ok(&["get", "wd"])), ["w1"]);
     let size = sim.ok(&["get", "widget.example.com", "w1", "-o", "jsonpath={.spec.size}"]);
@@ -559,15 +703,8 @@ fn the_deployment_manifests_should_be_accepted_as_a_cluster_would() {
     );
 }
 
-/// A Deployment `web` with `replicas`, a Job `once` and a ConfigMap `settings` holding `a: {a}`.
-fn app(replicas: u32, a: &str) -> String {
-    let web = deployment("web").replace("replicas: 1", &format!("replicas: {replicas}"));
-    format!("{web}---\n{}---\n{}", once_job(), settings(&format!("{{a: '{a}'}}")))
-}
-
 /// The Job `once`.
-fn once_job() -> &'static str {
-    "apiVersion: batch/v1
+const JOB: &str = "apiVersion: batch/v1
 kind: Job
 metadata: {name: once}
 spec:
@@ -575,12 +712,17 @@ spec:
     spec:
       restartPolicy: Never
       containers: [{name: main, image: busybox}]
-"
-}
+";
 
 /// The ConfigMap `settings` with `data` (a YAML flow map).
 fn settings(data: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings}}\ndata: {data}\n")
+}
+
+/// A Deployment `web` with `replicas`, a Job `once` and a ConfigMap `settings` holding `a: {a}`.
+fn app(replicas: u32, a: &str) -> String {
+    let web = deployment("web").replace("replicas: 1", &format!("replicas: {replicas}"));
+    format!("{web}---\n{JOB}---\n{}", settings(&format!("{{a: '{a}'}}")))
 }
 
 fn jobs() -> Gvr {
@@ -725,12 +867,13 @@ fn a_crds_schema_should_validate_and_explain_its_custom_resources() {
     let Some(sim) = Sim::start() else { return };
     let said = sim.ok(&["apply", "-f", &sim.manifest("crd.yaml", WIDGET_CRD)]);
     assert!(said.contains("widgets.example.com created"), "{said}");
-    let widget = "apiVersion: example.com/v1
-kind: Widget
-metadata: {name: w1}
-spec: {size: 3}
-";
-    sim.ok(&["apply", "-f", &sim.manifest("widget.yaml", widget), "--validate=strict"]);
+    let widget = widget("w1", 3);
+    sim.ok(&[
+        "apply",
+        "-f",
+        &sim.manifest("widget.yaml", &widget),
+        "--validate=strict",
+    ]);
     let stored = sim.stored(&Gvr::new("example.com", "v1", "widgets"), "default", "w1");
     assert_eq!(stored.expect("the Widget").rest["spec"]["size"], 3);
 
@@ -813,8 +956,7 @@ fn applied_app(replicas: u32, sidecar: bool, data: &str, size: u32) -> String {
     if !sidecar {
         web = web.replace("      - {name: sidecar, image: busybox}\n", "");
     }
-    let widget = format!("apiVersion: example.com/v1\nkind: Widget\nmetadata: {{name: w1}}\nspec: {{size: {size}}}\n");
-    format!("{web}---\n{}---\n{}---\n{widget}", once_job(), settings(data))
+    format!("{web}---\n{JOB}---\n{}---\n{}", settings(data), widget("w1", size))
 }
 
 /// The names of the containers of a stored Deployment.
@@ -958,4 +1100,302 @@ fn the_oldest_kubectl_should_apply_server_side_too() {
         return;
     }
     apply_server_side_with(&sim, binary);
+}
+
+/// The namespace of the cascade tests.
+const SHOP: &str = "shop";
+
+/// The application of the cascade tests, applied into `shop`: the namespace itself, the CRD
+/// `widgets.example.com`, the Deployments `web` and `api`, the Job `once`, the Widgets `w1` and `w2`,
+/// and the ConfigMap `settings`, which nothing owns and no step may touch.
+fn shop() -> String {
+    [
+        format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {SHOP}}}\n"),
+        WIDGET_CRD.to_string(),
+        deployment("web"),
+        deployment("api"),
+        JOB.to_string(),
+        widget("w1", 1),
+        widget("w2", 2),
+        config_map(SHOP, "settings"),
+    ]
+    .join("---\n")
+}
+
+/// How the cascade tests apply their manifests.
+#[derive(Clone, Copy, Debug)]
+enum Apply {
+    ClientSide,
+    ServerSide,
+}
+
+impl Apply {
+    /// The arguments of `kubectl apply` of the manifest at `path` into `shop`.
+    fn args(self, path: &str) -> Vec<&str> {
+        let mut args = vec!["apply", "-n", SHOP, "-f", path];
+        if let Apply::ServerSide = self {
+            args.insert(1, "--server-side");
+        }
+        args
+    }
+
+    /// What kubectl says of an object it applied for the first time.
+    fn created(self) -> &'static str {
+        match self {
+            Apply::ClientSide => "created",
+            Apply::ServerSide => "serverside-applied",
+        }
+    }
+}
+
+/// What is left in `shop` of the built-in types the cascade tests make, read with kubectl: each
+/// object as `Kind/name`, in order, with its `ownerReferences` (null when it has none).
+fn left_in_shop(ok: &dyn Fn(&[&str]) -> String) -> Vec<(String, Value)> {
+    let list = json(&ok(&[
+        "get",
+        "deployments,replicasets,jobs,pods,configmaps",
+        "-n",
+        SHOP,
+        "-o",
+        "json",
+    ]));
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    let mut left: Vec<(String, Value)> = items
+        .iter()
+        .map(|o| {
+            let named = format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap_or("?"),
+                o["metadata"]["name"].as_str().unwrap_or("?")
+            );
+            (named, o["metadata"]["ownerReferences"].clone())
+        })
+        .collect();
+    left.sort_by(|a, b| a.0.cmp(&b.0));
+    left
+}
+
+/// The names of [`left_in_shop`].
+fn names_left_in_shop(ok: &dyn Fn(&[&str]) -> String) -> Vec<String> {
+    left_in_shop(ok).into_iter().map(|(name, _)| name).collect()
+}
+
+/// One `kubectl delete` of the cascade tests, and what it takes away once the collector is done.
+struct Step {
+    /// The arguments after `kubectl delete`.
+    delete: &'static [&'static str],
+    /// The built-in objects it takes away, as `Kind/name`.
+    gone: &'static [&'static str],
+    /// Whether they are gone when kubectl returns: it waits until the deleted object is gone, and
+    /// that object goes after them.
+    gone_on_return: bool,
+    /// The Widgets left afterwards, or `None` once their type is no longer served.
+    widgets: Option<&'static [&'static str]>,
+}
+
+/// The cascade tests' steps, in order, each with why upstream's collector ends there.
+const STEPS: [Step; 5] = [
+    // The server gives `web` the `foregroundDeletion` finalizer. The collector deletes its
+    // blocking dependent `web-1` in the foreground too (its owner waits for it), so `web-1`
+    // waits for its blocking Pod; the collector deletes the Pod, then lets `web-1` go once it
+    // has no dependents, then `web` likewise. kubectl waits for `web`, the last to go.
+    Step {
+        delete: &["deployment", "web", "--cascade=foreground"],
+        gone: &["Deployment/web", "Pod/web-1-a", "ReplicaSet/web-1"],
+        gone_on_return: true,
+        widgets: Some(&["w1", "w2"]),
+    },
+    // The server gives `api` the `orphan` finalizer. The collector removes the reference to `api`
+    // from its dependent `api-1` (left with none), then the finalizer, and `api` goes; `api-1`'s
+    // own Pod keeps its reference to `api-1`, which still exists. kubectl waits for `api`, which
+    // goes only after its dependents are orphaned.
+    Step {
+        delete: &["deployment", "api", "--cascade=orphan"],
+        gone: &["Deployment/api"],
+        gone_on_return: true,
+        widgets: Some(&["w1", "w2"]),
+    },
+    // kubectl's default, spelled out: the Job goes at once (kubectl sends the policy, so batch/v1's
+    // server default, orphan, does not apply). The collector sees it deleted, finds its Pod's only
+    // owner absent, and deletes the Pod.
+    Step {
+        delete: &["job", "once", "--cascade=background"],
+        gone: &["Job/once", "Pod/once-a"],
+        gone_on_return: false,
+        widgets: Some(&["w1", "w2"]),
+    },
+    // No flag: background. `w1` goes at once; the collector deletes its ConfigMap as it did the
+    // Job's Pod.
+    Step {
+        delete: &["widget", "w1"],
+        gone: &["ConfigMap/w1-config"],
+        gone_on_return: false,
+        widgets: Some(&["w2"]),
+    },
+    // The server gives the CRD the `customresourcecleanup.apiextensions.k8s.io` finalizer and
+    // deletes every Widget left (`w2`, which no finalizer holds); the CRD goes once they are gone,
+    // and its type with it, and kubectl waits for that. The collector saw `w2`'s deletion on its watch before the type went, and
+    // deletes `w2`'s ConfigMap as it did `w1`'s.
+    Step {
+        delete: &["crd", "widgets.example.com"],
+        gone: &["ConfigMap/w2-config"],
+        gone_on_return: false,
+        widgets: None,
+    },
+];
+
+/// A user's session with the collector running: applies the `shop` application with the kubectl at
+/// `binary` as `apply` says, then, as the controllers of a real cluster would, what they make of
+/// it (ReplicaSets of the Deployments and their Pods, the Job's Pod, a ConfigMap of each Widget),
+/// and deletes as [`STEPS`] say; what is left after each step, and its `ownerReferences` at the
+/// end, are exactly what upstream's collector leaves.
+fn cascade_with(binary: &Path, apply: Apply) {
+    let Some(sim) = Sim::with_collector() else { return };
+    let ok = |args: &[&str]| sim.ok_of(binary, args);
+
+    // kubectl maps every object of a file before it applies the first, and no Widget type is
+    // served yet: on any cluster the Widgets are refused and the rest applied, and once the CRD
+    // is established the same command applies them too.
+    let manifest = sim.manifest("shop.yaml", &shop());
+    let first = sim.kubectl_of(binary, &apply.args(&manifest));
+    assert!(
+        !first.status.success() && first.stderr.contains("ensure CRDs are installed first"),
+        "{apply:?}, the first time:\n{}{}",
+        first.stdout,
+        first.stderr
+    );
+    for applied in [
+        "namespace/shop",
+        "customresourcedefinition.apiextensions.k8s.io/widgets.example.com",
+        "deployment.apps/web",
+        "deployment.apps/api",
+        "job.batch/once",
+        "configmap/settings",
+    ] {
+        let said = format!("{applied} {}", apply.created());
+        assert!(first.stdout.contains(&said), "{said:?} not in:\n{}", first.stdout);
+    }
+    ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/widgets.example.com",
+        "--timeout=30s",
+    ]);
+    let second = ok(&apply.args(&manifest));
+    for widget in ["w1", "w2"] {
+        let said = format!("widget.example.com/{widget} {}", apply.created());
+        assert!(second.contains(&said), "{said:?} not in:\n{second}");
+    }
+
+    let owner = |resource: &str, name: &str| sim.owner(binary, SHOP, resource, name);
+    let made = [
+        replica_set("web-1", &owner("deployment", "web")),
+        replica_set("api-1", &owner("deployment", "api")),
+        pod("once-a", &owner("job", "once")),
+        config_map_of("w1-config", &owner("widget", "w1")),
+        config_map_of("w2-config", &owner("widget", "w2")),
+    ];
+    ok(&apply.args(&sim.manifest("made.yaml", &made.join("---\n"))));
+    let api_1 = owner("replicaset", "api-1");
+    let pods = [pod("web-1-a", &owner("replicaset", "web-1")), pod("api-1-a", &api_1)];
+    ok(&apply.args(&sim.manifest("pods.yaml", &pods.join("---\n"))));
+
+    let mut left = vec![
+        "ConfigMap/settings",
+        "ConfigMap/w1-config",
+        "ConfigMap/w2-config",
+        "Deployment/api",
+        "Deployment/web",
+        "Job/once",
+        "Pod/api-1-a",
+        "Pod/once-a",
+        "Pod/web-1-a",
+        "ReplicaSet/api-1",
+        "ReplicaSet/web-1",
+    ];
+    assert_eq!(names_left_in_shop(&ok), left, "{apply:?}: everything applied");
+    // A collector orphans only the dependents it has seen (upstream's tests wait likewise): an
+    // orphan delete racing a dependent's creation would leave it a dangling reference.
+    let uids = ok(&[
+        "get",
+        "deployments,replicasets,jobs,pods,configmaps,widgets",
+        "-n",
+        SHOP,
+        "-o",
+        "jsonpath={.items[*].metadata.uid}",
+    ]);
+    sim.eventually("the collector to observe every object", || {
+        uids.split_whitespace().all(|uid| sim.observed(uid))
+    });
+
+    for step in &STEPS {
+        let mut delete = vec!["delete"];
+        delete.extend(step.delete);
+        delete.extend(["-n", SHOP, "--timeout=30s"]);
+        ok(&delete);
+        left.retain(|name| !step.gone.contains(name));
+        let what = format!("{apply:?}: what `kubectl {}` leaves", delete.join(" "));
+        if step.gone_on_return {
+            assert_eq!(names_left_in_shop(&ok), left, "{what}");
+        } else {
+            sim.eventually(&what, || names_left_in_shop(&ok) == left);
+        }
+        match step.widgets {
+            Some(widgets) => {
+                let named = ok(&["get", "widgets", "-n", SHOP, "-o", "name"]);
+                let named: Vec<&str> = named
+                    .lines()
+                    .filter_map(|l| l.trim().strip_prefix("widget.example.com/"))
+                    .collect();
+                assert_eq!(named, widgets, "{what}");
+            }
+            None => {
+                assert_eq!(ok(&["get", "crds", "-o", "name"]).trim(), "", "{what}");
+                let served = sim.kubectl_of(binary, &["get", "widgets", "-n", SHOP]);
+                assert!(
+                    !served.status.success(),
+                    "{what}: widgets still served:\n{}",
+                    served.stdout
+                );
+            }
+        }
+    }
+
+    // The orphaned ReplicaSet has no owner left; its Pod keeps its controller; the ConfigMap nothing
+    // owned is untouched; none of them is being deleted; the namespace stays.
+    let expected = vec![
+        ("ConfigMap/settings".to_string(), Value::Null),
+        ("Pod/api-1-a".to_string(), api_1.references()),
+        ("ReplicaSet/api-1".to_string(), Value::Null),
+    ];
+    assert_eq!(left_in_shop(&ok), expected, "{apply:?}: the final state");
+    let deleting = ok(&[
+        "get",
+        "replicasets,pods,configmaps",
+        "-n",
+        SHOP,
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.finalizers}{.metadata.deletionTimestamp}{end}",
+    ]);
+    assert_eq!(deleting.trim(), "", "{apply:?}: finalizers or deletionTimestamps left");
+    assert_eq!(ok(&["get", "namespace", SHOP, "-o", "name"]).trim(), "namespace/shop");
+}
+
+#[test]
+fn each_cascade_should_end_where_upstreams_collector_leaves_it_after_either_apply() {
+    for apply in [Apply::ClientSide, Apply::ServerSide] {
+        cascade_with(Path::new("kubectl"), apply);
+    }
+}
+
+#[test]
+fn the_oldest_kubectl_should_cascade_the_same_way() {
+    let binary = Path::new(KUBECTL_1_27);
+    if !binary.exists() {
+        eprintln!("note: {KUBECTL_1_27} is not installed; skipping");
+        return;
+    }
+    for apply in [Apply::ClientSide, Apply::ServerSide] {
+        cascade_with(binary, apply);
+    }
 }

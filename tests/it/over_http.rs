@@ -7,7 +7,7 @@
 
 use crate::support;
 
-use kube_gc::api::layers::{self, Budget, Budgets, Fence, Stack};
+use kube_gc::api::layers::{Fence, Stack};
 use kube_gc::api::{Gvr, KubeApi, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::graph::Uid;
@@ -17,8 +17,8 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use support::{
-    blocking_ref_to, client_config, client_of, create_in, deployments, http_get, meta, pods, policy, replicasets,
-    within_real_time,
+    blocking_ref_to, client_of, collector_client, create_in, deployments, http_get, layered, meta, pods, policy,
+    replicasets, start_collector, within_real_time,
 };
 
 /// How long a condition may take to come true over HTTP.
@@ -44,19 +44,7 @@ async fn serve_with(
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
     let server = tokio::spawn(http::serve(listener, cluster.clone(), options, std::future::pending()));
-    let mut config = client_config(addr).await;
-    config.default_retry = false;
-    (kube::Client::try_from(config).expect("a client"), server)
-}
-
-/// The collector's layers over `client`, with no rate limit and the fence `fence`.
-fn layered(client: kube::Client, fence: Fence) -> Stack<KubeApi> {
-    let unlimited = Budget::UNLIMITED;
-    layers::stack(
-        KubeApi::new(client),
-        Budgets::new(unlimited, unlimited, unlimited),
-        fence,
-    )
+    (collector_client(addr).await, server)
 }
 
 impl Served {
@@ -64,13 +52,7 @@ impl Served {
     async fn start(cluster: SimCluster) -> Served {
         let cluster = Arc::new(cluster);
         let (client, server) = serve(&cluster).await;
-        let api = layered(client, Fence::open());
-        let config = Config {
-            sync_period: Duration::from_millis(500),
-            ..Config::default()
-        };
-        let gc = GarbageCollector::start(Arc::new(api), config).await;
-        assert!(gc.wait_for_sync(PATIENCE).await, "monitors never synced");
+        let gc = start_collector(client).await;
         Served { cluster, gc, server }
     }
 

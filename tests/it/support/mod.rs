@@ -10,10 +10,9 @@
 
 pub mod process;
 
-use kube_gc::api::layers::Fault;
-use kube_gc::api::layers::Verb;
+use kube_gc::api::layers::{self, Budget, Budgets, Fault, Fence, Stack, Verb};
 use kube_gc::api::{
-    ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, ObjectMeta, OwnerReference,
+    ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, KubeApi, ObjectList, ObjectMeta, OwnerReference,
     PartialObjectMeta, Patch, PropagationPolicy, RestMapper, SharedRestMapper, StatusReason, WatchStream,
 };
 use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
@@ -166,6 +165,40 @@ pub async fn client_config(addr: std::net::SocketAddr) -> kube::Config {
 /// A kube-rs client of the simulated API server on `addr`, configured as [`client_config`] says.
 pub async fn client_of(addr: std::net::SocketAddr) -> kube::Client {
     kube::Client::try_from(client_config(addr).await).expect("a plain-HTTP client")
+}
+
+/// A kube-rs client of the simulated API server on `addr` as `kube-gc run` builds it: retries are
+/// left to the collector's layers.
+pub async fn collector_client(addr: std::net::SocketAddr) -> kube::Client {
+    let mut config = client_config(addr).await;
+    config.default_retry = false;
+    kube::Client::try_from(config).expect("a plain-HTTP client")
+}
+
+/// The collector's layers over `client`, with no rate limit and the fence `fence`.
+pub fn layered(client: kube::Client, fence: Fence) -> Stack<KubeApi> {
+    let unlimited = Budget::UNLIMITED;
+    layers::stack(
+        KubeApi::new(client),
+        Budgets::new(unlimited, unlimited, unlimited),
+        fence,
+    )
+}
+
+/// How long [`start_collector`] waits for the monitors to sync, in real time.
+pub const SYNC_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The whole collector over HTTP through `client` (see [`collector_client`]), in [`layered`] with
+/// an open fence, re-reading discovery every 500 ms so that a new CRD's type is monitored at once;
+/// returns once the monitors have synced.
+pub async fn start_collector(client: kube::Client) -> Arc<GarbageCollector<Stack<KubeApi>>> {
+    let config = Config {
+        sync_period: Duration::from_millis(500),
+        ..Config::default()
+    };
+    let gc = GarbageCollector::start(Arc::new(layered(client, Fence::open())), config).await;
+    assert!(gc.wait_for_sync(SYNC_PATIENCE).await, "monitors never synced");
+    gc
 }
 
 /// Waits, in real time, until `cond` holds; fails naming `what` after `patience`. For tests
