@@ -208,6 +208,11 @@ impl Sim {
 
     /// Serves `cluster`, or `None` (after a note) when kubectl is missing outside CI.
     fn serve(cluster: SimCluster) -> Option<Sim> {
+        Sim::serve_with(cluster, ServerOptions::default())
+    }
+
+    /// [`Sim::serve`] with the server's `options`.
+    fn serve_with(cluster: SimCluster, options: ServerOptions) -> Option<Sim> {
         if !kubectl_available() {
             return None;
         }
@@ -225,7 +230,7 @@ impl Sim {
         runtime.spawn(http::serve(
             listener,
             Arc::clone(&cluster),
-            ServerOptions::default(),
+            options,
             std::future::pending(),
         ));
         let dir = tempfile::tempdir().expect("a temporary directory");
@@ -1398,4 +1403,68 @@ fn the_oldest_kubectl_should_cascade_the_same_way() {
     for apply in [Apply::ClientSide, Apply::ServerSide] {
         cascade_with(binary, apply);
     }
+}
+
+/// `kubectl auth can-i` asks the server a SelfSubjectAccessReview: everything is allowed, unless
+/// the server was told to deny it (`--deny-access-review delete/secrets`).
+#[test]
+fn auth_can_i_should_answer_as_the_access_review_says() {
+    let options = ServerOptions {
+        denied: vec!["delete/secrets".parse().expect("a denial")],
+        ..ServerOptions::default()
+    };
+    let Some(sim) = Sim::serve_with(SimCluster::new(), options) else {
+        return;
+    };
+    assert_eq!(sim.ok(&["auth", "can-i", "delete", "pods"]).trim(), "yes");
+    // kubectl says "no", with the server's reason, on stdout and exits 1.
+    let denied = sim.kubectl(&["auth", "can-i", "delete", "secrets"]);
+    assert!(!denied.status.success());
+    assert_eq!(denied.stdout.trim(), "no - denied by the server's --deny-access-review");
+}
+
+/// What a cluster's namespaces, dry runs and finalizers look like to kubectl: a create in a
+/// namespace that does not exist is refused, `--dry-run=server` answers without storing, and an
+/// object a finalizer holds shows `deletionGracePeriodSeconds: 0` once deleted.
+#[test]
+fn creates_dry_runs_and_held_deletes_should_look_as_on_a_cluster() {
+    let cluster = SimCluster::new();
+    cluster.enforce_namespaces(true);
+    let Some(sim) = Sim::serve(cluster) else { return };
+    sim.ok(&["create", "namespace", "shop"]);
+    let refused = sim.fails(&["create", "configmap", "lost", "-n", "nowhere"]);
+    assert!(refused.contains("namespaces \"nowhere\" not found"), "{refused}");
+
+    let said = sim.ok(&[
+        "create",
+        "configmap",
+        "trial",
+        "-n",
+        "shop",
+        "--dry-run=server",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(said.trim(), "configmap/trial");
+    assert!(
+        sim.stored(&config_maps(), "shop", "trial").is_none(),
+        "a dry run stores nothing"
+    );
+
+    let held =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: held, namespace: shop, finalizers: [example.com/hold]}\n";
+    sim.create("held.yaml", held);
+    sim.ok(&["delete", "configmap", "held", "-n", "shop", "--wait=false"]);
+    let seen = sim.ok(&[
+        "get",
+        "configmap",
+        "held",
+        "-n",
+        "shop",
+        "-o",
+        "jsonpath={.metadata.deletionGracePeriodSeconds} {.metadata.deletionTimestamp}",
+    ]);
+    let (grace, timestamp) = seen.trim().split_once(' ').expect("a grace period and a timestamp");
+    assert_eq!(grace, "0");
+    assert!(!timestamp.is_empty());
 }

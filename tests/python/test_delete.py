@@ -129,6 +129,8 @@ def test_namespace_terminates_once_a_held_object_is_released(core):
     eventually(lambda: not_found(core.read_namespaced_config_map, "free", name), what="the free ConfigMap deleted")
     held = core.read_namespaced_config_map("held", name)
     assert held.metadata.deletion_timestamp is not None
+    # An object only finalizers hold has no grace period left, as on a cluster.
+    assert held.metadata.deletion_grace_period_seconds == 0
     assert core.read_namespace(name).status.phase == "Terminating"
     try:
         core.create_namespaced_config_map(name, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}})
