@@ -101,7 +101,7 @@ pub struct RunArgs {
     /// Feature gates, as NAME=true|false[,…], as kube-controller-manager takes them:
     /// `WatchListClient=false` makes the monitors read their resources by paginated LIST instead
     /// of a streaming watch-list.
-    #[arg(long = "feature-gates", value_parser = SyncMode::from_feature_gates, default_value = "")]
+    #[arg(long = "feature-gates", value_name = "FEATURE_GATES", value_parser = SyncMode::from_feature_gates, default_value = "")]
     sync_mode: SyncMode,
     /// How often to log the graph's size and the queues' lengths.
     #[arg(long, default_value = "30s", value_parser = kube_gc::duration::parse_positive)]

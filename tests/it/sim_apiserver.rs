@@ -1281,43 +1281,25 @@ async fn bad_requests_should_get_a_status_and_leave_the_server_serving() {
     .await;
     assert_status_body(&bad_selector, 400, "BadRequest");
     let apply_yaml = "application/apply-patch+yaml";
-    let applied = |query: &str| format!("{cms}/applied?{query}");
-    let bad_yaml = raw(
-        client,
-        Method::PATCH,
-        &applied("fieldManager=m"),
-        apply_yaml,
-        b"data: [".to_vec(),
-    )
-    .await;
-    assert_status_body(&bad_yaml, 400, "BadRequest");
-    let unmanaged = raw(
-        client,
-        Method::PATCH,
-        &applied(""),
-        apply_yaml,
-        cm("applied").into_bytes(),
-    )
-    .await;
-    assert_status_body(&unmanaged, 422, "Invalid");
-    let forced_merge = raw(
-        client,
-        Method::PATCH,
-        &applied("force=true"),
-        "application/merge-patch+json",
-        b"{}".to_vec(),
-    )
-    .await;
-    assert_status_body(&forced_merge, 422, "Invalid");
-    let bad_force = raw(
-        client,
-        Method::PATCH,
-        &applied("fieldManager=m&force=maybe"),
-        apply_yaml,
-        cm("applied").into_bytes(),
-    )
-    .await;
-    assert_status_body(&bad_force, 400, "BadRequest");
+    let applied_cm = cm("applied");
+    // Bad applies: (query, content type, body, code, reason).
+    let bad_applies: [(&str, &str, &[u8], u16, &str); 4] = [
+        ("fieldManager=m", apply_yaml, b"data: [", 400, "BadRequest"),
+        ("", apply_yaml, applied_cm.as_bytes(), 422, "Invalid"),
+        ("force=true", "application/merge-patch+json", b"{}", 422, "Invalid"),
+        (
+            "fieldManager=m&force=maybe",
+            apply_yaml,
+            applied_cm.as_bytes(),
+            400,
+            "BadRequest",
+        ),
+    ];
+    for (query, content_type, body, code, reason) in bad_applies {
+        let path = format!("{cms}/applied?{query}");
+        let answer = raw(client, Method::PATCH, &path, content_type, body.to_vec()).await;
+        assert_status_body(&answer, code, reason);
+    }
 
     // None of it was written, and the server still serves.
     let api: Api<ConfigMap> = server.api();

@@ -731,6 +731,17 @@ impl<C> Recorder<C> {
         *self.cut.lock() = Some((gvr, events));
     }
 
+    /// `stream` after the objects injected into `gvr`'s watches, as `event_type` events.
+    fn after_injected(&self, gvr: &Gvr, event_type: kube_gc::api::WatchEventType, stream: WatchStream) -> WatchStream {
+        use futures::StreamExt;
+        let injected: Vec<_> = self
+            .injected_for(gvr)
+            .into_iter()
+            .map(|object| Ok(kube_gc::api::WatchEvent { event_type, object }))
+            .collect();
+        futures::stream::iter(injected).chain(stream).boxed()
+    }
+
     fn injected_for(&self, gvr: &Gvr) -> Vec<PartialObjectMeta> {
         match &*self.injected.lock() {
             Some((target, objects)) if target == gvr => objects.clone(),
@@ -779,18 +790,9 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
     }
 
     async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        use futures::StreamExt;
         self.note("watch", gvr, "", "");
         let stream = self.inner.watch(gvr, resource_version).await?;
-        let injected = self.injected_for(gvr).into_iter().map(|object| {
-            Ok(kube_gc::api::WatchEvent {
-                event_type: kube_gc::api::WatchEventType::Modified,
-                object,
-            })
-        });
-        Ok(futures::stream::iter(injected.collect::<Vec<_>>())
-            .chain(stream)
-            .boxed())
+        Ok(self.after_injected(gvr, kube_gc::api::WatchEventType::Modified, stream))
     }
 
     async fn watch_list(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
@@ -801,15 +803,7 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
         if let Some((_, events)) = cut {
             stream = stream.take(events).boxed();
         }
-        let injected = self.injected_for(gvr).into_iter().map(|object| {
-            Ok(kube_gc::api::WatchEvent {
-                event_type: kube_gc::api::WatchEventType::Added,
-                object,
-            })
-        });
-        Ok(futures::stream::iter(injected.collect::<Vec<_>>())
-            .chain(stream)
-            .boxed())
+        Ok(self.after_injected(gvr, kube_gc::api::WatchEventType::Added, stream))
     }
 
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
