@@ -3,7 +3,7 @@
 //! [`ClusterApi`] is metadata-only, like the client upstream's collector uses: objects come back as
 //! [`PartialObjectMeta`], deletes carry [`DeleteOptions`], and patches are raw JSON bodies with a
 //! [`PatchType`]. Two implementations stand behind it: the in-memory simulated cluster
-//! ([`sim::SimCluster`]) used by tests, benches, `loadgen` and the demo, and a kube-rs client for
+//! ([`crate::sim::SimCluster`]) used by tests, benches, `loadgen` and the demo, and a kube-rs client for
 //! real clusters. Nothing in this module decides anything about garbage.
 
 mod connect;

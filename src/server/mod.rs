@@ -3,8 +3,8 @@
 //! | path | answer |
 //! |---|---|
 //! | `/debug/controllers/garbagecollector/graph[?uid=…]` | the DOT dump of spec §8 |
-//! | `/explain?uid=U` | JSON: why an object is not collected yet ([`explain`]) |
-//! | `/metrics` | OpenMetrics text ([`metrics`]) |
+//! | `/explain?uid=U` | JSON: why an object is not collected yet (`explain.rs`) |
+//! | `/metrics` | OpenMetrics text (`metrics.rs`) |
 //! | `/healthz` | `ok` while the process serves |
 //! | `/readyz` | `ok` once the monitors have synced or the initial sync wait has passed, else 503 |
 //!

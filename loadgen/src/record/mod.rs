@@ -7,7 +7,7 @@
 //!
 //! # The model
 //!
-//! 1. [`connect`] reads a kubeconfig; [`discover`] picks the resources the garbage collector
+//! 1. [`kube_gc::api::connect`] reads a kubeconfig; [`discover`] picks the resources the garbage collector
 //!    would watch (list, watch and delete; preferred version; no Events unless asked for).
 //! 2. [`record`] runs one task per resource: kube-rs's watcher over the metadata-only endpoints
 //!    gets the objects by watch-list (one WATCH streams them, then goes on with the changes), or

@@ -3,7 +3,7 @@
 //! - [`builder`]: the graph builders alone, P threads, events decoded before the clock starts;
 //! - [`full`]: the whole collector against the in-memory cluster, driven by a [`script`] read from
 //!   the stream, its outcome checked by kube-gc's reference model (through the [`oracle`]
-//!   adapter), optionally behind a [`latency`].
+//!   adapter), optionally behind a [`Latency`](kube_gc::api::layers::Latency) layer.
 
 pub mod builder;
 pub mod full;
