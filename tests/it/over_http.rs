@@ -478,7 +478,7 @@ async fn a_watch_list_cut_before_its_bookmark_should_be_opened_again() {
         .collect();
     let (client, server) = serve(&cluster).await;
     let api = Arc::new(support::Recorder::new(Arc::new(layered(client, Fence::open()))));
-    api.cut_next_watch_list(pods(), 20);
+    api.trouble_next_watch_list(pods(), support::WatchListTrouble::CutAfter(20));
     let gc = GarbageCollector::start(api.clone(), Config::default()).await;
     assert!(gc.wait_for_sync(PATIENCE).await, "monitors never synced");
 

@@ -260,3 +260,78 @@ async fn explain_should_name_the_view_an_orphan_deletion_waits_for() {
     assert!(cm.metadata.owner_references.is_empty());
     h.gc.shutdown().await;
 }
+
+/// A pods watch-list whose initial-events-end bookmark never comes: the pods view stays unsynced
+/// for the 30 s the monitor waits on the silent stream, and nothing is decided on it meanwhile;
+/// the monitor then reads pods by list, and only then is the pod of an owner that never existed
+/// collected. Every pod of the live owner stays, and a pod deleted during the wait leaves the graph.
+#[tokio::test(start_paused = true)]
+async fn a_watch_list_without_its_bookmark_should_be_read_by_list_before_any_decision() {
+    use kube_gc::api::OwnerReference;
+    use kube_gc::monitor::{SyncMode, INITIAL_EVENTS_END_WAIT};
+    let cluster = Arc::new(SimCluster::new());
+    let owner = create_in(&cluster, &rcs(), meta(NS, "owner", vec![]));
+    let kept: Vec<PartialObjectMeta> = (0..10)
+        .map(|i| create_in(&cluster, &pods(), meta(NS, &format!("p{i}"), vec![ref_to(&owner)])))
+        .collect();
+    let never_existed = OwnerReference {
+        api_version: "v1".into(),
+        kind: "ReplicationController".into(),
+        name: "ghost".into(),
+        uid: "6f1a4a3e-0000-4000-8000-000000000001".into(),
+        ..Default::default()
+    };
+    let garbage = create_in(&cluster, &pods(), meta(NS, "garbage", vec![never_existed]));
+    let api = Arc::new(Recorder::new(cluster.clone()));
+    api.trouble_next_watch_list(pods(), WatchListTrouble::NoBookmark);
+    let started = tokio::time::Instant::now();
+    let gc = kube_gc::controller::GarbageCollector::start(api.clone(), kube_gc::controller::Config::default()).await;
+
+    // While the stream is silent, a pod goes; the garbage waits for the pods view.
+    tokio::time::sleep(INITIAL_EVENTS_END_WAIT / 2).await;
+    let status = gc.monitor_statuses()[&pods()].clone();
+    assert!(!status.is_synced(), "no bookmark, no sync");
+    cluster
+        .delete_object(&pods(), NS, "p9", &policy(PropagationPolicy::Background))
+        .expect("delete p9");
+    assert!(
+        cluster.get_object(&pods(), NS, "garbage").is_ok(),
+        "no decision on an unsynced view"
+    );
+
+    assert!(
+        gc.wait_for_sync(INITIAL_EVENTS_END_WAIT * 2).await,
+        "the list syncs the pods view"
+    );
+    assert!(
+        started.elapsed() >= INITIAL_EVENTS_END_WAIT,
+        "the monitor waited out the silence"
+    );
+    assert_eq!(status.sync_mode(), SyncMode::List);
+    assert_eq!(
+        api.count("watch-list v1/pods /"),
+        1,
+        "a refused watch-list is not asked again"
+    );
+    assert!(api.count("list v1/pods /") >= 1);
+    let graph = gc.graph().clone();
+    eventually("the garbage collected", || {
+        cluster.get_object(&pods(), NS, "garbage").is_err()
+    })
+    .await;
+    for pod in &kept[..9] {
+        assert!(
+            cluster.get_object(&pods(), NS, &pod.metadata.name).is_ok(),
+            "{} lives",
+            pod.metadata.name
+        );
+        assert!(graph.contains(&Uid::parse(&pod.metadata.uid)));
+    }
+    assert!(
+        !graph.contains(&Uid::parse(&kept[9].metadata.uid)),
+        "the deleted pod left the graph"
+    );
+    assert!(!graph.contains(&Uid::parse(&garbage.metadata.uid)));
+    kube_gc::graph::invariants::assert_ok(&graph);
+    gc.shutdown().await;
+}

@@ -684,8 +684,18 @@ pub struct Recorder<C> {
     deletes: parking_lot::Mutex<Vec<DeleteOptions>>,
     before_delete: parking_lot::Mutex<Option<UserAction<C>>>,
     injected: parking_lot::Mutex<Option<(Gvr, Vec<PartialObjectMeta>)>>,
-    /// The next watch-list of this resource closes after this many events.
-    cut: parking_lot::Mutex<Option<(Gvr, usize)>>,
+    /// What goes wrong with the next watch-list of a resource.
+    trouble: parking_lot::Mutex<Option<(Gvr, WatchListTrouble)>>,
+}
+
+/// What a [`Recorder`] does to the next watch-list of a resource.
+#[derive(Clone, Copy, Debug)]
+pub enum WatchListTrouble {
+    /// It closes after this many events, as a connection that drops.
+    CutAfter(usize),
+    /// It never sends the bookmark that ends its initial events, as a server that ignores
+    /// `sendInitialEvents`; it stays open with the changes that follow.
+    NoBookmark,
 }
 
 impl<C> Recorder<C> {
@@ -696,7 +706,7 @@ impl<C> Recorder<C> {
             deletes: parking_lot::Mutex::new(Vec::new()),
             before_delete: parking_lot::Mutex::new(None),
             injected: parking_lot::Mutex::new(None),
-            cut: parking_lot::Mutex::new(None),
+            trouble: parking_lot::Mutex::new(None),
         }
     }
 
@@ -726,9 +736,9 @@ impl<C> Recorder<C> {
         *self.injected.lock() = Some((gvr, objects));
     }
 
-    /// Closes the next watch-list of `gvr` after `events` events, as a connection that drops.
-    pub fn cut_next_watch_list(&self, gvr: Gvr, events: usize) {
-        *self.cut.lock() = Some((gvr, events));
+    /// Makes `trouble` with the next watch-list of `gvr`.
+    pub fn trouble_next_watch_list(&self, gvr: Gvr, trouble: WatchListTrouble) {
+        *self.trouble.lock() = Some((gvr, trouble));
     }
 
     /// `stream` after the objects injected into `gvr`'s watches, as `event_type` events.
@@ -799,9 +809,16 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
         use futures::StreamExt;
         self.note("watch-list", gvr, "", "");
         let mut stream = self.inner.watch_list(gvr, resource_version).await?;
-        let cut = self.cut.lock().take_if(|(target, _)| target == gvr);
-        if let Some((_, events)) = cut {
-            stream = stream.take(events).boxed();
+        let trouble = self.trouble.lock().take_if(|(target, _)| target == gvr);
+        match trouble.map(|(_, trouble)| trouble) {
+            Some(WatchListTrouble::CutAfter(events)) => stream = stream.take(events).boxed(),
+            Some(WatchListTrouble::NoBookmark) => {
+                let withheld = |e: &Result<kube_gc::api::WatchEvent, ApiError>| {
+                    std::future::ready(!e.as_ref().is_ok_and(kube_gc::api::WatchEvent::is_initial_events_end))
+                };
+                stream = stream.filter(withheld).boxed();
+            }
+            None => {}
         }
         Ok(self.after_injected(gvr, kube_gc::api::WatchEventType::Added, stream))
     }
