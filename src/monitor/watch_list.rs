@@ -127,8 +127,10 @@ impl<C: ClusterApi> Watcher<C> {
     }
 
     /// Routes a watch-list's events up to its bookmark, taking each object shown out of `unseen`.
-    /// The silence bound runs from the last object routed: neither a bookmark without the
-    /// annotation nor the wait for room in the router counts against it.
+    /// The silence bound runs from the last room check (every [`ROOM_CHECK_EVERY`] objects, which
+    /// a stream delivers back to back), so neither a bookmark without the annotation nor the wait
+    /// for room in the router counts against it, and the clock is read once per check, not once
+    /// per object.
     async fn initial_events(&mut self, stream: &mut WatchStream, unseen: &mut HashMap<Uid, Known>) -> Initial {
         let mut routed: u64 = 0;
         let mut quiet_after = Instant::now() + INITIAL_EVENTS_END_WAIT;
@@ -151,6 +153,7 @@ impl<C: ClusterApi> Watcher<C> {
             }
             if routed.is_multiple_of(ROOM_CHECK_EVERY) {
                 self.router.room().await;
+                quiet_after = Instant::now() + INITIAL_EVENTS_END_WAIT;
             }
             routed += 1;
             if event_type == EventType::Delete {
@@ -159,7 +162,6 @@ impl<C: ClusterApi> Watcher<C> {
             } else {
                 self.route_listed(event.object.metadata, unseen);
             }
-            quiet_after = Instant::now() + INITIAL_EVENTS_END_WAIT;
         }
     }
 }

@@ -26,13 +26,7 @@ const NS: &str = "ns1";
 
 /// A well-formed ref to an RC named `rc` with UID `rc-uid`.
 fn good_ref() -> OwnerReference {
-    OwnerReference {
-        api_version: "v1".into(),
-        kind: "ReplicationController".into(),
-        name: "rc".into(),
-        uid: "rc-uid".into(),
-        ..Default::default()
-    }
+    ref_named("v1", "ReplicationController", "rc", "rc-uid")
 }
 
 /// Each malformed ownerReferences list, with the field path the error must name.
@@ -409,20 +403,8 @@ async fn an_owner_cycle_should_be_kept_until_one_side_is_deleted() {
 /// up, so the dependent is kept and retried with growing backoff, never deleted (spec §12.6).
 #[tokio::test(start_paused = true)]
 async fn refs_to_unknown_kinds_should_be_kept_and_retried_with_backoff() {
-    let gizmo = OwnerReference {
-        api_version: "unknown.example.com/v1".into(),
-        kind: "Gizmo".into(),
-        name: "gizmo".into(),
-        uid: "gizmo-uid".into(),
-        ..Default::default()
-    };
-    let old_deployment = OwnerReference {
-        api_version: "extensions/v1beta1".into(),
-        kind: "Deployment".into(),
-        name: "web".into(),
-        uid: "deploy-uid".into(),
-        ..Default::default()
-    };
+    let gizmo = ref_named("unknown.example.com/v1", "Gizmo", "gizmo", "gizmo-uid");
+    let old_deployment = ref_named("extensions/v1beta1", "Deployment", "web", "deploy-uid");
 
     // Step by step: every attempt fails on the mapping and is requeued with a longer delay.
     let rig = Rig::new(SimCluster::new()).await;

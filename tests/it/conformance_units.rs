@@ -27,7 +27,7 @@ use crate::conformance_cluster::{
 use crate::support;
 
 use kube_gc::api::layers::Verb;
-use kube_gc::api::{ApiResource, Discovery, Gvk, Gvr, OwnerReference, StatusReason};
+use kube_gc::api::{ApiResource, Discovery, Gvk, Gvr, StatusReason};
 use kube_gc::controller::{deletable_resources, Config, GroupResource};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -281,13 +281,7 @@ fn s43_resync() -> Table {
 #[tokio::test(start_paused = true)]
 async fn is_settled_should_hold_while_an_owner_of_an_unserved_kind_keeps_retrying() {
     let h = Harness::start().await;
-    let widget = OwnerReference {
-        api_version: "example.com/v1".into(),
-        kind: "Widget".into(),
-        name: "w".into(),
-        uid: "6f1b3c2e-1d2a-4c3b-9e4f-5a6b7c8d9e0f".into(),
-        ..Default::default()
-    };
+    let widget = ref_named("example.com/v1", "Widget", "w", "6f1b3c2e-1d2a-4c3b-9e4f-5a6b7c8d9e0f");
     let pod = h.create(&pods(), meta(NS, "p", vec![widget]));
     h.wait_in_graph(&[&pod]).await;
     h.wait(Duration::from_secs(60)).await;

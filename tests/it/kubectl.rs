@@ -1321,14 +1321,14 @@ fn cascade_with(binary: &Path, apply: Apply) {
     assert_eq!(names_left_in_shop(&ok), left, "{apply:?}: everything applied");
     // A collector orphans only the dependents it has seen (upstream's tests wait likewise): an
     // orphan delete racing a dependent's creation would leave it a dangling reference.
-    let uids = ok(&[
-        "get",
+    let jsonpath_in_shop = |resources: &str, path: &str| {
+        let output = format!("jsonpath={path}");
+        ok(&["get", resources, "-n", SHOP, "-o", &output])
+    };
+    let uids = jsonpath_in_shop(
         "deployments,replicasets,jobs,pods,configmaps,widgets",
-        "-n",
-        SHOP,
-        "-o",
-        "jsonpath={.items[*].metadata.uid}",
-    ]);
+        "{.items[*].metadata.uid}",
+    );
     sim.eventually("the collector to observe every object", || {
         uids.split_whitespace().all(|uid| sim.observed(uid))
     });
@@ -1374,14 +1374,10 @@ fn cascade_with(binary: &Path, apply: Apply) {
         ("ReplicaSet/api-1".to_string(), Value::Null),
     ];
     assert_eq!(left_in_shop(&ok), expected, "{apply:?}: the final state");
-    let deleting = ok(&[
-        "get",
+    let deleting = jsonpath_in_shop(
         "replicasets,pods,configmaps",
-        "-n",
-        SHOP,
-        "-o",
-        "jsonpath={range .items[*]}{.metadata.finalizers}{.metadata.deletionTimestamp}{end}",
-    ]);
+        "{range .items[*]}{.metadata.finalizers}{.metadata.deletionTimestamp}{end}",
+    );
     assert_eq!(deleting.trim(), "", "{apply:?}: finalizers or deletionTimestamps left");
     assert_eq!(ok(&["get", "namespace", SHOP, "-o", "name"]).trim(), "namespace/shop");
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use support::{
     blocking_ref_to, client_of, collector_client, create_in, deployments, http_get, layered, meta, pods, policy,
-    replicasets, start_collector, within_real_time,
+    ref_named, replicasets, start_collector, within_real_time,
 };
 
 /// How long a condition may take to come true over HTTP.
@@ -138,13 +138,7 @@ async fn each_policy_should_be_carried_out_over_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dependent_of_an_owner_that_never_existed_should_be_collected() {
     let s = Served::start(SimCluster::new()).await;
-    let ghost = OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: "ghost".into(),
-        uid: "6f1a4a3e-0000-4000-8000-000000000001".into(),
-        ..Default::default()
-    };
+    let ghost = ref_named("apps/v1", "ReplicaSet", "ghost", "6f1a4a3e-0000-4000-8000-000000000001");
     let live = s.create(&replicasets(), meta("default", "live", vec![]));
     let orphan = s.create(&pods(), meta("default", "stray", vec![ghost]));
     let kept = s.create(&pods(), meta("default", "kept", vec![blocking_ref_to(&live)]));

@@ -267,20 +267,18 @@ async fn explain_should_name_the_view_an_orphan_deletion_waits_for() {
 /// collected. Every pod of the live owner stays, and a pod deleted during the wait leaves the graph.
 #[tokio::test(start_paused = true)]
 async fn a_watch_list_without_its_bookmark_should_be_read_by_list_before_any_decision() {
-    use kube_gc::api::OwnerReference;
     use kube_gc::monitor::{SyncMode, INITIAL_EVENTS_END_WAIT};
     let cluster = Arc::new(SimCluster::new());
     let owner = create_in(&cluster, &rcs(), meta(NS, "owner", vec![]));
     let kept: Vec<PartialObjectMeta> = (0..10)
         .map(|i| create_in(&cluster, &pods(), meta(NS, &format!("p{i}"), vec![ref_to(&owner)])))
         .collect();
-    let never_existed = OwnerReference {
-        api_version: "v1".into(),
-        kind: "ReplicationController".into(),
-        name: "ghost".into(),
-        uid: "6f1a4a3e-0000-4000-8000-000000000001".into(),
-        ..Default::default()
-    };
+    let never_existed = ref_named(
+        "v1",
+        "ReplicationController",
+        "ghost",
+        "6f1a4a3e-0000-4000-8000-000000000001",
+    );
     let garbage = create_in(&cluster, &pods(), meta(NS, "garbage", vec![never_existed]));
     let api = Arc::new(Recorder::new(cluster.clone()));
     api.trouble_next_watch_list(pods(), WatchListTrouble::NoBookmark);

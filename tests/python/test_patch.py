@@ -38,45 +38,31 @@ def test_merge_patch_sets_and_removes_keys(core, namespace):
     assert core.read_namespaced_config_map("merged", namespace).data == {"a": "10", "c": "3"}
 
 
-def test_merge_patch_replaces_metadata_lists(core, namespace):
+def plain_reference(owner_config_map):
+    return owner_reference("v1", "ConfigMap", owner_config_map, block_owner_deletion=False, controller=False)
+
+
+def held_by_the_first_of_two_owners(core, namespace, name):
+    """Two owner ConfigMaps, and ConfigMap `name` owned by the first and held by the finalizer
+    `example.com/one`. Returns the owners and a metadata patch naming the second owner and the
+    finalizer `example.com/two`."""
     first = owner(core, namespace, "owner-a")
     second = owner(core, namespace, "owner-b")
-    config_map(
-        core,
-        namespace,
-        "replaced",
-        finalizers=["example.com/one"],
-        owners=[owner_reference("v1", "ConfigMap", first, block_owner_deletion=False, controller=False)],
-    )
-    patch = {
-        "metadata": {
-            "finalizers": ["example.com/two"],
-            "ownerReferences": [owner_reference("v1", "ConfigMap", second, block_owner_deletion=False, controller=False)],
-        }
-    }
-    after = core.patch_namespaced_config_map("replaced", namespace, patch, _content_type=MERGE)
+    config_map(core, namespace, name, finalizers=["example.com/one"], owners=[plain_reference(first)])
+    return first, second, {"finalizers": ["example.com/two"], "ownerReferences": [plain_reference(second)]}
+
+
+def test_merge_patch_replaces_metadata_lists(core, namespace):
+    _, second, metadata = held_by_the_first_of_two_owners(core, namespace, "replaced")
+    after = core.patch_namespaced_config_map("replaced", namespace, {"metadata": metadata}, _content_type=MERGE)
     assert after.metadata.finalizers == ["example.com/two"]
     assert [r.uid for r in after.metadata.owner_references] == [second.metadata.uid]
     release(core, namespace, "replaced")
 
 
 def test_strategic_merge_patch_merges_metadata_lists(core, namespace):
-    first = owner(core, namespace, "owner-a")
-    second = owner(core, namespace, "owner-b")
-    config_map(
-        core,
-        namespace,
-        "strategic",
-        finalizers=["example.com/one"],
-        owners=[owner_reference("v1", "ConfigMap", first, block_owner_deletion=False, controller=False)],
-    )
-    patch = {
-        "metadata": {
-            "finalizers": ["example.com/two"],
-            "ownerReferences": [owner_reference("v1", "ConfigMap", second, block_owner_deletion=False, controller=False)],
-        },
-        "data": {"b": "20"},
-    }
+    first, second, metadata = held_by_the_first_of_two_owners(core, namespace, "strategic")
+    patch = {"metadata": metadata, "data": {"b": "20"}}
     # A dict body goes as a strategic merge patch unless told otherwise.
     after = core.patch_namespaced_config_map("strategic", namespace, patch)
     assert sorted(after.metadata.finalizers) == ["example.com/one", "example.com/two"]

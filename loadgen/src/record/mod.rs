@@ -309,14 +309,23 @@ mod tests {
             tokio::spawn(follow(follower, scripted(scripts), notes_tx.clone()));
         }
         drop(notes_tx);
+        write_to_vec(notes, &resources, std::future::pending()).await
+    }
+
+    /// The writer over `resources`, started by watch-list, into a `Vec` until `stop`.
+    async fn write_to_vec(
+        notes: mpsc::Receiver<Note>,
+        resources: &[ApiResource],
+        stop: impl Future<Output = ()>,
+    ) -> (Vec<WatchEvent>, RecordSummary) {
         let mut sink = Vec::new();
         let summary = write(
             notes,
-            &resources,
+            resources,
             SyncMode::WatchList,
             &mut sink,
             &ProgressBar::hidden(),
-            std::future::pending(),
+            stop,
         )
         .await
         .expect("a Vec never fails");
@@ -393,18 +402,7 @@ mod tests {
             object: kube_gc::api::PartialObjectMeta::default(),
         };
         notes_tx.send(Note::Event(0, event)).await.expect("open");
-        let mut sink = Vec::new();
-        let resources = [config_maps()];
-        let summary = write(
-            notes,
-            &resources,
-            SyncMode::WatchList,
-            &mut sink,
-            &ProgressBar::hidden(),
-            async {},
-        )
-        .await
-        .expect("a Vec never fails");
+        let (sink, summary) = write_to_vec(notes, &[config_maps()], async {}).await;
         assert!(sink.is_empty());
         assert_eq!(summary.events(), 0);
         assert_eq!(summary.never_listed, [Gvr::new("", "v1", "configmaps")]);

@@ -62,6 +62,17 @@ pub fn gvr_of(def: &TypeDef) -> Gvr {
     Gvr::new(&def.group, &def.preferred, &def.resource)
 }
 
+/// A ref to an owner named by hand, which need not exist or even be served.
+pub fn ref_named(api_version: &str, kind: &str, name: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: uid.into(),
+        ..Default::default()
+    }
+}
+
 /// A ref to `owner`, with the owner's own apiVersion and kind.
 pub fn ref_to(owner: &PartialObjectMeta) -> OwnerReference {
     OwnerReference {
