@@ -33,6 +33,7 @@ use kube_gc::collector::{CollectError, Collector, CollectorConfig, PartialView};
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::AbsentOwnerCache;
 use kube_gc::graph::{Graph, Handle, Uid};
+use kube_gc::journal::Journal;
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::router::{PartitionReceiver, Router};
 use kube_gc::sim::{ApiCalls, SimCluster};
@@ -152,6 +153,8 @@ impl Rig {
                 verify_with_get,
                 ..CollectorConfig::default()
             },
+            journal: Journal::disabled(),
+            events: EventRecorder::new().0,
         }
     }
 

@@ -33,6 +33,7 @@ pub mod event;
 pub mod feature_gates;
 pub mod generate;
 pub mod graph;
+pub mod journal;
 pub mod leader;
 pub mod model;
 pub mod monitor;

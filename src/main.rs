@@ -24,5 +24,6 @@ fn main() -> anyhow::Result<()> {
         Command::Simulate(args) => runtime.block_on(cli::simulate::run(args)),
         Command::SimApiserver(args) => runtime.block_on(cli::sim_apiserver::run(args)),
         Command::Run(args) => runtime.block_on(cli::run::run(args)),
+        Command::ShadowReport(args) => cli::shadow_report::run(args),
     }
 }

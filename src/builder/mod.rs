@@ -21,7 +21,8 @@ pub use recorder::{EventRecorder, EventSink, REASON_OWNER_REF_INVALID_NAMESPACE,
 
 use crate::event::{EventObject, EventType, GraphEvent};
 use crate::graph::AbsentOwnerCache;
-use crate::graph::{Graph, Handle, Linked, Observation, ObservedFinalizers, OwnerRef};
+use crate::graph::{Graph, Handle, Linked, Observation, ObservedFinalizers, OwnerRef, Uid};
+use crate::journal::{witness::Change, Journal};
 use crate::queue::{RateLimiterConfig, WorkQueue};
 use crate::router::PartitionReceiver;
 use references::{alternate_owner_identity, partition_dependents, references_diffs, ChangedRef};
@@ -35,6 +36,9 @@ pub struct GraphBuilder {
     attempt_to_orphan: Arc<WorkQueue<Handle>>,
     absent_owner_cache: Arc<AbsentOwnerCache>,
     recorder: EventRecorder,
+    /// In shadow mode, where the writes other collectors are seen making go
+    /// ([`crate::journal::witness`]).
+    journal: Journal,
 }
 
 impl GraphBuilder {
@@ -52,7 +56,14 @@ impl GraphBuilder {
             attempt_to_orphan,
             absent_owner_cache,
             recorder,
+            journal: Journal::disabled(),
         }
+    }
+
+    /// The same builder, recording in shadow mode what it sees other collectors write.
+    #[must_use]
+    pub fn witnessing(self, journal: Journal) -> Self {
+        GraphBuilder { journal, ..self }
     }
 
     /// A builder over `graph` with queues and an absent-owner cache of its own and no event sink
@@ -147,6 +158,24 @@ impl GraphBuilder {
         };
         let object = &event.object;
         let diff = node.with_owners(|old| references_diffs(old, &object.owners));
+        if self.journal.is_dry_run() {
+            let unblocked: Vec<Uid> = diff
+                .changed
+                .iter()
+                .filter(|c| c.unblocks())
+                .map(|c| c.new.uid)
+                .collect();
+            let change = Change {
+                identity: node.identity(),
+                prior,
+                now: object.observation,
+                owners: &object.owners,
+                removed: &diff.removed,
+                unblocked: &unblocked,
+                gone: false,
+            };
+            self.journal.witness(&self.graph, &change);
+        }
         if diff.is_empty() {
             node.observe(None, object.observation);
         } else {
@@ -221,9 +250,7 @@ impl GraphBuilder {
     /// `addUnblockedOwnersToDeleteQueue`), before the dependent's owners list is updated.
     fn add_unblocked_owners_to_delete_queue(&self, removed: &[OwnerRef], changed: &[ChangedRef]) {
         let removed = removed.iter().filter(|r| r.blocks_owner_deletion());
-        let unblocked = changed
-            .iter()
-            .filter(|c| c.old.blocks_owner_deletion() && !c.new.blocks_owner_deletion());
+        let unblocked = changed.iter().filter(|c| c.unblocks());
         for uid in removed.map(|r| &r.uid).chain(unblocked.map(|c| &c.new.uid)) {
             if let Some(owner) = self.graph.get(uid) {
                 self.attempt_to_delete.add(owner);
@@ -237,6 +264,18 @@ impl GraphBuilder {
             return;
         }
         let owners = existing.owners();
+        if !event.is_virtual && self.journal.is_dry_run() {
+            let change = Change {
+                identity: existing.identity(),
+                prior: prior_state(&existing),
+                now: event.object.observation,
+                owners: &owners,
+                removed: &[],
+                unblocked: &[],
+                gone: true,
+            };
+            self.journal.witness(&self.graph, &change);
+        }
         let dependents = self.remove_node(&existing, &owners);
         if !dependents.is_empty() {
             self.absent_owner_cache.add(event.identity());

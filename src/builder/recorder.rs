@@ -1,16 +1,20 @@
-//! OwnerRefInvalidNamespace events (spec §3.9): built here, written by an event sink task.
+//! Events: OwnerRefInvalidNamespace (spec §3.9), and, with `--journal-owner-events`, one
+//! `DependentDeleted` on each owner of an object the collector deleted. Built here, written by an
+//! event sink task.
 //!
-//! The builder must never block on I/O, so [`EventRecorder::owner_ref_invalid_namespace`] only
-//! queues the record; the controller's sink drains the queue into `ClusterApi::create_event`.
+//! Neither a builder nor a worker may block on I/O for an event, so the recorder only queues the
+//! record; the controller's sink drains the queue into `ClusterApi::create_event`.
 
-use crate::api::{EventRecord, InvolvedObject};
+use crate::api::{EventRecord, InvolvedObject, PropagationPolicy};
 use crate::graph::{Identity, OwnerRef};
 use tokio::sync::mpsc;
 
 /// The source component named on every event, as upstream's recorder names it.
 pub const SOURCE_COMPONENT: &str = "garbage-collector-controller";
-/// The only reason the garbage collector emits.
+/// The reason of upstream's one event.
 pub const REASON_OWNER_REF_INVALID_NAMESPACE: &str = "OwnerRefInvalidNamespace";
+/// The reason of the event on an owner whose dependent the collector deleted.
+pub const REASON_DEPENDENT_DELETED: &str = "DependentDeleted";
 
 /// Events waiting for the sink at most; more are dropped (client-go's broadcaster queues 1000).
 pub const EVENT_QUEUE: usize = 1000;
@@ -51,9 +55,31 @@ impl EventRecorder {
             source_component: SOURCE_COMPONENT.into(),
         };
         tracing::info!(target: "kube_gc::events", object = %dependent, reason = %event.reason, message = %event.message);
-        // A full queue drops the event, as client-go's broadcaster does, so a slow or failing
-        // event API never holds memory or a builder; a closed one means the controller is
-        // shutting down. The log line above keeps the event either way.
+        self.send(event);
+    }
+
+    /// Records on `owner` that its dependent `deleted` was deleted with `policy`, because `why`.
+    pub fn dependent_deleted(&self, owner: &OwnerRef, deleted: &Identity, policy: PropagationPolicy, why: &str) {
+        let event = EventRecord {
+            involved_object: InvolvedObject {
+                api_version: owner.api_version().to_string(),
+                kind: owner.kind().to_string(),
+                namespace: deleted.namespace.to_string(),
+                name: owner.name.to_string(),
+                uid: owner.uid.to_string(),
+            },
+            event_type: "Normal".into(),
+            reason: REASON_DEPENDENT_DELETED.into(),
+            message: format!("deleted dependent {deleted} ({}): {why}", policy.as_str()),
+            source_component: SOURCE_COMPONENT.into(),
+        };
+        self.send(event);
+    }
+
+    /// A full queue drops the event, as client-go's broadcaster does, so a slow or failing event
+    /// API never holds memory, a builder or a worker; a closed one means the controller is
+    /// shutting down.
+    fn send(&self, event: EventRecord) {
         let _ = self.tx.try_send(event);
     }
 }

@@ -13,6 +13,13 @@ pub struct ChangedRef {
     pub new: OwnerRef,
 }
 
+impl ChangedRef {
+    /// True when the change stopped the ref from blocking its owner's deletion.
+    pub fn unblocks(&self) -> bool {
+        self.old.blocks_owner_deletion() && !self.new.blocks_owner_deletion()
+    }
+}
+
 /// The difference between two ownerReferences lists (upstream's `referencesDiffs`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReferenceDiff {

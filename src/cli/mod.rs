@@ -1,6 +1,7 @@
 //! The `kube-gc` command line: one module per subcommand.
 
 pub mod run;
+pub mod shadow_report;
 pub mod sim_apiserver;
 pub mod simulate;
 
@@ -26,6 +27,9 @@ pub enum Command {
     /// Run the garbage collector against a cluster: a kubeconfig's, the in-cluster one, or a
     /// simulated API server's.
     Run(run::RunArgs),
+    /// Compare a shadow collector's decisions (`kube-gc run --dry-run --journal PATH`) with what
+    /// the live collector did, as the shadow's watches saw it.
+    ShadowReport(shadow_report::ShadowReportArgs),
 }
 
 /// Flags of the collector's workers, for the subcommands that run it.

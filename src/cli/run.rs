@@ -13,6 +13,7 @@ use anyhow::Context;
 use kube_gc::api::layers::{self, Budget, Budgets, Fence};
 use kube_gc::api::KubeApi;
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
+use kube_gc::journal::{FileConfig, Journal, JournalConfig};
 use kube_gc::leader::{LeaderElector, LeaseConfig};
 use kube_gc::monitor::SyncMode;
 use kube_gc::queue::RateLimiterConfig;
@@ -103,6 +104,26 @@ pub struct RunArgs {
     /// of a streaming watch-list.
     #[arg(long = "feature-gates", value_name = "FEATURE_GATES", value_parser = SyncMode::from_feature_gates, default_value = "")]
     sync_mode: SyncMode,
+    /// Shadow mode: read the cluster, build the graph and run the workers, but send no write;
+    /// each write the collector would make goes to the journal instead, with the writes other
+    /// collectors are seen making, for `kube-gc shadow-report`.
+    #[arg(long, conflicts_with = "leader_elect")]
+    dry_run: bool,
+    /// Append every write (DELETE, orphaning patch, ref removal, unblocking, finalizer removal)
+    /// to this file as a JSON line, with its reasons; the latest lines are also at
+    /// /debug/journal.
+    #[arg(long, value_name = "PATH")]
+    journal: Option<PathBuf>,
+    /// Size in MiB after which the journal file is rotated to PATH.1, PATH.2, ….
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    journal_max_size_mb: u64,
+    /// Rotated journal files kept besides the current one.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    journal_max_files: u64,
+    /// Also post a Kubernetes Event (reason DependentDeleted) on the owners of every object
+    /// the collector deletes.
+    #[arg(long)]
+    journal_owner_events: bool,
     /// How often to log the graph's size and the queues' lengths.
     #[arg(long, default_value = "30s", value_parser = kube_gc::duration::parse_positive)]
     report_every: Duration,
@@ -137,6 +158,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if !args.ignored_resources.is_empty() {
         config.ignored_resources = args.ignored_resources.clone();
     }
+    config.journal = args.journal()?;
+    if args.dry_run {
+        eprintln!("kube-gc run: shadow mode: no write will be sent; decisions go to the journal");
+    }
     let listener = tokio::net::TcpListener::bind(args.bind_address)
         .await
         .with_context(|| format!("listening on --bind-address {}", args.bind_address))?;
@@ -163,6 +188,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             let tenure = elector.tenure();
             Fence::new(move || tenure.is_current())
         }
+        None if args.dry_run => Fence::closed(),
         None => Fence::open(),
     };
     let api = layers::stack(KubeApi::new(client), args.budgets(), fence);
@@ -181,6 +207,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     eprintln!("kube-gc run: shutting down");
     gc.shutdown().await;
+    gc.journal().flush();
     if let (Ok(()), Some(elector)) = (&outcome, &mut elector) {
         elector.release().await?;
     }
@@ -232,6 +259,22 @@ impl RunArgs {
                 burst: self.kube_api_burst,
             },
         )
+    }
+
+    /// The journal the flags ask for.
+    fn journal(&self) -> anyhow::Result<Journal> {
+        let file = self.journal.as_ref().map(|path| FileConfig {
+            path: path.clone(),
+            max_bytes: self.journal_max_size_mb << 20,
+            max_files: self.journal_max_files as usize,
+        });
+        let config = JournalConfig {
+            file,
+            dry_run: self.dry_run,
+            owner_events: self.journal_owner_events,
+        };
+        let path = self.journal.clone().unwrap_or_default();
+        Journal::open(config).with_context(|| format!("opening --journal {}", path.display()))
     }
 
     /// The lease to elect a leader with, when `--leader-elect`.

@@ -1,11 +1,11 @@
 //! attemptToDelete: the worker step and the decision table of spec §4.1–§4.4.
 
+use super::classify::Classified;
 use super::patch::{delete_owner_refs_merge, delete_owner_refs_smp, unblock_owner_refs_merge, unblock_owner_refs_smp};
-use super::{Action, CollectError, Collector, ItemState, Result};
-use crate::api::{
-    ClusterApi, DeleteOptions, PartialObjectMeta, PatchType, Preconditions, PropagationPolicy, FINALIZER_FOREGROUND,
-};
+use super::{Action, CollectError, Collector, ItemState, Result, Why};
+use crate::api::{ClusterApi, PatchType, PropagationPolicy, FINALIZER_FOREGROUND};
 use crate::graph::{Handle, Identity, OwnerRef, Uid};
+use crate::journal::Action as Write;
 
 /// The retries of removeFinalizer: client-go's `retry.DefaultBackoff` (4 steps from 10 ms, ×5,
 /// jitter 0.1).
@@ -82,7 +82,8 @@ impl<C: ClusterApi> Collector<C> {
             // Refs to owners this collector orphaned go first; the rest is judged on the object
             // as the patch left it.
             let uids: Vec<Uid> = classes.orphaned.iter().map(|r| r.uid).collect();
-            stripped = ItemState::live(&self.graph, &self.remove_owner_refs(identity, state, &uids).await?);
+            let why = why_of(Write::RemoveOwnerRefs, REASON_ORPHANED, state, &classes).refs(&uids);
+            stripped = self.remove_owner_refs(identity, state, &uids, &why).await?;
             if stripped.owners.is_empty() {
                 return Ok(());
             }
@@ -96,7 +97,8 @@ impl<C: ClusterApi> Collector<C> {
         self.require_owner_views(&classes.dangling, "acting on absent owners")?;
         if !classes.solid.is_empty() {
             let uids: Vec<Uid> = classes.dangling.iter().chain(&classes.waiting).map(|r| r.uid).collect();
-            return self.remove_owner_refs(identity, state, &uids).await.map(drop);
+            let why = why_of(Write::RemoveOwnerRefs, REASON_SOLID_REMAINS, state, &classes).refs(&uids);
+            return self.remove_owner_refs(identity, state, &uids, &why).await.map(drop);
         }
         if !classes.waiting.is_empty() && item.dependents_len() > 0 {
             if item.dependents().iter().any(|d| d.is_deleting_dependents()) {
@@ -105,41 +107,63 @@ impl<C: ClusterApi> Collector<C> {
                 let owners = item.owners();
                 let smp = unblock_owner_refs_smp(&identity.uid, &owners);
                 let merge = |current: &ItemState| unblock_owner_refs_merge(&current.resource_version, &owners);
-                self.patch_with_fallback(identity, smp, || state.if_observed(), merge)
+                let blocking: Vec<Uid> = owners
+                    .iter()
+                    .filter(|r| r.blocks_owner_deletion())
+                    .map(|r| r.uid)
+                    .collect();
+                let why = why_of(Write::UnblockOwnerRefs, REASON_UNBLOCK, state, &classes).refs(&blocking);
+                self.patch_with_fallback(identity, smp, || state.if_observed(), merge, &why)
                     .await?;
             }
+            let why = why_of(Write::Delete, REASON_FOREGROUND, state, &classes);
             return self
-                .delete_collected(identity, state, PropagationPolicy::Foreground)
+                .delete_collected(identity, state, PropagationPolicy::Foreground, &why)
                 .await;
         }
         // No solid owner, and nothing to wait for: the item's own finalizers choose the policy.
-        self.delete_collected(identity, state, state.deletion_policy()).await
+        let why = why_of(Write::Delete, REASON_NO_SOLID_OWNER, state, &classes);
+        self.delete_collected(identity, state, state.deletion_policy(), &why)
+            .await
     }
 
     /// Strips the refs to `uids` from an item: dangling and waiting owners of an item that has a
     /// solid owner (the waiting refs must go too, or those owners wait on this item forever), or
-    /// owners this collector orphaned. Returns the object as the patch left it.
+    /// owners this collector orphaned. Returns the item as the patch left it (in shadow mode, as
+    /// it would have).
     async fn remove_owner_refs(
         &self,
         identity: &Identity,
         state: &ItemState,
         uids: &[Uid],
-    ) -> Result<PartialObjectMeta> {
+        why: &Why<'_>,
+    ) -> Result<ItemState> {
         let smp = delete_owner_refs_smp(&identity.uid, uids);
         let merge = |current: &ItemState| delete_owner_refs_merge(&current.resource_version, &current.owners, uids);
-        self.patch_with_fallback(identity, smp, || state.if_observed(), merge)
-            .await
+        let patched = self
+            .patch_with_fallback(identity, smp, || state.if_observed(), merge, why)
+            .await?;
+        Ok(match patched {
+            Some(object) => ItemState::live(&self.graph, &object),
+            None => state.without_owners(uids),
+        })
     }
 
     /// Deletes an item judged garbage; a 404 becomes a virtual delete (spec §10 item 58). From an
     /// observed state the precondition is the whole check, and a conflict is the caller's to
     /// handle; from a live one, spec §4.4's conflict rule applies.
-    async fn delete_collected(&self, identity: &Identity, state: &ItemState, policy: PropagationPolicy) -> Result<()> {
+    async fn delete_collected(
+        &self,
+        identity: &Identity,
+        state: &ItemState,
+        policy: PropagationPolicy,
+        why: &Why<'_>,
+    ) -> Result<()> {
         let rv = &state.resource_version;
         let result = if state.observed {
-            self.send_delete(identity, Some(rv), policy).await
+            self.send_delete(identity, Some(rv), policy, why).await
         } else {
-            self.delete_object(identity, rv, &state.owners, policy).await
+            self.delete_object(identity, rv, &state.owners, policy, why).await
         };
         match result {
             Err(e) if e.is_not_found() => Err(self.enqueue_virtual_delete_event(identity)),
@@ -161,9 +185,8 @@ impl<C: ClusterApi> Collector<C> {
                 .map_or_else(Vec::new, |n| n.blocking_dependents());
         }
         if blocking.is_empty() {
-            return self
-                .remove_finalizer(item.identity(), FINALIZER_FOREGROUND, Some(state))
-                .await;
+            let why = Why::new(Write::RemoveFinalizer, REASON_NO_BLOCKING_DEPENDENT).finalizer(FINALIZER_FOREGROUND);
+            return self.remove_finalizer(item.identity(), Some(state), &why).await;
         }
         for dep in blocking {
             if !dep.is_deleting_dependents() {
@@ -181,8 +204,11 @@ impl<C: ClusterApi> Collector<C> {
         rv: &str,
         owners_at_rv: &[OwnerRef],
         policy: PropagationPolicy,
+        why: &Why<'_>,
     ) -> Result<()> {
-        let first = self.send_delete(identity, (!rv.is_empty()).then_some(rv), policy).await;
+        let first = self
+            .send_delete(identity, (!rv.is_empty()).then_some(rv), policy, why)
+            .await;
         let conflict = match first {
             Err(e) if e.is_conflict() && !rv.is_empty() => e,
             other => return other,
@@ -195,40 +221,26 @@ impl<C: ClusterApi> Collector<C> {
         let meta = &latest.metadata;
         let same_owners = owners_at_rv.iter().map(OwnerRef::to_wire).collect::<Vec<_>>() == meta.owner_references;
         if Uid::parse(&meta.uid) == identity.uid && meta.resource_version != rv && same_owners {
-            return self.send_delete(identity, None, policy).await;
+            return self.send_delete(identity, None, policy, why).await;
         }
         Err(conflict)
     }
 
-    async fn send_delete(&self, identity: &Identity, rv: Option<&str>, policy: PropagationPolicy) -> Result<()> {
-        let (gvr, namespace, _) = self.locate(identity)?;
-        let options = DeleteOptions {
-            preconditions: Some(Preconditions {
-                uid: Some(identity.uid.to_string()),
-                resource_version: rv.map(str::to_string),
-            }),
-            propagation_policy: Some(policy),
-            ..DeleteOptions::default()
-        };
-        self.api
-            .delete(&gvr, &namespace, &identity.name, &options)
-            .await
-            .map_err(|e| super::api_error("delete", identity, e))
-    }
-
-    /// Spec §5 removeFinalizer: drop `finalizer` with a JSON merge patch at a known
+    /// Spec §5 removeFinalizer: drop `why`'s finalizer with a JSON merge patch at a known
     /// resourceVersion, retried on conflict with client-go's default backoff. The first attempt
-    /// patches at the observed version when `known` is an observation listing `finalizer` alone;
-    /// every other attempt GETs the object first, as upstream's does.
+    /// patches at the observed version when `known` is an observation listing the finalizer
+    /// alone; every other attempt GETs the object first, as upstream's does.
     pub(super) async fn remove_finalizer(
         &self,
         identity: &Identity,
-        finalizer: &str,
         known: Option<&ItemState>,
+        why: &Why<'_>,
     ) -> Result<()> {
+        let finalizer = why.finalizer.expect("a finalizer removal names its finalizer");
         if let Some(state) = known.filter(|s| s.observed && s.has_only_finalizer(finalizer)) {
             let body = super::patch::remove_finalizer_merge(&state.resource_version, &[]);
-            match self.patch_object(identity, PatchType::Merge, body).await {
+            let why = why.observed(true);
+            match self.patch_object(identity, PatchType::Merge, body, &why).await {
                 Err(e) if e.is_conflict() => {} // changed since observed: the loop reads it live
                 Err(e) if e.is_not_found() => return Ok(()),
                 other => return other.map(drop),
@@ -248,7 +260,7 @@ impl<C: ClusterApi> Collector<C> {
             }
             let remaining: Vec<String> = meta.finalizers.iter().filter(|f| *f != finalizer).cloned().collect();
             let body = super::patch::remove_finalizer_merge(&meta.resource_version, &remaining);
-            match self.patch_object(identity, PatchType::Merge, body).await {
+            match self.patch_object(identity, PatchType::Merge, body, why).await {
                 Err(e) if e.is_conflict() => continue,
                 other => return other.map(drop),
             }
@@ -258,6 +270,22 @@ impl<C: ClusterApi> Collector<C> {
             owner: Box::new(identity.clone()),
         })
     }
+}
+
+const REASON_ORPHANED: &str = "refs to owners this collector orphaned are removed first";
+const REASON_SOLID_REMAINS: &str = "a solid owner remains: refs to dangling or waiting owners are removed";
+const REASON_UNBLOCK: &str =
+    "a dependent deletes its own dependents in the foreground: refs unblocked to break a possible cycle";
+const REASON_FOREGROUND: &str =
+    "no solid owner, an owner waits on its dependents and the item has dependents: deleted in the foreground";
+const REASON_NO_SOLID_OWNER: &str = "no solid owner: every owner is dangling or waiting";
+const REASON_NO_BLOCKING_DEPENDENT: &str = "no blocking dependent is left";
+
+/// The journal's account of a decision on `state` with `classes`.
+fn why_of<'a>(action: Write, reason: &'static str, state: &'a ItemState, classes: &'a Classified) -> Why<'a> {
+    Why::new(action, reason)
+        .owners(&state.owners, &classes.judged)
+        .observed(state.observed)
 }
 
 /// The wait before retry `attempt` (1-based): 10 ms · 5^(attempt-1), plus up to 10 % jitter.

@@ -5,6 +5,7 @@
 use super::{CollectError, Collector, Result};
 use crate::api::{ClusterApi, FINALIZER_FOREGROUND};
 use crate::graph::{Handle, Identity, OwnerRef, Sym, Uid};
+use crate::journal::{OwnerState, Seen};
 
 /// An item's owner refs, sorted by what their owners are doing.
 #[derive(Debug, Default)]
@@ -17,24 +18,18 @@ pub(super) struct Classified {
     pub waiting: Vec<OwnerRef>,
     /// Owners this collector orphaned: the ref must go, whatever the rest.
     pub orphaned: Vec<OwnerRef>,
+    /// What each ref turned out to name and where that was read, in the refs' order: the
+    /// journal's account of the decision.
+    pub judged: Vec<(OwnerState, Seen)>,
 }
 
-/// What one owner ref turned out to name.
-enum Owner {
-    Orphaned,
-    Dangling,
-    Solid,
-    Waiting,
-}
-
-impl Owner {
-    /// Upstream's rule: waiting when being deleted with `foregroundDeletion`, else solid.
-    fn existing(being_deleted: bool, foreground: bool) -> Owner {
-        if being_deleted && foreground {
-            Owner::Waiting
-        } else {
-            Owner::Solid
-        }
+/// Upstream's rule for an owner that exists: waiting when being deleted with
+/// `foregroundDeletion`, else solid.
+fn existing(being_deleted: bool, foreground: bool) -> OwnerState {
+    if being_deleted && foreground {
+        OwnerState::Waiting
+    } else {
+        OwnerState::Solid
     }
 }
 
@@ -43,12 +38,15 @@ impl<C: ClusterApi> Collector<C> {
     pub(super) async fn classify_references(&self, item: &Handle, refs: &[OwnerRef]) -> Result<Classified> {
         let mut out = Classified::default();
         for r in refs {
-            match self.is_dangling(item.identity(), r).await? {
-                Owner::Orphaned => out.orphaned.push(r.clone()),
-                Owner::Dangling => out.dangling.push(r.clone()),
-                Owner::Solid => out.solid.push(r.clone()),
-                Owner::Waiting => out.waiting.push(r.clone()),
-            }
+            let (state, seen) = self.is_dangling(item.identity(), r).await?;
+            let class = match state {
+                OwnerState::Dangling => &mut out.dangling,
+                OwnerState::Waiting => &mut out.waiting,
+                OwnerState::Orphaned => &mut out.orphaned,
+                _ => &mut out.solid,
+            };
+            class.push(r.clone());
+            out.judged.push((state, seen));
         }
         Ok(out)
     }
@@ -57,17 +55,17 @@ impl<C: ClusterApi> Collector<C> {
     /// reused), then in absentOwnerCache under two keys (cluster-scoped, then the
     /// item's namespace, since a virtual owner may have been cached under either), then in the
     /// graph, then live.
-    async fn is_dangling(&self, item: &Identity, r: &OwnerRef) -> Result<Owner> {
+    async fn is_dangling(&self, item: &Identity, r: &OwnerRef) -> Result<(OwnerState, Seen)> {
         if self.partial_view.orphaned.contains(&r.uid) {
-            return Ok(Owner::Orphaned);
+            return Ok((OwnerState::Orphaned, Seen::Collector));
         }
         let mut key: Identity = r.identity_in(&Sym::new(""));
         if self.absent_owner_cache.has(&key) {
-            return Ok(Owner::Dangling);
+            return Ok((OwnerState::Dangling, Seen::AbsentOwnerCache));
         }
         key.namespace = item.namespace;
         if self.absent_owner_cache.has(&key) {
-            return Ok(Owner::Dangling);
+            return Ok((OwnerState::Dangling, Seen::AbsentOwnerCache));
         }
         let mapping = self.mapping(&r.api_version(), &r.kind())?;
         if !mapping.namespaced {
@@ -87,37 +85,38 @@ impl<C: ClusterApi> Collector<C> {
         let owner = match self.api.get(&mapping.gvr, &key.namespace, &key.name).await {
             Err(e) if e.is_not_found() => {
                 self.absent_owner_cache.add(key);
-                return Ok(Owner::Dangling);
+                return Ok((OwnerState::Dangling, Seen::Live));
             }
             Err(e) => return Err(super::api_error("get", &key, e)),
             Ok(owner) => owner,
         };
         if Uid::parse(&owner.metadata.uid) != key.uid {
             self.absent_owner_cache.add(key);
-            return Ok(Owner::Dangling);
+            return Ok((OwnerState::Dangling, Seen::Live));
         }
         let meta = &owner.metadata;
-        Ok(Owner::existing(
+        let state = existing(
             meta.deletion_timestamp.is_some(),
             meta.has_finalizer(FINALIZER_FOREGROUND),
-        ))
+        );
+        Ok((state, Seen::Live))
     }
 
     /// What the graph knows for certain of the owner a GET of `key` would read, if anything:
     /// dangling when a watch reported its UID deleted, as last observed when the graph's node
     /// has exactly that identity, nothing for a virtual or unknown owner (collector docs).
-    fn owner_from_graph(&self, key: &Identity) -> Option<Owner> {
+    fn owner_from_graph(&self, key: &Identity) -> Option<(OwnerState, Seen)> {
         if self.config.verify_with_get {
             return None;
         }
         if self.graph.tombstones().contains(&key.uid) {
-            return Some(Owner::Dangling);
+            return Some((OwnerState::Dangling, Seen::Tombstone));
         }
         let node = self.graph.get(&key.uid)?;
         if node.is_virtual() || node.identity() != key {
             return None;
         }
         let seen = node.observation();
-        Some(Owner::existing(seen.being_deleted, seen.finalizers.foreground))
+        Some((existing(seen.being_deleted, seen.finalizers.foreground), Seen::Graph))
     }
 }

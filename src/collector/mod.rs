@@ -59,18 +59,22 @@ mod orphan;
 pub mod partial_view;
 pub mod patch;
 mod state;
+mod write;
 
 pub use error::{CollectError, Result};
 pub use partial_view::{PartialView, Views, Waiting};
 
-use crate::api::{ApiError, ClusterApi, Gvr, PartialObjectMeta, Patch, PatchType, SharedRestMapper};
+use crate::api::{ApiError, ClusterApi, Gvr, PartialObjectMeta, PatchType, SharedRestMapper};
+use crate::builder::EventRecorder;
 use crate::event::GraphEvent;
 use crate::graph::{AbsentOwnerCache, Graph, Handle, Identity, OwnerRef};
+use crate::journal::Journal;
 use crate::queue::WorkQueue;
 use crate::router::Router;
 use serde_json::Value;
 use state::ItemState;
 use std::sync::Arc;
+use write::Why;
 
 /// Settings of the workers.
 #[derive(Clone, Debug)]
@@ -144,6 +148,10 @@ pub struct Collector<C> {
     pub partial_view: PartialView,
     /// Settings.
     pub config: CollectorConfig,
+    /// Where every write is recorded; in shadow mode, instead of being sent.
+    pub journal: Journal,
+    /// Where Events on the owners of deleted objects go (`--journal-owner-events`).
+    pub events: EventRecorder,
 }
 
 impl<C: ClusterApi> Collector<C> {
@@ -282,15 +290,6 @@ impl<C: ClusterApi> Collector<C> {
             .map_err(|e| api_error("get", identity, e))
     }
 
-    /// upstream's `patchObject`.
-    async fn patch_object(&self, identity: &Identity, patch_type: PatchType, body: Value) -> Result<PartialObjectMeta> {
-        let (gvr, namespace, _) = self.locate(identity)?;
-        self.api
-            .patch(&gvr, &namespace, &identity.name, &Patch::new(patch_type, body))
-            .await
-            .map_err(|e| api_error("patch", identity, e))
-    }
-
     /// The graph's last observation of `node`, when workers may act on it (module docs).
     fn observed_state(&self, node: &crate::graph::Node) -> Option<ItemState> {
         if self.config.verify_with_get {
@@ -304,24 +303,31 @@ impl<C: ClusterApi> Collector<C> {
     /// resources, aggregated APIs), the JSON merge patch `merge` builds from the object's state.
     /// Upstream takes that state from its informer cache; kube-gc takes it from `observed` (the
     /// graph's observation, read only when needed), and from a live GET when there is none or
-    /// when the observed version is stale.
+    /// when the observed version is stale. `None` in shadow mode, where nothing is sent.
     async fn patch_with_fallback(
         &self,
         identity: &Identity,
         smp: Value,
         observed: impl FnOnce() -> Option<ItemState>,
         merge: impl Fn(&ItemState) -> Value,
-    ) -> Result<PartialObjectMeta> {
-        match self.patch_object(identity, PatchType::StrategicMerge, smp).await {
+        why: &Why<'_>,
+    ) -> Result<Option<PartialObjectMeta>> {
+        match self.patch_object(identity, PatchType::StrategicMerge, smp, why).await {
             Err(e) if e.api_error().is_some_and(ApiError::is_unsupported_media_type) => {
                 if let Some(state) = observed() {
-                    match self.patch_object(identity, PatchType::Merge, merge(&state)).await {
+                    let why = Why { observed: true, ..*why };
+                    match self.patch_object(identity, PatchType::Merge, merge(&state), &why).await {
                         Err(e) if e.is_conflict() => {} // changed since observed: read it live
                         other => return other,
                     }
                 }
                 let current = ItemState::live(&self.graph, &self.get_object(identity).await?);
-                self.patch_object(identity, PatchType::Merge, merge(&current)).await
+                let why = Why {
+                    observed: false,
+                    ..*why
+                };
+                self.patch_object(identity, PatchType::Merge, merge(&current), &why)
+                    .await
             }
             other => other,
         }

@@ -2,9 +2,10 @@
 //! owner's `orphan` finalizer.
 
 use super::patch::{delete_owner_refs_merge, delete_owner_refs_smp};
-use super::{CollectError, Collector, ItemState, Result};
+use super::{CollectError, Collector, ItemState, Result, Why};
 use crate::api::{ClusterApi, FINALIZER_ORPHAN};
-use crate::graph::{Handle, Identity, Uid};
+use crate::graph::{Handle, Identity, OwnerRef, Uid};
+use crate::journal::{Action, OwnerState, Seen};
 use futures::stream::{self, StreamExt};
 use std::collections::HashSet;
 
@@ -33,9 +34,8 @@ impl<C: ClusterApi> Collector<C> {
             if fresh.is_empty() {
                 self.partial_view.orphaned.record(uid);
                 let observed = self.observed_state(owner);
-                return self
-                    .remove_finalizer(owner.identity(), FINALIZER_ORPHAN, observed.as_ref())
-                    .await;
+                let why = Why::new(Action::RemoveFinalizer, "every dependent is orphaned").finalizer(FINALIZER_ORPHAN);
+                return self.remove_finalizer(owner.identity(), observed.as_ref(), &why).await;
             }
             self.orphan_dependents(owner.identity(), &fresh).await?;
             patched.extend(fresh.iter().map(|d| d.identity().uid));
@@ -73,8 +73,14 @@ impl<C: ClusterApi> Collector<C> {
         let smp = delete_owner_refs_smp(&id.uid, owner_uid);
         let merge =
             |current: &ItemState| delete_owner_refs_merge(&current.resource_version, &current.owners, owner_uid);
+        let owner: Vec<OwnerRef> =
+            dep.with_owners(|refs| refs.iter().filter(|r| r.uid == owner_uid[0]).cloned().collect());
+        let why = Why::new(Action::Orphan, "the owner is being deleted with the orphan finalizer")
+            .owners(&owner, &[(OwnerState::Orphaning, Seen::Graph)])
+            .observed(!self.config.verify_with_get)
+            .refs(owner_uid);
         match self
-            .patch_with_fallback(id, smp, || self.observed_state(&dep), merge)
+            .patch_with_fallback(id, smp, || self.observed_state(&dep), merge, &why)
             .await
         {
             // a ref that is not there is not an error, and neither is a dependent that is gone

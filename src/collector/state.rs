@@ -54,6 +54,15 @@ impl ItemState {
         self.observed.then(|| self.clone())
     }
 
+    /// The state a patch removing the refs to `uids` would leave, for shadow mode, where the
+    /// patch is not sent and the server cannot say.
+    pub fn without_owners(&self, uids: &[crate::graph::Uid]) -> Self {
+        ItemState {
+            owners: self.owners.iter().filter(|r| !uids.contains(&r.uid)).cloned().collect(),
+            ..self.clone()
+        }
+    }
+
     /// The policy an ownerless item is deleted with: its own finalizers choose (spec §4.2 step 7).
     pub fn deletion_policy(&self) -> PropagationPolicy {
         if self.finalizers.orphan {

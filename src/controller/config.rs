@@ -2,6 +2,7 @@
 
 use crate::collector::CollectorConfig;
 use crate::graph::DEFAULT_ABSENT_OWNER_CACHE_CAPACITY;
+use crate::journal::Journal;
 use crate::monitor::SyncMode;
 use crate::queue::RateLimiterConfig;
 use std::time::Duration;
@@ -78,6 +79,8 @@ pub struct Config {
     /// How monitors read their whole resource: by watch-list unless
     /// `--feature-gates WatchListClient=false`; a server that refuses it is read by list anyway.
     pub sync_mode: SyncMode,
+    /// The deletion journal, and whether the collector runs in shadow mode (`--dry-run`).
+    pub journal: Journal,
 }
 
 impl Default for Config {
@@ -95,6 +98,7 @@ impl Default for Config {
             sync_period: Duration::from_secs(30),
             initial_sync_timeout: Duration::from_secs(30),
             sync_mode: SyncMode::WatchList,
+            journal: Journal::disabled(),
         }
     }
 }

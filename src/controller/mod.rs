@@ -91,13 +91,17 @@ impl<C: ClusterApi> GarbageCollector<C> {
             attempt_to_delete,
             attempt_to_orphan,
             absent_owner_cache.clone(),
-            recorder,
-        );
+            recorder.clone(),
+        )
+        .witnessing(gc.config.journal.clone());
         for events in partitions {
             gc.spawn(builder.clone().run(events));
         }
         gc.spawn(gc.metrics.graph_events.clone().sample());
-        gc.spawn(run_event_sink(gc.api.clone(), sink));
+        if !gc.config.journal.is_dry_run() {
+            // In shadow mode events are not sent either: their queue fills and drops them.
+            gc.spawn(run_event_sink(gc.api.clone(), sink));
+        }
         let collector = Arc::new(Collector {
             api: gc.api.clone(),
             mapper: gc.mapper.clone(),
@@ -108,6 +112,8 @@ impl<C: ClusterApi> GarbageCollector<C> {
             absent_owner_cache,
             partial_view,
             config: gc.config.collector.clone(),
+            journal: gc.config.journal.clone(),
+            events: recorder,
         });
         gc.spawn(gc.clone().run(collector));
         gc
@@ -196,6 +202,11 @@ impl<C: ClusterApi> GarbageCollector<C> {
     /// The graph, for inspection.
     pub fn graph(&self) -> &Arc<Graph> {
         &self.graph
+    }
+
+    /// The deletion journal.
+    pub fn journal(&self) -> &crate::journal::Journal {
+        &self.config.journal
     }
 
     /// The attemptToDelete queue, for inspection.

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `/debug/controllers/garbagecollector/graph[?uid=…]` | the DOT dump of spec §8 |
 //! | `/explain?uid=U` | JSON: why an object is not collected yet (`explain.rs`) |
+//! | `/debug/journal[?limit=N]` | the latest journal lines, oldest first, as JSON Lines ([`crate::journal`]) |
 //! | `/metrics` | OpenMetrics text (`metrics.rs`) |
 //! | `/healthz` | `ok` while the process serves |
 //! | `/readyz` | `ok` once the monitors have synced or the initial sync wait has passed, else 503 |
@@ -33,6 +34,9 @@ use std::sync::{Arc, OnceLock};
 
 /// Where the graph dump is mounted, as on kube-controller-manager's debug handler.
 pub const GRAPH_PATH: &str = "/debug/controllers/garbagecollector/graph";
+
+/// Where the latest journal lines are served.
+pub const JOURNAL_PATH: &str = "/debug/journal";
 
 /// The collector the endpoints describe: empty until it has started.
 pub struct Slot<C> {
@@ -100,6 +104,7 @@ pub fn router<C: ClusterApi>(slot: Arc<Slot<C>>) -> Router {
     Router::new()
         .route(GRAPH_PATH, get(graph::<C>))
         .route("/explain", get(explain::<C>))
+        .route(JOURNAL_PATH, get(journal::<C>))
         .route("/metrics", get(metrics::<C>))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz::<C>))
@@ -152,6 +157,24 @@ async fn explain<C: ClusterApi>(
         return Ok((StatusCode::BAD_REQUEST, "explain needs ?uid=\n").into_response());
     };
     Ok(axum::Json(explain::explain(gc, Uid::parse(&uid))).into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct JournalQuery {
+    limit: Option<usize>,
+}
+
+async fn journal<C: ClusterApi>(
+    State(slot): Shared<C>,
+    Query(query): Query<JournalQuery>,
+) -> Result<Response, Unavailable> {
+    let gc = slot.collector()?;
+    let mut body = String::new();
+    for entry in gc.journal().latest(query.limit.unwrap_or(crate::journal::LATEST)) {
+        body.push_str(&serde_json::to_string(&*entry).unwrap_or_default());
+        body.push('\n');
+    }
+    Ok(([(header::CONTENT_TYPE, "application/jsonl")], body).into_response())
 }
 
 async fn metrics<C: ClusterApi>(State(slot): Shared<C>) -> Result<Response, Unavailable> {

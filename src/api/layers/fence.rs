@@ -5,6 +5,8 @@
 //! `kube-gc run --leader-elect` checks the leader's tenure ([`crate::leader`]), so a
 //! replica that lost the lease, or froze long enough for another to take it, never writes in its
 //! stead. The check is a closure, so the API layer knows nothing of leader election.
+//! `kube-gc run --dry-run` closes the fence for good, a backstop behind the workers, which in
+//! shadow mode record their writes instead of sending them.
 
 use super::{Layer, Request};
 use crate::api::{ApiError, StatusReason};
@@ -29,6 +31,11 @@ impl Fence {
     pub fn open() -> Self {
         Fence { may_write: None }
     }
+
+    /// No write passes.
+    pub fn closed() -> Self {
+        Fence::new(|| false)
+    }
 }
 
 impl Layer for Fence {
@@ -41,7 +48,7 @@ impl Layer for Fence {
         if request.verb.is_write() && self.may_write.as_ref().is_some_and(|may| !may()) {
             return Err(ApiError::status(
                 StatusReason::ServiceUnavailable,
-                "not sent: this replica's leader tenure has ended",
+                "not sent: this replica may not write (its leader tenure has ended, or it runs in shadow mode)",
             ));
         }
         call().await

@@ -20,6 +20,7 @@ use kube_gc::collector::{Collector, CollectorConfig, PartialView};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{invariants, AbsentOwnerCache, Graph, Handle, Uid};
+use kube_gc::journal::Journal;
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::router::{PartitionReceiver, Router};
 use kube_gc::sim::{SimCluster, TypeDef};
@@ -444,7 +445,7 @@ impl Rig {
             attempt_to_delete.clone(),
             attempt_to_orphan.clone(),
             absent_owner_cache.clone(),
-            recorder,
+            recorder.clone(),
         );
         let collector = Arc::new(Collector {
             api: cluster.clone(),
@@ -456,6 +457,8 @@ impl Rig {
             absent_owner_cache: absent_owner_cache.clone(),
             partial_view,
             config,
+            journal: Journal::in_memory(),
+            events: recorder,
         });
         let applier = Applier {
             graph: graph.clone(),
@@ -584,6 +587,8 @@ impl Rig {
             absent_owner_cache: self.absent_owner_cache.clone(),
             partial_view: PartialView::complete(),
             config: self.collector.config.clone(),
+            journal: self.collector.journal.clone(),
+            events: self.collector.events.clone(),
         })
     }
 }

@@ -1,0 +1,187 @@
+//! The two writes every decision ends in, DELETE and PATCH, each recorded in the
+//! [journal](crate::journal) with why it was made; in shadow mode recorded instead of sent.
+//!
+//! Invariant: no other code of the workers writes to the cluster, so the journal holds every
+//! write the collector made, and shadow mode sends none.
+
+use super::{Collector, Result};
+use crate::api::{
+    ClusterApi, DeleteOptions, Gvr, PartialObjectMeta, Patch, PatchType, Preconditions, PropagationPolicy,
+};
+use crate::graph::{Identity, OwnerRef, Uid};
+use crate::journal::{Action, Answer, Entry, Evidence, ObjectRef, OwnerSeen, OwnerState, Seen, Source};
+use serde_json::Value;
+
+/// Why a write is made: the decision as the journal tells it.
+#[derive(Clone, Copy)]
+pub(super) struct Why<'a> {
+    /// The write.
+    pub action: Action,
+    /// The owners the decision weighed.
+    pub owners: &'a [OwnerRef],
+    /// What each of `owners` was found to be, in order (may be shorter: unjudged owners are left
+    /// out of the line).
+    pub judged: &'a [(OwnerState, Seen)],
+    /// Whether the object was read from the graph or live.
+    pub observed: bool,
+    /// The UIDs of the refs a patch removes or unblocks.
+    pub refs: &'a [Uid],
+    /// The finalizer a finalizer removal removes.
+    pub finalizer: Option<&'static str>,
+    /// The decision in words.
+    pub reason: &'static str,
+}
+
+impl<'a> Why<'a> {
+    /// `action`, for `reason`, weighing no owner, on a live reading.
+    pub fn new(action: Action, reason: &'static str) -> Self {
+        Why {
+            action,
+            owners: &[],
+            judged: &[],
+            observed: false,
+            refs: &[],
+            finalizer: None,
+            reason,
+        }
+    }
+
+    /// The owners weighed, and what each was found to be.
+    pub fn owners(self, owners: &'a [OwnerRef], judged: &'a [(OwnerState, Seen)]) -> Self {
+        Why { owners, judged, ..self }
+    }
+
+    /// Whether the object was read from the graph.
+    pub fn observed(self, observed: bool) -> Self {
+        Why { observed, ..self }
+    }
+
+    /// The refs a patch removes or unblocks.
+    pub fn refs(self, refs: &'a [Uid]) -> Self {
+        Why { refs, ..self }
+    }
+
+    /// The finalizer removed.
+    pub fn finalizer(self, finalizer: &'static str) -> Self {
+        Why {
+            finalizer: Some(finalizer),
+            ..self
+        }
+    }
+}
+
+impl<C: ClusterApi> Collector<C> {
+    /// DELETE `identity` with `policy`, conditioned on its UID and on `rv` when given.
+    pub(super) async fn send_delete(
+        &self,
+        identity: &Identity,
+        rv: Option<&str>,
+        policy: PropagationPolicy,
+        why: &Why<'_>,
+    ) -> Result<()> {
+        let (gvr, namespace, _) = self.locate(identity)?;
+        let options = DeleteOptions {
+            preconditions: Some(Preconditions {
+                uid: Some(identity.uid.to_string()),
+                resource_version: rv.map(str::to_string),
+            }),
+            propagation_policy: Some(policy),
+            ..DeleteOptions::default()
+        };
+        let result = if self.journal.is_dry_run() {
+            None
+        } else {
+            Some(self.api.delete(&gvr, &namespace, &identity.name, &options).await)
+        };
+        if self.journal.is_enabled() {
+            let answer = result.as_ref().map(|r| Answer::of(&r.as_ref().map(drop), 200));
+            let mut entry = self.entry(identity, &gvr, why, answer);
+            entry.policy = Some(policy);
+            entry.preconditions = options.preconditions;
+            self.journal.record(entry);
+        }
+        if matches!(result, Some(Ok(()))) && self.journal.owner_events() {
+            self.tell_owners(identity, policy, why);
+        }
+        result
+            .unwrap_or(Ok(()))
+            .map_err(|e| super::api_error("delete", identity, e))
+    }
+
+    /// PATCH `identity` (upstream's `patchObject`); `None` in shadow mode, where nothing is sent.
+    pub(super) async fn patch_object(
+        &self,
+        identity: &Identity,
+        patch_type: PatchType,
+        body: Value,
+        why: &Why<'_>,
+    ) -> Result<Option<PartialObjectMeta>> {
+        let (gvr, namespace, _) = self.locate(identity)?;
+        let result = if self.journal.is_dry_run() {
+            None
+        } else {
+            let patch = Patch::new(patch_type, body.clone());
+            Some(self.api.patch(&gvr, &namespace, &identity.name, &patch).await)
+        };
+        if self.journal.is_enabled() {
+            let answer = result.as_ref().map(|r| Answer::of(&r.as_ref().map(drop), 200));
+            let mut entry = self.entry(identity, &gvr, why, answer);
+            entry.finalizer = why.finalizer.map(str::to_string);
+            entry.preconditions = patch_preconditions(&body);
+            entry.patch = Some(body);
+            self.journal.record(entry);
+        }
+        result.transpose().map_err(|e| super::api_error("patch", identity, e))
+    }
+
+    /// The journal line of a write, before the action's own fields.
+    fn entry(&self, identity: &Identity, gvr: &Gvr, why: &Why<'_>, answer: Option<Answer>) -> Entry {
+        let owners = why
+            .owners
+            .iter()
+            .zip(why.judged)
+            .map(|(r, &(state, seen))| OwnerSeen {
+                api_version: r.api_version().to_string(),
+                kind: r.kind().to_string(),
+                name: r.name.to_string(),
+                uid: r.uid.to_string(),
+                state,
+                seen,
+            })
+            .collect();
+        Entry {
+            time: crate::api::time::now_rfc3339_micros(),
+            source: if answer.is_some() { Source::Sent } else { Source::DryRun },
+            action: why.action,
+            object: ObjectRef::of(identity, &gvr.resource),
+            policy: None,
+            finalizer: None,
+            owners,
+            refs: why.refs.iter().map(ToString::to_string).collect(),
+            evidence: if why.observed { Evidence::Graph } else { Evidence::Live },
+            reason: why.reason.to_string(),
+            preconditions: None,
+            patch: None,
+            answer,
+        }
+    }
+
+    /// Posts an Event on each owner of a deleted object (`--journal-owner-events`).
+    fn tell_owners(&self, deleted: &Identity, policy: PropagationPolicy, why: &Why<'_>) {
+        for owner in why.owners {
+            self.events.dependent_deleted(owner, deleted, policy, why.reason);
+        }
+    }
+}
+
+/// What a patch body is conditioned on: the UID of a strategic merge patch, the resourceVersion
+/// of a JSON merge patch.
+fn patch_preconditions(body: &Value) -> Option<Preconditions> {
+    let metadata = &body["metadata"];
+    let field = |name: &str| metadata[name].as_str().map(str::to_string);
+    let preconditions = Preconditions {
+        uid: field("uid"),
+        resource_version: field("resourceVersion"),
+    };
+    (preconditions != Preconditions::default()).then_some(preconditions)
+}

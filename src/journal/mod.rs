@@ -1,0 +1,157 @@
+//! The deletion journal: one JSON line for every write the collector makes, with why.
+//!
+//! Every DELETE, orphaning patch, ref removal, `blockOwnerDeletion` unblocking and finalizer
+//! removal the workers send is recorded by [`crate::collector`] right after the server answers
+//! ([`Source::Sent`]): the object, the action and policy, each owner with the state it was found
+//! in and where that was read (graph, tombstone, absentOwnerCache or a live GET), which reading of
+//! the object the write rests on, the preconditions sent and the answer. In shadow mode
+//! (`kube-gc run --dry-run`) the workers send nothing and record each write as
+//! [`Source::DryRun`]; the builders then also record the writes another collector is seen making
+//! in the watch streams ([`witness`], [`Source::Observed`]), which [`report`] compares with the
+//! shadow's own decisions.
+//!
+//! Invariants:
+//! - Recording never blocks a worker on the disk: lines go to a writer thread over a bounded
+//!   channel ([`file`]); only a thread a whole channel behind makes a worker wait, so no line is
+//!   ever dropped.
+//! - The latest [`LATEST`] lines stay in memory for `/debug/journal`, journal file or not.
+//! - A disabled journal ([`Journal::disabled`], loadgen and benches) costs one branch per write.
+
+mod entry;
+mod file;
+pub mod report;
+pub mod witness;
+
+pub use entry::{Action, Answer, Entry, Evidence, ObjectRef, OwnerSeen, OwnerState, Seen, Source};
+pub use file::{numbered, FileConfig};
+
+use file::FileSink;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Lines kept in memory for `/debug/journal`.
+pub const LATEST: usize = 1000;
+
+/// What the journal records and where.
+#[derive(Clone, Debug, Default)]
+pub struct JournalConfig {
+    /// The file, when there is one (`--journal`).
+    pub file: Option<FileConfig>,
+    /// Shadow mode: the workers record their writes instead of sending them.
+    pub dry_run: bool,
+    /// Post a Kubernetes Event on the owners of each object the collector deletes.
+    pub owner_events: bool,
+}
+
+/// The journal; cheap to clone. See the [module docs](self).
+#[derive(Clone, Default)]
+pub struct Journal {
+    inner: Option<Arc<Inner>>,
+}
+
+struct Inner {
+    config: JournalConfig,
+    latest: Mutex<VecDeque<Arc<Entry>>>,
+    file: Option<FileSink>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let config = self.inner.as_ref().map(|i| &i.config);
+        f.debug_struct("Journal").field("config", &config).finish()
+    }
+}
+
+impl Journal {
+    /// A journal that records nothing and sends every write.
+    pub fn disabled() -> Journal {
+        Journal::default()
+    }
+
+    /// A journal as `config` says, its file opened for appending.
+    pub fn open(config: JournalConfig) -> std::io::Result<Journal> {
+        let file = config.file.clone().map(FileSink::open).transpose()?;
+        Ok(Journal {
+            inner: Some(Arc::new(Inner {
+                config,
+                latest: Mutex::new(VecDeque::with_capacity(LATEST)),
+                file,
+            })),
+        })
+    }
+
+    /// A journal kept in memory only (the latest lines), sending every write.
+    pub fn in_memory() -> Journal {
+        Journal::open(JournalConfig::default()).expect("no file to open")
+    }
+
+    /// True when lines are recorded.
+    pub fn is_enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// True in shadow mode: writes are recorded, never sent.
+    pub fn is_dry_run(&self) -> bool {
+        self.inner.as_ref().is_some_and(|i| i.config.dry_run)
+    }
+
+    /// True when deletions are also told to the owners as Kubernetes Events.
+    pub fn owner_events(&self) -> bool {
+        self.inner
+            .as_ref()
+            .is_some_and(|i| i.config.owner_events && !i.config.dry_run)
+    }
+
+    /// Records one line.
+    pub fn record(&self, entry: Entry) {
+        let Some(inner) = &self.inner else { return };
+        let entry = Arc::new(entry);
+        {
+            let mut latest = inner.latest.lock();
+            if latest.len() == LATEST {
+                latest.pop_front();
+            }
+            latest.push_back(entry.clone());
+        }
+        if let Some(file) = &inner.file {
+            file.send(entry);
+        }
+    }
+
+    /// The latest lines, oldest first, at most `limit`.
+    pub fn latest(&self, limit: usize) -> Vec<Arc<Entry>> {
+        let Some(inner) = &self.inner else {
+            return Vec::new();
+        };
+        let latest = inner.latest.lock();
+        latest
+            .iter()
+            .skip(latest.len().saturating_sub(limit))
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until every line recorded so far is in the file.
+    pub fn flush(&self) {
+        if let Some(file) = self.inner.as_ref().and_then(|i| i.file.as_ref()) {
+            file.flush();
+        }
+    }
+}
+
+/// Reads a journal file: every line, in order; a line that is not an entry is an error naming
+/// its number.
+pub fn read(path: &std::path::Path) -> Result<Vec<Entry>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| {
+            serde_json::from_str(line).map_err(|e| format!("{}:{}: not a journal entry: {e}", path.display(), n + 1))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;
