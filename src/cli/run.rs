@@ -160,7 +160,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     config.journal = args.journal()?;
     if args.dry_run {
-        eprintln!("kube-gc run: shadow mode: no write will be sent; decisions go to the journal");
+        eprintln!("kube-gc run: {identity} in shadow mode: no write will be sent; decisions go to the journal");
     }
     let listener = tokio::net::TcpListener::bind(args.bind_address)
         .await

@@ -243,8 +243,15 @@ pub struct Entry {
 
 impl Entry {
     /// The line's key for comparing a shadow's decisions with observed writes: the object, the
-    /// action, and the policy or finalizer that tells two writes of one action apart.
+    /// action, and the policy, finalizer or refs that tell two writes of one action apart. An
+    /// orphaning patch and a ref removal are one write on the wire (a strategic merge patch
+    /// deleting refs by UID), and which one a watch shows depends on whether the owner's own
+    /// events were applied first, so they share a key.
     pub fn key(&self) -> (String, Action, String) {
+        let action = match self.action {
+            Action::Orphan => Action::RemoveOwnerRefs,
+            other => other,
+        };
         let detail = match (self.policy, &self.finalizer) {
             (Some(policy), _) => policy.as_str().to_string(),
             (None, Some(finalizer)) => finalizer.clone(),
@@ -254,6 +261,6 @@ impl Entry {
                 refs.join(",")
             }
         };
-        (self.object.uid.clone(), self.action, detail)
+        (self.object.uid.clone(), action, detail)
     }
 }

@@ -13,9 +13,10 @@
 //!
 //! A deletion is recorded with every owner's state, and counts as a collector's only when no
 //! owner was solid ([`Entry::is_collector_write`]): an owned object a user deletes while its owner
-//! lives is not the collector's doing. The watches of two resources are not ordered, so a
-//! dependent's deletion may arrive before its owner's; the owner then still looks solid and the
-//! deletion is not counted, which can hide a difference but never invents one.
+//! lives is not the collector's doing. The watches of two resources are not ordered, and neither
+//! are the builders of two partitions, so a dependent's deletion may be applied before its
+//! owner's; the owner then still looks solid and the deletion is not counted unless the shadow
+//! decided it too, which can hide a difference but never invents one.
 //!
 //! Invariant: the witness only reads the graph; the builder calls it before changing the node.
 

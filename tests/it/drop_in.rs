@@ -881,3 +881,189 @@ async fn every_monitor_should_sync_by_watch_list_under_twenty_percent_watch_erro
     })
     .await;
 }
+
+// Shadow mode: a second collector that decides without writing, next to the live one
+
+/// A ReplicaSet `rs` owning Pods `p0`, `p1` (and a ConfigMap `cm` when `with_config_map`) in a
+/// namespace `ns` of its own, which it creates first; returns the owner and the UIDs, owner first
+/// and ConfigMap last.
+async fn owned_set(server: &Server, ns: &str, with_config_map: bool) -> (ReplicaSet, Vec<String>) {
+    let namespaces: Api<Namespace> = Api::all(server.client.clone());
+    create(&namespaces, json!({"metadata": {"name": ns}})).await;
+    let rs = create(&server.api::<ReplicaSet>(ns), json!({"metadata": {"name": "rs"}})).await;
+    let mut uids = vec![uid(&rs)];
+    for name in ["p0", "p1"] {
+        let manifest = json!({"metadata": {"name": name, "ownerReferences": [owned_by(&rs)]}});
+        uids.push(uid(&create(&server.api::<Pod>(ns), manifest).await));
+    }
+    if with_config_map {
+        let manifest = json!({"metadata": {"name": "cm", "ownerReferences": [owned_by(&rs)]}});
+        let config_maps = server.api::<k8s_openapi::api::core::v1::ConfigMap>(ns);
+        uids.push(uid(&create(&config_maps, manifest).await));
+    }
+    (rs, uids)
+}
+
+/// Runs a live collector (with `live_flags`) and a shadow (`--dry-run --journal`) against one
+/// server; deletes one owned set with each policy (with a ConfigMap dependent in the Background
+/// one when `with_config_map`), waits for the live collector to finish and for the shadow to have
+/// seen it, then returns the shadow's `shadow-report` as JSON, after checking on the audit log
+/// that the shadow sent no write.
+async fn shadow_next_to_live(live_flags: &[&str], with_config_map: bool) -> Value {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let audit = dir.path().join("audit.jsonl");
+    let journal = dir.path().join("shadow.jsonl");
+    let server = Server::start(dir.path(), &["--audit-log", audit.to_str().expect("a UTF-8 path")]).await;
+    // The live collector writes at most 20 times a second, as a stock collector's client does:
+    // the shadow must have decided each write before the live collector made it, or it finds
+    // the work done (see `kube_gc::journal::report`).
+    let live_flags = [&["--kube-api-qps", "20", "--kube-api-burst", "1"], live_flags].concat();
+    let live = Collector::ready(&server, dir.path(), &live_flags).await;
+    let journal_arg = journal.to_str().expect("a UTF-8 path");
+    // One builder partition, so that an owner's deletion, which reaches the shadow before its
+    // dependents' (the live collector acts on it first), is applied first too: a dependent's
+    // deletion applied before its owner's is not counted (see `kube_gc::journal::witness`).
+    let shadow_flags = ["--dry-run", "--journal", journal_arg, "--partitions", "1"];
+    let mut shadow = Collector::start(&server, dir.path(), "shadow", &shadow_flags);
+    let line = shadow.process.wait_for_line("in shadow mode");
+    let shadow_id = line.split_whitespace().nth(2).expect("an identity").to_string();
+    eventually("the shadow ready", async || {
+        http_get(shadow.addr, "/readyz").await.0 == 200
+    })
+    .await;
+
+    let sets = [
+        ("background", PropagationPolicy::Background),
+        ("foreground", PropagationPolicy::Foreground),
+        ("orphan", PropagationPolicy::Orphan),
+    ];
+    let mut owners = Vec::new();
+    for (ns, _) in &sets {
+        let (rs, uids) = owned_set(&server, ns, with_config_map && *ns == "background").await;
+        let refs: Vec<&str> = uids.iter().map(String::as_str).collect();
+        live.observe(&refs[..3]).await; // the ConfigMap may be ignored
+        shadow.observe(&refs).await;
+        owners.push(rs);
+    }
+    for (ns, policy) in &sets {
+        let replica_sets = server.api::<ReplicaSet>(ns);
+        replica_sets
+            .delete("rs", &delete_with(policy.clone()))
+            .await
+            .expect("delete");
+    }
+    for ((ns, _), rs) in sets.iter().zip(&owners) {
+        let rs_uid = uid(rs);
+        eventually(&format!("{ns}/rs gone"), async || {
+            gone(&server.api::<ReplicaSet>(ns), "rs", &rs_uid).await
+        })
+        .await;
+        eventually(&format!("the shadow saw {ns}/rs go"), async || {
+            shadow.explain(&rs_uid).await["inGraph"] == false
+        })
+        .await;
+    }
+    eventually("the background and foreground Pods gone", async || {
+        let mut left = 0;
+        for ns in ["background", "foreground"] {
+            left += server
+                .api::<Pod>(ns)
+                .list(&Default::default())
+                .await
+                .expect("list")
+                .items
+                .len();
+        }
+        left == 0
+    })
+    .await;
+    // The shadow's last decisions follow the events it has just applied.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    shadow.process.stop();
+    let writes: Vec<String> = audited(&audit)
+        .into_iter()
+        .filter(|a| {
+            a.user_agent.contains(&shadow_id) && !["get", "list", "watch", "discovery"].contains(&a.verb.as_str())
+        })
+        .map(|a| a.verb)
+        .collect();
+    assert!(writes.is_empty(), "the shadow sent writes: {writes:?}");
+    assert!(
+        audited(&audit).iter().any(|a| a.user_agent.contains(&shadow_id)),
+        "the shadow's reads are in the audit log"
+    );
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_kube-gc"));
+    command.args(["shadow-report", journal_arg, "--output", "json"]);
+    let report = support::process::run_bounded(&mut command, PATIENCE);
+    assert!(report.status.success(), "shadow-report failed: {}", report.stderr);
+    stop_both(live, server);
+    serde_json::from_str(&report.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", report.stdout))
+}
+
+/// `(action, policy or finalizer, kind, namespace)` of the lines of a report's list, each once;
+/// an orphaning patch counts as the ref removal it is on the wire (see [`every_policy_writes`]).
+fn writes_in(report: &Value, list: &str) -> Vec<(String, String, String, String)> {
+    let mut writes: Vec<_> = report[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {report}"))
+        .iter()
+        .map(|e| {
+            let detail = e["policy"].as_str().or(e["finalizer"].as_str()).unwrap_or("");
+            let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+            let action = text(&e["action"]);
+            (
+                if action == "orphan" {
+                    "remove-owner-refs".into()
+                } else {
+                    action
+                },
+                detail.to_string(),
+                text(&e["object"]["kind"]),
+                text(&e["object"]["namespace"]),
+            )
+        })
+        .collect();
+    writes.sort();
+    writes.dedup();
+    writes
+}
+
+fn write(action: &str, detail: &str, kind: &str, ns: &str) -> (String, String, String, String) {
+    (action.into(), detail.into(), kind.into(), ns.into())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_should_agree_with_the_live_collector_on_every_policy_and_send_nothing() {
+    let report = shadow_next_to_live(&[], false).await;
+    assert_eq!(writes_in(&report, "missedByShadow"), vec![], "{report:#}");
+    assert_eq!(writes_in(&report, "doneOnlyByShadow"), vec![], "{report:#}");
+    assert_eq!(writes_in(&report, "agreed"), every_policy_writes(), "{report:#}");
+}
+
+/// The kinds of write the three deletions of [`shadow_next_to_live`] lead to. A Pod's ref to its
+/// orphaning owner may be removed by the orphaning patch, or, when the Pod is judged again once
+/// its owner is orphaned, by a ref removal: one write on the wire, either kind in a report.
+fn every_policy_writes() -> Vec<(String, String, String, String)> {
+    let mut writes = vec![
+        write("delete", "Background", "Pod", "background"),
+        write("delete", "Background", "Pod", "foreground"),
+        write("remove-owner-refs", "", "Pod", "orphan"),
+        write("remove-finalizer", "foregroundDeletion", "ReplicaSet", "foreground"),
+        write("remove-finalizer", "orphan", "ReplicaSet", "orphan"),
+    ];
+    writes.sort();
+    writes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_that_collects_a_resource_the_live_collector_ignores_should_report_just_that() {
+    let report = shadow_next_to_live(&["--ignored-resource", "configmaps"], true).await;
+    assert_eq!(
+        writes_in(&report, "doneOnlyByShadow"),
+        vec![write("delete", "Background", "ConfigMap", "background")],
+        "{report:#}"
+    );
+    assert_eq!(writes_in(&report, "missedByShadow"), vec![], "{report:#}");
+    assert_eq!(writes_in(&report, "agreed"), every_policy_writes(), "{report:#}");
+}
