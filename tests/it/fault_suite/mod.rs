@@ -3,7 +3,7 @@
 //! trees deleted with all three policies, and an oracle computed from the workload.
 //!
 //! Every scenario checks: zero wrongful deletions (the server's audit log names who deleted
-//! what), no reference to a living owner removed, Foreground order kept, convergence within
+//! what), every deletion explained by a line of the collector's journal, no reference to a living owner removed, Foreground order kept, convergence within
 //! 120 s of the workload's end, no panic, exit 0 on SIGTERM, and no two replicas writing in turns.
 //!
 //! `cargo test --release --test it fault_suite -- --ignored --nocapture` runs the whole matrix
@@ -89,15 +89,23 @@ fn env_list(name: &str) -> Option<Vec<String>> {
 /// The report's table, in Markdown.
 fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| scenario | faults | seed | converged in | wrongful | requests | slowest monitor sync | result |\n\
-         |---|---|---|---|---|---|---|---|\n",
+        "| scenario | faults | seed | converged in | wrongful | deletions (unexplained) | requests | slowest monitor sync | result |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let converged = r.converged_in.map_or("no".to_string(), |s| format!("{s:.1} s"));
         let result = if r.failures.is_empty() { "pass" } else { "FAIL" };
         out.push_str(&format!(
-            "| {} | `{}` | {} | {converged} | {} | {} | {:.1} s ({}) | {result} |\n",
-            r.scenario, r.faults, r.seed, r.wrongful, r.requests, r.slowest_sync.0, r.slowest_sync.1
+            "| {} | `{}` | {} | {converged} | {} | {} ({}) | {} | {:.1} s ({}) | {result} |\n",
+            r.scenario,
+            r.faults,
+            r.seed,
+            r.wrongful,
+            r.explained.0,
+            r.explained.1,
+            r.requests,
+            r.slowest_sync.0,
+            r.slowest_sync.1
         ));
     }
     out

@@ -57,6 +57,8 @@ pub struct Row {
     /// Seconds from the workload's end until the cluster matched the oracle.
     pub converged_in: Option<f64>,
     pub wrongful: usize,
+    /// The collector's deletions, and how many of them no journal line explains.
+    pub explained: (usize, usize),
     /// Requests the collector sent (audit lines).
     pub requests: usize,
     /// Seconds until the slowest monitor synced, and which.
@@ -163,6 +165,9 @@ impl Collector {
             "--report-every",
             "5s",
         ]);
+        command
+            .arg("--journal")
+            .arg(dir.join(format!("{name}{JOURNAL_SUFFIX}")));
         if leader_elect {
             command.args(leader_elect_flags("1s"));
         }
@@ -409,12 +414,15 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     if let Some(interleaved) = audit::interleaved_writes(&lines) {
         failures.push(interleaved);
     }
+    let killed = collectors.iter().filter(|c| c.killed).count();
+    let explained = unexplained_deletions(&dir, &lines, killed, &mut failures);
     Row {
         scenario: scenario.name.to_string(),
         faults: faults_text(scenario),
         seed,
         converged_in,
         wrongful: wrongful.len(),
+        explained,
         requests: audit::collector_requests(&lines),
         slowest_sync,
         failures,
@@ -493,6 +501,52 @@ fn wrongful_deletions(universe: &Universe, expected: &Expected, lines: &[audit::
         })
         .collect()
 }
+
+/// What each replica's `--journal` is named after its log.
+const JOURNAL_SUFFIX: &str = ".journal.jsonl";
+
+/// The collector's deletions, and those that no journal line of any replica explains (a `delete`
+/// line sent for the same resource, namespace and name, with its owners and reason). A replica
+/// killed with `kill -9` may have had one DELETE per worker in flight, answered by the server but
+/// never by the replica, so that many may go unexplained per killed replica.
+fn unexplained_deletions(
+    dir: &Path,
+    lines: &[audit::Line],
+    killed: usize,
+    failures: &mut Vec<String>,
+) -> (usize, usize) {
+    let mut journaled = std::collections::HashSet::new();
+    for file in std::fs::read_dir(dir).expect("the directory").flatten() {
+        if !file.file_name().to_string_lossy().ends_with(JOURNAL_SUFFIX) {
+            continue;
+        }
+        let entries = kube_gc::journal::read(&file.path()).unwrap_or_else(|e| panic!("{e}"));
+        for entry in entries {
+            if entry.action == kube_gc::journal::Action::Delete && !entry.reason.is_empty() && !entry.owners.is_empty()
+            {
+                let object = entry.object;
+                journaled.insert((object.resource, object.namespace, object.name));
+            }
+        }
+    }
+    let deletes: Vec<&audit::Line> = audit::collector_deletes(lines).collect();
+    let unexplained: Vec<String> = deletes
+        .iter()
+        .filter(|l| !journaled.contains(&(l.resource.clone(), l.namespace.clone(), l.name.clone())))
+        .map(|l| l.key().to_string())
+        .collect();
+    if unexplained.len() > killed * IN_FLIGHT_PER_REPLICA {
+        failures.push(format!(
+            "{} deletions no journal line explains, e.g. {:?}",
+            unexplained.len(),
+            &unexplained[..unexplained.len().min(5)]
+        ));
+    }
+    (deletes.len(), unexplained.len())
+}
+
+/// Requests a killed replica may have had in flight: its workers (`--concurrent-gc-syncs`).
+const IN_FLIGHT_PER_REPLICA: usize = 20;
 
 /// Foreground owners removed while a blocking dependent the oracle collects, which has no other
 /// owner, was still there.
