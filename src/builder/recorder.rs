@@ -70,7 +70,11 @@ impl EventRecorder {
             },
             event_type: "Normal".into(),
             reason: REASON_DEPENDENT_DELETED.into(),
-            message: format!("deleted dependent {deleted} ({}): {why}", policy.as_str()),
+            message: format!(
+                "deleted dependent {} ({}): {why}",
+                crate::journal::ObjectRef::of(deleted, ""),
+                policy.as_str()
+            ),
             source_component: SOURCE_COMPONENT.into(),
         };
         self.send(event);

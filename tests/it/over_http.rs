@@ -11,6 +11,7 @@ use kube_gc::api::layers::{Fence, Stack};
 use kube_gc::api::{Gvr, KubeApi, ObjectMeta, OwnerReference, PartialObjectMeta, PropagationPolicy};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::graph::Uid;
+use kube_gc::journal::{FileConfig, Journal, JournalConfig};
 use kube_gc::sim::http::{self, ServerOptions};
 use kube_gc::sim::SimCluster;
 use serde_json::json;
@@ -497,4 +498,131 @@ async fn a_watch_list_cut_before_its_bookmark_should_be_opened_again() {
     );
     gc.shutdown().await;
     server.abort();
+}
+
+/// The journal line of `action` on the object with `uid`, from `/debug/journal`'s lines.
+fn journal_line<'a>(lines: &'a [serde_json::Value], action: &str, uid: &str) -> &'a serde_json::Value {
+    lines
+        .iter()
+        .find(|l| l["action"] == action && l["object"]["uid"] == uid)
+        .unwrap_or_else(|| panic!("no {action} of {uid} in {lines:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_journal_should_explain_every_write_and_tell_the_owners() {
+    let cluster = Arc::new(SimCluster::new());
+    let (client, server) = serve(&cluster).await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("journal.jsonl");
+    let journal = Journal::open(JournalConfig {
+        file: Some(FileConfig {
+            path: path.clone(),
+            max_bytes: 1 << 20,
+            max_files: 1,
+        }),
+        dry_run: false,
+        owner_events: true,
+    })
+    .expect("a journal");
+    let config = Config {
+        journal,
+        ..Config::default()
+    };
+    let gc = support::start_collector_with(client.clone(), config).await;
+    let s = Served { cluster, gc, server };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(kube_gc::server::serve(
+        listener,
+        kube_gc::server::Slot::with(s.gc.clone()),
+        std::future::pending(),
+    ));
+
+    let owned = |ns: &str| {
+        let rs = s.create(&replicasets(), meta(ns, "rs", vec![]));
+        let pod = s.create(&pods(), meta(ns, "p", vec![blocking_ref_to(&rs)]));
+        (rs, pod)
+    };
+    let (brs, bpod) = owned("background");
+    let (frs, fpod) = owned("foreground");
+    let (ors, opod) = owned("orphan");
+    s.wait_in_graph(&[&brs, &bpod, &frs, &fpod, &ors, &opod]).await;
+    for (rs, p) in [
+        (&brs, PropagationPolicy::Background),
+        (&frs, PropagationPolicy::Foreground),
+        (&ors, PropagationPolicy::Orphan),
+    ] {
+        s.cluster
+            .delete_object(&replicasets(), &rs.metadata.namespace, "rs", &policy(p))
+            .expect("delete");
+    }
+    eventually("the Pods collected and orphaned", || {
+        !s.exists(&pods(), &bpod)
+            && !s.exists(&pods(), &fpod)
+            && !s.exists(&replicasets(), &frs)
+            && !s.exists(&replicasets(), &ors)
+    })
+    .await;
+
+    let (code, body) = http_get(addr, "/debug/journal").await;
+    assert_eq!(code, 200);
+    let lines: Vec<serde_json::Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let deleted = journal_line(&lines, "delete", &bpod.metadata.uid);
+    assert_eq!(deleted["source"], "sent");
+    assert_eq!(deleted["policy"], "Background");
+    assert_eq!(deleted["object"]["resource"], "pods");
+    assert_eq!(deleted["object"]["namespace"], "background");
+    assert_eq!(deleted["evidence"], "graph", "decided from the graph's observation");
+    assert_eq!(deleted["owners"][0]["uid"], brs.metadata.uid.as_str());
+    assert_eq!(deleted["owners"][0]["state"], "dangling");
+    // The builder notes an owner that goes with dependents left in absentOwnerCache, which is
+    // looked up first.
+    assert_eq!(deleted["owners"][0]["seen"], "absent-owner-cache");
+    assert_eq!(deleted["preconditions"]["uid"], bpod.metadata.uid.as_str());
+    assert_eq!(
+        deleted["preconditions"]["resourceVersion"],
+        bpod.metadata.resource_version.as_str()
+    );
+    assert_eq!(deleted["answer"]["code"], 200);
+
+    let waited = journal_line(&lines, "delete", &fpod.metadata.uid);
+    assert_eq!(waited["owners"][0]["state"], "waiting");
+    let finalizer = journal_line(&lines, "remove-finalizer", &frs.metadata.uid);
+    assert_eq!(finalizer["finalizer"], "foregroundDeletion");
+    assert_eq!(finalizer["answer"]["code"], 200);
+    let orphaned = journal_line(&lines, "orphan", &opod.metadata.uid);
+    assert_eq!(orphaned["refs"], json!([ors.metadata.uid]));
+    assert_eq!(orphaned["owners"][0]["state"], "orphaning");
+    assert_eq!(
+        orphaned["patch"]["metadata"]["ownerReferences"][0]["$patch"], "delete",
+        "the body sent is kept"
+    );
+    assert_eq!(
+        journal_line(&lines, "remove-finalizer", &ors.metadata.uid)["finalizer"],
+        "orphan"
+    );
+    assert!(s.exists(&pods(), &opod), "the orphaned Pod stays");
+
+    s.gc.journal().flush();
+    let in_file = kube_gc::journal::read(&path).expect("the journal file");
+    let from_file: Vec<serde_json::Value> = in_file.iter().map(|e| serde_json::to_value(e).expect("JSON")).collect();
+    assert_eq!(from_file, lines, "the file holds what /debug/journal shows");
+
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> = kube::Api::namespaced(client, "background");
+    let told = events.list(&Default::default()).await.expect("list events").items;
+    let told: Vec<_> = told
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("DependentDeleted"))
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].involved_object.uid.as_deref(), Some(brs.metadata.uid.as_str()));
+    assert!(
+        told[0].message.as_deref().unwrap_or("").contains("background/p"),
+        "{:?}",
+        told[0].message
+    );
+    s.stop().await;
 }

@@ -204,9 +204,14 @@ pub const SYNC_PATIENCE: Duration = Duration::from_secs(30);
 /// an open fence, re-reading discovery every 500 ms so that a new CRD's type is monitored at once;
 /// returns once the monitors have synced.
 pub async fn start_collector(client: kube::Client) -> Arc<GarbageCollector<Stack<KubeApi>>> {
+    start_collector_with(client, Config::default()).await
+}
+
+/// [`start_collector`] with `config`, but for the discovery period.
+pub async fn start_collector_with(client: kube::Client, config: Config) -> Arc<GarbageCollector<Stack<KubeApi>>> {
     let config = Config {
         sync_period: Duration::from_millis(500),
-        ..Config::default()
+        ..config
     };
     let gc = GarbageCollector::start(Arc::new(layered(client, Fence::open())), config).await;
     assert!(gc.wait_for_sync(SYNC_PATIENCE).await, "monitors never synced");
