@@ -115,6 +115,7 @@ pub struct RunArgs {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let identity = kube_gc::leader::default_identity();
     let lease = args.lease(&identity)?;
+    let cert = args.serving.certificate()?;
     // The identity in the User-Agent tells replicas apart in the API server's audit log.
     let agent = format!("kube-gc/{} ({identity})", env!("CARGO_PKG_VERSION"));
     let client = kube_gc::api::connect(args.kubeconfig.as_deref(), &agent).await?;
@@ -144,7 +145,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else {
         Slot::starting()
     };
-    args.serving.start(slot.clone(), &client, &agent).await?;
+    args.serving.start(cert, slot.clone(), &client, &agent).await?;
     let shutdown = super::shutdown_signal();
     tokio::pin!(shutdown);
     let mut elector = lease.map(|lease| LeaderElector::over_kube(client.clone(), lease));

@@ -5,9 +5,11 @@
 //! authentication on a loopback `--insecure-bind-address`.
 //!
 //! The flags are checked as they are parsed (a non-loopback insecure address, a port in
-//! `--bind-address`, a bad always-allowed path are refused with the reason), so that [`start`]
-//! only binds and serves.
+//! `--bind-address`, a bad always-allowed path are refused with the reason), and the certificate
+//! is read ([`certificate`]) before the cluster is reached, so that a bad file fails at once and
+//! [`start`] only binds and serves.
 //!
+//! [`certificate`]: ServingArgs::certificate
 //! [`start`]: ServingArgs::start
 
 use anyhow::Context;
@@ -91,17 +93,37 @@ fn loopback_address(text: &str) -> Result<SocketAddr, String> {
 }
 
 impl ServingArgs {
-    /// Binds the listeners the flags ask for and serves `slot` on them; returns once they are
-    /// bound and announced on stderr. Reviews go to `cluster` unless a review kubeconfig is given
-    /// (connected with `agent`).
+    /// The secure port's certificate, given or self-signed; `None` with `--secure-port 0`.
+    pub fn certificate(&self) -> anyhow::Result<Option<ServingCert>> {
+        if self.secure_port == 0 {
+            return Ok(None);
+        }
+        let source = match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(cert), Some(key)) => CertSource::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            _ => CertSource::SelfSigned {
+                dir: self.cert_dir.clone(),
+            },
+        };
+        let cert = ServingCert::load(&source, self.bind_address).context("the secure port's certificate")?;
+        Ok(Some(cert))
+    }
+
+    /// Binds the listeners the flags ask for and serves `slot` on them, the secure port with
+    /// `cert` (from [`ServingArgs::certificate`]); returns once they are bound and announced on
+    /// stderr. Reviews go to `cluster` unless a review kubeconfig is given (connected with
+    /// `agent`).
     pub async fn start<C: ClusterApi>(
         &self,
+        cert: Option<ServingCert>,
         slot: Arc<Slot<C>>,
         cluster: &kube::Client,
         agent: &str,
     ) -> anyhow::Result<()> {
-        if self.secure_port != 0 {
-            self.start_secure(Arc::clone(&slot), cluster, agent).await?;
+        if let Some(cert) = cert {
+            self.start_secure(cert, Arc::clone(&slot), cluster, agent).await?;
         }
         if let Some(addr) = self.insecure_bind_address {
             let listener = tokio::net::TcpListener::bind(addr)
@@ -121,20 +143,11 @@ impl ServingArgs {
 
     async fn start_secure<C: ClusterApi>(
         &self,
+        cert: ServingCert,
         slot: Arc<Slot<C>>,
         cluster: &kube::Client,
         agent: &str,
     ) -> anyhow::Result<()> {
-        let source = match (&self.tls_cert_file, &self.tls_private_key_file) {
-            (Some(cert), Some(key)) => CertSource::Files {
-                cert: cert.clone(),
-                key: key.clone(),
-            },
-            _ => CertSource::SelfSigned {
-                dir: self.cert_dir.clone(),
-            },
-        };
-        let cert = ServingCert::load(&source, self.bind_address).context("the secure port's certificate")?;
         let review_client = async |kubeconfig: &Option<PathBuf>, flag: &str| match kubeconfig {
             Some(path) => connect(path, agent).await.with_context(|| format!("--{flag}")),
             None => Ok(cluster.clone()),

@@ -18,7 +18,8 @@
 //! - Answers are cached ([`Ttls`]), by token and by (user, verb, path), so a scraper polling every
 //!   few seconds costs the API server one review of each kind per TTL. The caches are bounded
 //!   ([`MAX_CACHED`]): a full cache first drops what has expired, then everything.
-//! - Tokens are kept in memory only as cache keys and never logged.
+//! - A token is kept no longer than its request: the cache keys it by its SHA-256 digest
+//!   ([`TokenKey`]), and it is never logged.
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -140,6 +141,19 @@ pub enum Decision {
     Denied(String),
 }
 
+/// The SHA-256 digest of a bearer token: what the cache keeps in its place.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct TokenKey([u8; 32]);
+
+impl TokenKey {
+    fn of(token: &str) -> TokenKey {
+        let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+        let mut key = [0; 32];
+        key.copy_from_slice(digest.as_ref());
+        TokenKey(key)
+    }
+}
+
 /// An access asked about: who, which verb, which path.
 type Access = (User, String, String);
 
@@ -151,7 +165,7 @@ pub struct Delegation {
     always_allow: AllowPaths,
     ttls: Ttls,
     /// Read and written by [`Delegation::authenticate`] only.
-    tokens: Cache<String, Option<User>>,
+    tokens: Cache<TokenKey, Option<User>>,
     /// Read and written by [`Delegation::authorize`] only.
     accesses: Cache<Access, Decision>,
 }
@@ -210,7 +224,8 @@ impl Delegation {
 
     /// The user `token` belongs to, `None` if the API server does not know it.
     async fn authenticate(&self, token: &str) -> Result<Option<User>, Error> {
-        if let Some(known) = self.tokens.get(token, Instant::now()) {
+        let key = TokenKey::of(token);
+        if let Some(known) = self.tokens.get(&key, Instant::now()) {
             return Ok(known);
         }
         let review = TokenReview {
@@ -237,8 +252,7 @@ impl Delegation {
             }),
             _ => None,
         };
-        self.tokens
-            .put(token.to_string(), user.clone(), Instant::now() + self.ttls.token);
+        self.tokens.put(key, user.clone(), Instant::now() + self.ttls.token);
         Ok(user)
     }
 

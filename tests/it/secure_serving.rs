@@ -5,7 +5,8 @@
 //! The client verifies the server's certificate: the self-signed one `kube-gc run` wrote to its
 //! `--cert-dir`, or the one the test made and passed with `--tls-cert-file`, so a 200 here also
 //! proves which certificate was served. Both processes run on loopback and are killed when the
-//! test ends; every wait is bounded.
+//! test ends; every wait is bounded. The server's audit log shows how many reviews the collector
+//! asked for, and so that its answers were cached.
 
 use crate::support;
 
@@ -34,6 +35,19 @@ struct Rig {
     _server: Child,
     collector: Child,
     addr: SocketAddr,
+    /// The server's audit log.
+    audit: std::path::PathBuf,
+}
+
+impl Rig {
+    /// How many reviews of `resource` (`tokenreviews`, `subjectaccessreviews`) the server answered.
+    fn reviews(&self, resource: &str) -> usize {
+        let log = std::fs::read_to_string(&self.audit).expect("the audit log");
+        log.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("an audit line"))
+            .filter(|line| line["verb"] == "create" && line["resource"] == resource)
+            .count()
+    }
 }
 
 impl Rig {
@@ -42,6 +56,7 @@ impl Rig {
         let kubeconfig = kubeconfig.to_str().expect("a UTF-8 path");
         let alice = format!("alice={ALICE}");
         let bob = format!("bob={BOB}");
+        let audit = dir.join("audit.jsonl");
         let server_args = [
             "sim-apiserver",
             "--listen",
@@ -56,6 +71,8 @@ impl Rig {
             "alice=/metrics",
             "--allow",
             "alice=/debug/*",
+            "--audit-log",
+            audit.to_str().expect("a UTF-8 path"),
         ];
         let mut server = Child::kube_gc(&server_args, &dir.join("sim-apiserver.log"));
         server.wait_for_line("serving");
@@ -84,6 +101,7 @@ impl Rig {
             _server: server,
             collector,
             addr,
+            audit,
         }
     }
 }
@@ -147,7 +165,21 @@ async fn the_secure_port_should_serve_only_tokens_the_api_server_authenticates_a
     let dir = tempfile::tempdir().expect("a temporary directory");
     let certs = dir.path().join("certs");
     std::fs::create_dir(&certs).expect("the cert dir");
-    let rig = Rig::start(dir.path(), &["--cert-dir", certs.to_str().expect("a UTF-8 path")]);
+    // Answers kept for the whole test, whatever the machine's load, so that the review counts
+    // below are exact.
+    let rig = Rig::start(
+        dir.path(),
+        &[
+            "--cert-dir",
+            certs.to_str().expect("a UTF-8 path"),
+            "--authentication-token-webhook-cache-ttl",
+            "10m",
+            "--authorization-webhook-cache-authorized-ttl",
+            "10m",
+            "--authorization-webhook-cache-unauthorized-ttl",
+            "10m",
+        ],
+    );
     let client = client_trusting(&certs.join("kube-gc.crt"));
     let get = async |path: &str, token: Option<&str>| https_get(&client, rig.addr, "localhost", path, token).await;
 
@@ -184,6 +216,20 @@ async fn the_secure_port_should_serve_only_tokens_the_api_server_authenticates_a
     assert_eq!(code, 403, "alice may not get /explain: {body}");
     let (code, body) = get("/no-such-path", None).await;
     assert_eq!(code, 401, "unknown paths are protected too: {body}");
+
+    // Three tokens (alice's, bob's, a made-up one), four accesses (alice to /metrics, the graph
+    // and /explain; bob to /metrics); asked again, each is answered from the cache.
+    assert_eq!(
+        (rig.reviews("tokenreviews"), rig.reviews("subjectaccessreviews")),
+        (3, 4)
+    );
+    for (token, code) in [(ALICE, 200), (BOB, 403), ("made-up-token", 401), (ALICE, 200)] {
+        assert_eq!(get("/metrics", Some(token)).await.0, code, "again, from the cache");
+    }
+    assert_eq!(
+        (rig.reviews("tokenreviews"), rig.reviews("subjectaccessreviews")),
+        (3, 4)
+    );
 
     let log = rig.collector.log();
     assert!(
