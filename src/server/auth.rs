@@ -408,6 +408,12 @@ impl<K: Eq + Hash, V: Clone> Cache<K, V> {
     }
 }
 
+/// Compile-time proof that a delegation can be shared by the server's connection tasks.
+const _: fn() = || {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<Delegation>();
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

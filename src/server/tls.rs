@@ -297,6 +297,12 @@ async fn connection(acceptor: tokio_rustls::TlsAcceptor, stream: tokio::net::Tcp
     }
 }
 
+/// Compile-time proof that a certificate can be moved into the serving task.
+const _: fn() = || {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<ServingCert>();
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
