@@ -1,6 +1,7 @@
 //! The `kube-gc` command line: one module per subcommand.
 
 pub mod run;
+pub mod serving;
 pub mod shadow_report;
 pub mod sim_apiserver;
 pub mod simulate;

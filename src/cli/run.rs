@@ -3,7 +3,9 @@
 //! The cluster is the one a kubeconfig names (`--kubeconfig`, else `$KUBECONFIG` or
 //! `~/.kube/config`), or the pod's own when running inside one; a simulated API server's written
 //! kubeconfig works the same way. The collector reports its progress in the log every
-//! `--report-every`, and serves its [endpoints](kube_gc::server) on `--bind-address`.
+//! `--report-every`, and serves its [endpoints](kube_gc::server) as [`super::serving`] says: HTTPS
+//! with delegated authentication and authorization on `--secure-port`, plain HTTP on a loopback
+//! `--insecure-bind-address` if asked.
 //!
 //! With `--leader-elect` the replica first stands by until it holds the Lease
 //! ([`LeaderElector`]), collects while it keeps it, and exits with an error if it loses it, as
@@ -77,9 +79,9 @@ pub struct RunArgs {
     /// removed ones; kube-controller-manager's is a fixed 30 s.
     #[arg(long, default_value = "30s", value_parser = kube_gc::duration::parse_positive)]
     resource_sync_period: Duration,
-    /// Address of the HTTP endpoints: the graph dump, /explain, /metrics, /healthz, /readyz.
-    #[arg(long, default_value = "127.0.0.1:10257")]
-    bind_address: std::net::SocketAddr,
+    /// Where the endpoints are served: the graph dump, /explain, /metrics, /healthz, /readyz.
+    #[command(flatten)]
+    pub(super) serving: super::serving::ServingArgs,
     /// Collect only while holding a coordination.k8s.io Lease, so that one of several replicas
     /// collects at a time.
     #[arg(long)]
@@ -134,6 +136,7 @@ pub struct RunArgs {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let identity = kube_gc::leader::default_identity();
     let lease = args.lease(&identity)?;
+    let cert = args.serving.certificate()?;
     // The identity in the User-Agent tells replicas apart in the API server's audit log.
     let agent = format!("kube-gc/{} ({identity})", env!("CARGO_PKG_VERSION"));
     let client = kube_gc::api::connect(args.kubeconfig.as_deref(), &agent).await?;
@@ -162,17 +165,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.dry_run {
         eprintln!("kube-gc run: {identity} in shadow mode: no write will be sent; decisions go to the journal");
     }
-    let listener = tokio::net::TcpListener::bind(args.bind_address)
-        .await
-        .with_context(|| format!("listening on --bind-address {}", args.bind_address))?;
-    let bound = listener.local_addr().context("reading the bound address")?;
     let slot = if lease.is_some() {
         Slot::standing_by()
     } else {
         Slot::starting()
     };
-    tokio::spawn(kube_gc::server::serve(listener, slot.clone(), std::future::pending()));
-    eprintln!("kube-gc run: serving /healthz, /readyz, /metrics and the graph on http://{bound}");
+    args.serving.start(cert, slot.clone(), &client, &agent).await?;
     let shutdown = super::shutdown_signal();
     tokio::pin!(shutdown);
     let mut elector = lease.map(|lease| LeaderElector::over_kube(client.clone(), lease));

@@ -77,6 +77,16 @@ pub struct SimApiserverArgs {
     /// for any; repeatable. Every request is still served.
     #[arg(long = "deny-access-review")]
     denied: Vec<http::Denial>,
+    /// A bearer token the server's TokenReview authenticates, as USER=TOKEN (the user in the
+    /// group system:authenticated); repeatable. For servers that delegate their authentication,
+    /// as `kube-gc run`'s secure port: the simulated server itself asks no one for a token.
+    #[arg(long = "token", value_name = "USER=TOKEN")]
+    tokens: Vec<http::TokenUser>,
+    /// A non-resource path whose `get` the server's SubjectAccessReview allows to a user or group,
+    /// as SUBJECT=PATH (PATH exact, or a prefix ending in *); repeatable. Any other non-resource
+    /// access is denied.
+    #[arg(long = "allow", value_name = "SUBJECT=PATH")]
+    grants: Vec<http::PathGrant>,
     /// Feature gates, as NAME=true|false[,…]: `WatchList=false` answers a watch's
     /// sendInitialEvents with 422, as a server with the gate off does.
     #[arg(long = "feature-gates", value_parser = parse_feature_gates, default_value = "")]
@@ -137,6 +147,8 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
         },
         bookmark_interval: args.bookmark_interval,
         denied: args.denied,
+        tokens: args.tokens,
+        grants: args.grants,
         watch_list: args.feature_gates.watch_list,
         audit,
         ..http::ServerOptions::default()

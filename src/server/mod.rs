@@ -14,12 +14,17 @@
 //! ready to take over, and a rolling update must not wait on it); while a collector starts,
 //! `/readyz` answers 503. Either way the collector's endpoints answer 503 until it runs.
 //!
+//! These endpoints are served as they are by [`serve`] (plain HTTP, for loopback), and over TLS
+//! ([`tls`]) behind delegated authentication and authorization ([`auth`]) on the secure port.
+//!
 //! Every handler only reads: the graph without locks (a dump taken while builders write may mix
 //! moments, as the module docs of [`crate::graph::dump`] say), the queues and counters through
 //! their snapshots. Nothing here can change what the collector decides.
 
+pub mod auth;
 mod explain;
 mod metrics;
+pub mod tls;
 
 use crate::api::ClusterApi;
 use crate::controller::GarbageCollector;

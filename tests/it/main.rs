@@ -21,5 +21,6 @@ mod list_pages;
 mod over_http;
 mod partial_view;
 mod python_client;
+mod secure_serving;
 mod sim_apiserver;
 mod sim_apiserver_restart;

@@ -1777,6 +1777,67 @@ async fn access_reviews_should_be_allowed_unless_the_server_denies_them() {
 }
 
 #[tokio::test]
+async fn token_and_subject_access_reviews_should_answer_from_the_tokens_and_grants() {
+    use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+    use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+    let options = ServerOptions {
+        tokens: vec!["system:serviceaccount:monitoring:prometheus=scrape".parse().unwrap()],
+        grants: vec!["system:serviceaccount:monitoring:prometheus=/metrics".parse().unwrap()],
+        ..ServerOptions::default()
+    };
+    let server = TestServer::start_with(SimCluster::new(), options).await;
+    let tokens: Api<TokenReview> = Api::all(server.client.clone());
+    let review = |token: &str| TokenReview {
+        spec: TokenReviewSpec {
+            token: token.into(),
+            audiences: None,
+        },
+        ..TokenReview::default()
+    };
+    let known = tokens.create(&PostParams::default(), &review("scrape")).await.unwrap();
+    let status = known.status.expect("a status");
+    assert_eq!(status.authenticated, Some(true));
+    let user = status.user.expect("a user");
+    assert_eq!(
+        user.username.as_deref(),
+        Some("system:serviceaccount:monitoring:prometheus")
+    );
+    let unknown = tokens.create(&PostParams::default(), &review("guess")).await.unwrap();
+    assert_eq!(unknown.status.expect("a status").authenticated, Some(false));
+
+    let accesses: Api<SubjectAccessReview> = Api::all(server.client.clone());
+    let ask = |path: &str| SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: user.username.clone(),
+            groups: user.groups.clone(),
+            non_resource_attributes: Some(NonResourceAttributes {
+                path: Some(path.into()),
+                verb: Some("get".into()),
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let metrics = accesses.create(&PostParams::default(), &ask("/metrics")).await.unwrap();
+    assert!(metrics.status.expect("a status").allowed);
+    let explain = accesses.create(&PostParams::default(), &ask("/explain")).await.unwrap();
+    assert!(!explain.status.expect("a status").allowed);
+
+    let discovery = Discovery::new(server.client.clone()).run().await.unwrap();
+    for (group, resource) in [
+        ("authentication.k8s.io", "tokenreviews"),
+        ("authorization.k8s.io", "subjectaccessreviews"),
+    ] {
+        let group = discovery.get(group).unwrap_or_else(|| panic!("{group} in discovery"));
+        let listed = group
+            .recommended_resources()
+            .into_iter()
+            .any(|(r, _)| r.plural == resource);
+        assert!(listed, "{resource} in discovery");
+    }
+}
+
+#[tokio::test]
 async fn a_deleted_crd_should_serve_its_type_until_its_held_resources_are_released() {
     let server = TestServer::start().await;
     let client = &server.client;

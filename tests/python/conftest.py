@@ -112,7 +112,7 @@ def cluster(tmp_path_factory):
         # The "serving" line follows the kubeconfig's write.
         server.address("serving")
         collector = Process(
-            [binary, "run", "--kubeconfig", str(kubeconfig), "--bind-address", "127.0.0.1:0"],
+            [binary, "run", "--kubeconfig", str(kubeconfig), "--secure-port", "0", "--insecure-bind-address", "127.0.0.1:0"],
             tmp / "kube-gc-run.log",
         )
         collector_addr = collector.address("serving /healthz")

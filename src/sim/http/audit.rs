@@ -17,10 +17,12 @@
 //! ```
 //!
 //! - `verb`: on a resource path the Kubernetes verb (`get`, `list`, `watch`, `create`, `update`,
-//!   `patch`, `delete`, `deletecollection`); a GET of a discovery document, an OpenAPI document or `/version` is
-//!   `discovery`; anything else (health checks, unknown paths, a method a path does not take) is
-//!   the HTTP method in lower case.
-//! - `group`, `resource`, `namespace`, `name`: from a resource path, empty where it has none.
+//!   `patch`, `delete`, `deletecollection`); a POST of a review ([`super::review`]) is `create`; a
+//!   GET of a discovery document, an OpenAPI document or `/version` is `discovery`; anything else
+//!   (health checks, unknown paths, a method a path does not take) is the HTTP method in lower
+//!   case.
+//! - `group`, `resource`, `namespace`, `name`: from a resource path, empty where it has none; a
+//!   review has its group and resource (`authentication.k8s.io`, `tokenreviews`).
 //! - `time`: when the line was logged, RFC 3339 UTC with microseconds.
 //! - `userAgent`: the request's `User-Agent` header verbatim (bytes that are not UTF-8 replaced),
 //!   empty when it has none.
@@ -89,6 +91,10 @@ impl AuditLog {
                 path.namespace.as_deref().unwrap_or_default(),
                 path.name.as_deref().unwrap_or_default(),
             ),
+            Target::Review(resource) => {
+                let group = super::review::group_of(resource).unwrap_or_default();
+                (group, resource.as_str(), "", "")
+            }
             _ => ("", "", "", ""),
         };
         let mut writer = self.writer.lock();
@@ -139,6 +145,7 @@ fn verb(call: &Call) -> Cow<'static, str> {
     match (call.verb, &call.target) {
         (Some(verb), _) => verb.as_str().into(),
         (None, target) if is_discovery(target) && call.method == Method::GET => "discovery".into(),
+        (None, Target::Review(_)) if call.method == Method::POST => "create".into(),
         (None, _) => call.method.as_str().to_ascii_lowercase().into(),
     }
 }

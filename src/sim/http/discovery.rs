@@ -60,7 +60,9 @@ fn groups(defs: &[TypeDef]) -> BTreeMap<&str, (Vec<&str>, &str)> {
         }
         *preferred = &def.preferred;
     }
-    groups.insert(review::GROUP, (vec![review::VERSION], review::VERSION));
+    for group in [review::AUTHENTICATION, review::AUTHORIZATION] {
+        groups.insert(group, (vec![review::VERSION], review::VERSION));
+    }
     groups
 }
 
@@ -113,8 +115,9 @@ pub(super) fn resource_list(cluster: &SimCluster, group: &str, version: &str) ->
             })
         })
         .collect();
-    if group == review::GROUP && version == review::VERSION {
-        resources.extend(review::REVIEWS.iter().map(|(resource, kind)| {
+    if version == review::VERSION {
+        let reviews = review::REVIEWS.iter().filter(|(g, _, _)| *g == group);
+        resources.extend(reviews.map(|(_, resource, kind)| {
             json!({"name": resource, "singularName": kind.to_ascii_lowercase(), "namespaced": false,
                    "kind": kind, "verbs": ["create"]})
         }));

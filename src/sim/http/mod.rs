@@ -32,7 +32,8 @@
 //! of built-in types are accepted in protobuf, see [`protobuf`]), subresources (`status`,
 //! `scale`), server-side field validation (`fieldValidation` is
 //! ignored; the OpenAPI documents do not advertise it, so kubectl validates on its side),
-//! authentication and authorization (every request is allowed), admission webhooks, and
+//! authentication and authorization (every request is allowed; [`review`] only answers the
+//! questions of servers that delegate theirs), admission webhooks, and
 //! aggregated discovery.
 
 pub mod audit;
@@ -66,7 +67,7 @@ pub use audit::AuditLog;
 pub use faults::{ErrorRate, HttpFaults, InjectedError, Latency};
 pub use kubeconfig::kubeconfig;
 pub use request::HttpVerb;
-pub use review::Denial;
+pub use review::{Denial, PathGrant, TokenUser};
 
 use super::SimCluster;
 use crate::api::{ApiError, StatusReason};
@@ -104,6 +105,12 @@ pub struct ServerOptions {
     /// Verbs and resources whose access reviews answer "not allowed" ([`review`]); none by
     /// default.
     pub denied: Vec<Denial>,
+    /// The bearer tokens a TokenReview authenticates, each as its user ([`review`]); none by
+    /// default. The server itself never asks for a token.
+    pub tokens: Vec<TokenUser>,
+    /// The non-resource paths a SubjectAccessReview lets each user or group `get`
+    /// ([`review`]); none by default.
+    pub grants: Vec<PathGrant>,
     /// The `WatchList` feature gate: whether a watch may ask for `sendInitialEvents`
     /// ([`list_options`]); on by default, as since Kubernetes 1.32.
     pub watch_list: bool,
@@ -118,6 +125,8 @@ impl Default for ServerOptions {
             bookmark_interval: Duration::from_secs(60),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             denied: Vec::new(),
+            tokens: Vec::new(),
+            grants: Vec::new(),
             watch_list: true,
             audit: None,
         }
@@ -207,11 +216,15 @@ impl Server {
         if method != Method::POST {
             return Err(resources::method_not_allowed());
         }
-        let (group, version) = (review::GROUP, review::VERSION);
-        let review = self
-            .body_value(parts, body, group, version, review::kind_of(resource))
-            .await?;
-        let answer = review::answer(resource, review, &self.options.denied)?;
+        let group = review::group_of(resource).unwrap_or_default();
+        let kind = review::kind_of(group, resource);
+        let review = self.body_value(parts, body, group, review::VERSION, kind).await?;
+        let policy = review::Policy {
+            denied: &self.options.denied,
+            tokens: &self.options.tokens,
+            grants: &self.options.grants,
+        };
+        let answer = review::answer(resource, review, &policy)?;
         Ok(json_response(StatusCode::CREATED, &answer))
     }
 

@@ -118,7 +118,7 @@ pub(super) fn parse_path(path: &str) -> Target {
         ["apis", group] => Target::Group(group.to_string()),
         ["api", version] => Target::GroupVersion(String::new(), version.to_string()),
         ["apis", group, version] => Target::GroupVersion(group.to_string(), version.to_string()),
-        ["apis", review::GROUP, review::VERSION, resource] if review::kind_of(resource).is_some() => {
+        ["apis", group, review::VERSION, resource] if review::kind_of(group, resource).is_some() => {
             Target::Review(resource.to_string())
         }
         ["api", version, rest @ ..] => resource_path("", version, rest),

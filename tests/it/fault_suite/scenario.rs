@@ -158,7 +158,9 @@ impl Collector {
         let mut command = std::process::Command::new(bin);
         command.args(["run", "--kubeconfig"]).arg(dir.join("kubeconfig"));
         command.args([
-            "--bind-address",
+            "--secure-port",
+            "0",
+            "--insecure-bind-address",
             "127.0.0.1:0",
             "--resource-sync-period",
             "2s",

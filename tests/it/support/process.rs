@@ -76,9 +76,9 @@ impl Child {
         }
     }
 
-    /// The `http://ADDRESS` a line ending in one names.
+    /// The `http://ADDRESS` or `https://ADDRESS` a line ending in one names.
     pub fn address_in(line: &str) -> std::net::SocketAddr {
-        let url = line.rsplit("http://").next().expect("an http:// address");
+        let url = line.rsplit("://").next().expect("an http:// or https:// address");
         url.trim()
             .parse()
             .unwrap_or_else(|e| panic!("no address in {line:?}: {e}"))
