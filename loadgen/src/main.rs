@@ -85,6 +85,10 @@ struct ReplayArgs {
     /// round trip to an API server would.
     #[arg(long, value_parser = kube_gc::duration::parse_positive)]
     api_latency: Option<Duration>,
+    /// Full mode: record every write of the collector in this journal file, as `kube-gc run
+    /// --journal` does, to measure what the journal costs.
+    #[arg(long)]
+    journal: Option<PathBuf>,
     /// Full mode: give up when the collector has not synced, or not settled, after this long.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
@@ -353,6 +357,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
                 ("--require-outcome-ok", args.require_outcome_ok),
                 ("--verify-with-get", args.verify_with_get),
                 ("--api-latency", args.api_latency.is_some()),
+                ("--journal", args.journal.is_some()),
             ];
             if let Some((flag, _)) = full_only.iter().find(|(_, given)| *given) {
                 anyhow::bail!("{flag} applies to --mode full");
@@ -368,6 +373,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
                 timeout: Duration::from_secs(args.timeout_secs),
                 verify_with_get: args.verify_with_get,
                 api_latency: args.api_latency.unwrap_or_default(),
+                journal: args.journal.clone(),
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(replay::full::run(&args.file, &options, &full))?

@@ -13,6 +13,9 @@ use std::fmt;
 pub struct Report {
     /// `builder` or `full`.
     pub mode: &'static str,
+    /// Full mode: the journal file the collector recorded its writes in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<String>,
     /// The stream's file.
     pub stream: String,
     /// Watch events replayed (BOOKMARKs and skipped values not included).

@@ -4,6 +4,7 @@
 
 use indicatif::ProgressBar;
 use kube_gc::api::{ApiResource, Gvr, PropagationPolicy};
+use kube_gc::journal::{Action as Write, Source};
 use kube_gc::model;
 use loadgen::generate::{generate, Amount, Preset, Topology};
 use loadgen::replay::full::{self, FullOptions};
@@ -20,6 +21,11 @@ fn data(name: &str) -> PathBuf {
 
 /// Replays `path` with the collector's default fast path, or with `verify_with_get`.
 fn replay_full(path: &Path, verify_with_get: bool) -> Report {
+    replay_journaled(path, verify_with_get, None)
+}
+
+/// [`replay_full`], the collector recording its writes in `journal`.
+fn replay_journaled(path: &Path, verify_with_get: bool, journal: Option<PathBuf>) -> Report {
     let options = ReplayOptions {
         partitions: vec![2],
         skip_bad: false,
@@ -30,6 +36,7 @@ fn replay_full(path: &Path, verify_with_get: bool) -> Report {
         timeout: Duration::from_secs(120),
         verify_with_get,
         api_latency: Duration::ZERO,
+        journal,
     };
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(full::run(path, &options, &full)).expect("replay")
@@ -119,6 +126,34 @@ fn a_background_cascade_should_cost_one_api_call_per_collected_object() {
         upstream >= 1.9,
         "upstream's pattern: {upstream:.3} calls per collected object"
     );
+}
+
+#[test]
+fn a_journaled_replay_should_record_one_line_per_write_the_collector_sent() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("small.jsonl.zst");
+    let mut writer = StreamWriter::create(&path).expect("create");
+    generate(&Preset::Small.topology(), 5, &mut writer, &ProgressBar::hidden()).expect("generate");
+    writer.finish().expect("finish");
+    let journal = dir.path().join("journal.jsonl");
+    let report = replay_journaled(&path, false, Some(journal.clone()));
+    assert_outcome_ok(&report);
+    let lines = kube_gc::journal::read(&journal).expect("the journal");
+    let calls = report.api_calls.expect("API calls counted");
+    let sent = |actions: &[Write]| lines.iter().filter(|l| actions.contains(&l.action)).count() as u64;
+    // The report counts the calls of the replayed actions; before them, the garbage the stream
+    // starts with was collected, one DELETE each.
+    let initial = report.initial_collected.expect("counted");
+    assert_eq!(sent(&[Write::Delete]), calls.delete + initial, "one line per DELETE");
+    let patches = [
+        Write::Orphan,
+        Write::RemoveOwnerRefs,
+        Write::UnblockOwnerRefs,
+        Write::RemoveFinalizer,
+    ];
+    assert_eq!(sent(&patches), calls.patch, "one line per PATCH");
+    assert!(calls.delete > 0 && calls.patch > 0, "{calls:?}");
+    assert!(lines.iter().all(|l| l.source == Source::Sent && l.answer.is_some()));
 }
 
 /// The reference model's types, as a discovery document would list them.

@@ -38,6 +38,7 @@ use kube_gc::api::{
 };
 use kube_gc::collector::CollectorConfig;
 use kube_gc::controller::{Config, GarbageCollector};
+use kube_gc::journal::{FileConfig, Journal, JournalConfig};
 use kube_gc::model::{differences, Outcome};
 use kube_gc::sim::{ApiCalls, SimCluster, TypeDef};
 use kube_gc::simulate::wait_until_quiet;
@@ -64,6 +65,8 @@ pub struct FullOptions {
     pub verify_with_get: bool,
     /// How long each of the collector's API calls waits before it reaches the cluster.
     pub api_latency: Duration,
+    /// The journal file the collector records its writes in, if any (`--journal`).
+    pub journal: Option<std::path::PathBuf>,
 }
 
 /// The collector's view of the cluster: the in-memory one behind `--api-latency`.
@@ -87,11 +90,13 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
             verify_with_get: full.verify_with_get,
             ..CollectorConfig::default()
         },
+        journal: journal(full.journal.as_deref())?,
         ..Config::default()
     };
     let gc = GarbageCollector::start(api.clone(), config).await;
     let run = drive(&gc, cluster, &types, &script, full.timeout, options.quiet).await;
     gc.shutdown().await;
+    gc.journal().flush();
     let run = run?;
     let expected = expected_outcome(&resources, &script, options.quiet);
     let actual = types.outcome(cluster, &resources);
@@ -105,6 +110,7 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
         partitions,
     });
     Ok(Report {
+        journal: full.journal.as_ref().map(|p| p.display().to_string()),
         workers: Some(full.workers),
         verify_with_get: Some(full.verify_with_get),
         api_latency_ms: Some(full.api_latency.as_secs_f64() * 1e3),
@@ -114,6 +120,23 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
         oracle_timing_independent: Some(expected.timing_independent),
         ..run.report(&script, replayed)
     })
+}
+
+/// The journal `--journal` asks for: a file that is never rotated, or none.
+fn journal(path: Option<&Path>) -> anyhow::Result<Journal> {
+    let Some(path) = path else {
+        return Ok(Journal::disabled());
+    };
+    let file = FileConfig {
+        path: path.to_path_buf(),
+        max_bytes: u64::MAX,
+        max_files: 0,
+    };
+    let config = JournalConfig {
+        file: Some(file),
+        ..JournalConfig::default()
+    };
+    Journal::open(config).with_context(|| format!("opening --journal {}", path.display()))
 }
 
 /// Serves the stream's kinds (module docs, step 2) and maps them to resources.
