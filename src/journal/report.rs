@@ -103,11 +103,27 @@ pub fn describe(entry: &Entry) -> String {
         let owners: Vec<String> = entry
             .owners
             .iter()
-            .map(|o| format!("{} {} {:?} via {:?}", o.kind, o.name, o.state, o.seen).to_lowercase())
+            .map(|o| {
+                format!(
+                    "{} {} {} via {}",
+                    o.kind,
+                    o.name,
+                    wire_name(&o.state),
+                    wire_name(&o.seen)
+                )
+            })
             .collect();
         let _ = write!(line, "; owners: {}", owners.join(", "));
     }
     line
+}
+
+/// A unit variant's name as the journal writes it (`absent-owner-cache`).
+fn wire_name(value: &impl Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 type Key = (String, super::Action, String);
