@@ -15,11 +15,12 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kube_gc::api::{ObjectMeta, OwnerReference};
-use kube_gc::builder::{EventRecorder, GraphBuilder};
+use kube_gc::builder::GraphBuilder;
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::AbsentOwnerCache;
 use kube_gc::graph::{Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
+use kube_gc::recorder::EventRecorder;
 use mimalloc::MiMalloc;
 use parking_lot::RwLock;
 use rand::rngs::SmallRng;

@@ -39,6 +39,7 @@ pub mod model;
 pub mod monitor;
 pub mod queue;
 pub mod rate;
+pub mod recorder;
 pub mod router;
 pub mod server;
 pub mod sim;

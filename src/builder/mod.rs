@@ -13,17 +13,16 @@
 //! and the collector can act on what the graph saw (see [`crate::collector`]).
 
 pub mod metrics;
-mod recorder;
 pub mod references;
 
 pub use metrics::{GraphEventMetrics, GraphEventStats};
-pub use recorder::{EventRecorder, EventSink, REASON_OWNER_REF_INVALID_NAMESPACE, SOURCE_COMPONENT};
 
 use crate::event::{EventObject, EventType, GraphEvent};
 use crate::graph::AbsentOwnerCache;
 use crate::graph::{Graph, Handle, Linked, Observation, ObservedFinalizers, OwnerRef, Uid};
 use crate::journal::{witness::Change, Journal};
 use crate::queue::{RateLimiterConfig, WorkQueue};
+use crate::recorder::EventRecorder;
 use crate::router::PartitionReceiver;
 use references::{alternate_owner_identity, partition_dependents, references_diffs, ChangedRef};
 use std::sync::Arc;

@@ -65,11 +65,11 @@ pub use error::{CollectError, Result};
 pub use partial_view::{PartialView, Views, Waiting};
 
 use crate::api::{ApiError, ClusterApi, Gvr, PartialObjectMeta, PatchType, SharedRestMapper};
-use crate::builder::EventRecorder;
 use crate::event::GraphEvent;
 use crate::graph::{AbsentOwnerCache, Graph, Handle, Identity, OwnerRef};
 use crate::journal::Journal;
 use crate::queue::WorkQueue;
+use crate::recorder::EventRecorder;
 use crate::router::Router;
 use serde_json::Value;
 use state::ItemState;

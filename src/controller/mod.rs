@@ -14,11 +14,12 @@ pub use metrics::ControllerMetrics;
 pub use sync::{deletable_resources, SyncError};
 
 use crate::api::{ClusterApi, SharedRestMapper};
-use crate::builder::{EventRecorder, EventSink, GraphBuilder, GraphEventMetrics};
+use crate::builder::{GraphBuilder, GraphEventMetrics};
 use crate::collector::{Collector, PartialView, Waiting};
 use crate::graph::AbsentOwnerCache;
 use crate::graph::{Graph, Handle};
 use crate::queue::{self, WorkQueue};
+use crate::recorder::{EventRecorder, EventSink};
 use crate::router::Router;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;

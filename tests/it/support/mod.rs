@@ -15,13 +15,14 @@ use kube_gc::api::{
     ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, KubeApi, ObjectList, ObjectMeta, OwnerReference,
     PartialObjectMeta, Patch, PropagationPolicy, RestMapper, SharedRestMapper, StatusReason, WatchStream,
 };
-use kube_gc::builder::{EventRecorder, EventSink, GraphBuilder};
+use kube_gc::builder::GraphBuilder;
 use kube_gc::collector::{Collector, CollectorConfig, PartialView};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{invariants, AbsentOwnerCache, Graph, Handle, Uid};
 use kube_gc::journal::Journal;
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
+use kube_gc::recorder::{EventRecorder, EventSink};
 use kube_gc::router::{PartitionReceiver, Router};
 use kube_gc::sim::{SimCluster, TypeDef};
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Events: OwnerRefInvalidNamespace (spec §3.9), and, with `--journal-owner-events`, one
+//! The event recorder: OwnerRefInvalidNamespace (spec §3.9), and, with `--journal-owner-events`, one
 //! `DependentDeleted` on each owner of an object the collector deleted. Built here, written by an
 //! event sink task.
 //!
