@@ -3,6 +3,7 @@
 pub mod run;
 pub mod sim_apiserver;
 pub mod simulate;
+pub mod tree;
 
 use clap::{Parser, Subcommand};
 use kube_gc::collector::CollectorConfig;
@@ -26,6 +27,9 @@ pub enum Command {
     /// Run the garbage collector against a cluster: a kubeconfig's, the in-cluster one, or a
     /// simulated API server's.
     Run(run::RunArgs),
+    /// Show an object's owners above it and its dependents below it, with their deletion states
+    /// and, when a collector answers, why they are not collected yet.
+    Tree(tree::TreeArgs),
 }
 
 /// Flags of the collector's workers, for the subcommands that run it.
