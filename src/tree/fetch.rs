@@ -16,7 +16,7 @@
 
 use super::resolve::{Catalogue, Resource, UnknownKind};
 use super::{Listing, Object};
-use crate::api::{ApiError, Gvr, PartialObjectMeta, RestMapper};
+use crate::api::{Gvr, PartialObjectMeta, RestMapper};
 use futures::{StreamExt, TryStreamExt};
 use http::{header, Request};
 use serde::Deserialize;
@@ -320,9 +320,9 @@ async fn settle_owners(
                 if listing.get(&owner.uid).is_some() || !asked.insert(owner.uid.clone()) {
                     continue;
                 }
-                let mapping = match mapper.rest_mapping(&owner.api_version, &owner.kind) {
-                    Ok(mapping) => mapping,
-                    Err(ApiError::NoKindMatch { .. }) | Err(_) => continue,
+                // A kind no resource serves has no objects: the owner does not exist.
+                let Ok(mapping) = mapper.rest_mapping(&owner.api_version, &owner.kind) else {
+                    continue;
                 };
                 if listed.contains(&(mapping.gvr.group.clone(), mapping.gvr.resource.clone())) {
                     continue;

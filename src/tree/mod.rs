@@ -235,3 +235,56 @@ impl Listing {
         shown
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(uid: &str, owners: &[&str]) -> Object {
+        Object {
+            uid: uid.into(),
+            kind: "ConfigMap".into(),
+            namespace: "ns".into(),
+            name: format!("cm-{uid}"),
+            created: None,
+            deleting: false,
+            finalizers: Vec::new(),
+            owners: owners
+                .iter()
+                .map(|o| OwnerReference {
+                    uid: o.to_string(),
+                    ..OwnerReference::default()
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_listing_should_keep_an_object_read_twice_once_and_index_it_once_per_owner() {
+        let mut again = object("b", &["a"]);
+        again.name = "read-through-another-group".into();
+        let listing = Listing::new([object("a", &[]), object("b", &["a", "a"]), again]);
+        assert_eq!(listing.len(), 2);
+        let dependents = listing.dependents_of("a");
+        assert_eq!(dependents.len(), 1);
+        assert_eq!(dependents[0].name, "cm-b", "the first read is kept");
+    }
+
+    #[test]
+    fn shown_with_should_hold_the_owners_chain_and_the_dependents_but_no_siblings() {
+        let listing = Listing::new([
+            object("root", &[]),
+            object("mid", &["root", "absent"]),
+            object("target", &["mid"]),
+            object("sibling", &["mid"]),
+            object("child", &["target"]),
+            object("grandchild", &["child"]),
+            object("unrelated", &[]),
+        ]);
+        let mut shown: Vec<String> = listing.shown_with("target").into_iter().collect();
+        shown.sort();
+        assert_eq!(shown, ["child", "grandchild", "mid", "root", "target"]);
+        assert!(listing.misses_an_owner(listing.get("mid").unwrap()));
+        assert!(!listing.misses_an_owner(listing.get("target").unwrap()));
+    }
+}
