@@ -103,3 +103,45 @@ fn print(text: &str) -> anyhow::Result<()> {
         written => written.context("writing the tree"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use clap::Parser;
+
+    /// KIND and NAME as `kube-gc tree ARGS` reads them, or the message refusing them.
+    fn kind_and_name(args: &[&str]) -> Result<(String, String), String> {
+        let cli = Cli::try_parse_from(["kube-gc", "tree"].iter().chain(args)).map_err(|e| e.to_string())?;
+        let Command::Tree(tree) = cli.command else {
+            panic!("not the tree subcommand");
+        };
+        let (kind, name) = tree.kind_and_name().map_err(|e| e.to_string())?;
+        Ok((kind.to_string(), name.to_string()))
+    }
+
+    #[test]
+    fn the_object_should_be_kind_slash_name_or_kind_then_name() {
+        let web = Ok(("deploy".to_string(), "web".to_string()));
+        assert_eq!(kind_and_name(&["deploy/web"]), web);
+        assert_eq!(kind_and_name(&["deploy", "web", "-n", "shop"]), web);
+        for bad in [
+            &["deploy"][..],
+            &["deploy/"],
+            &["/web"],
+            &["deploy/web/x"],
+            &["deploy/web", "web"],
+        ] {
+            let refused = kind_and_name(bad).expect_err("refused");
+            assert!(
+                refused.contains("KIND/NAME") || refused.contains("KIND NAME"),
+                "{bad:?}: {refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_collector_that_is_not_plain_http_should_be_refused() {
+        let refused = kind_and_name(&["deploy/web", "--collector", "https://127.0.0.1:10257"]).expect_err("refused");
+        assert!(refused.contains("is not a collector address"), "{refused}");
+    }
+}

@@ -255,14 +255,18 @@ fn tree_should_refuse_a_bad_kind_a_missing_object_and_an_unreachable_server() {
 
 #[test]
 fn kubectl_gc_tree_should_run_the_plugin_through_a_link_on_path() {
-    if !kubectl_available() {
-        return;
-    }
     let served = Served::start();
     shop(&served);
     let bin = served.dir.path().join("bin");
     std::fs::create_dir(&bin).expect("a bin directory");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_kube-gc"), bin.join("kubectl-gc")).expect("link kubectl-gc");
+    let link = bin.join("kubectl-gc");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_kube-gc"), &link).expect("link kubectl-gc");
+    // Run under the plugin's name, the program is `kubectl gc`, with kubectl or without.
+    let direct = run_bounded(Command::new(&link).arg("--help"), KUBECTL_TIMEOUT);
+    assert!(direct.stdout.contains("Usage: kubectl gc"), "{}", direct.stdout);
+    if !kubectl_available() {
+        return;
+    }
     let path = std::env::join_paths(
         std::iter::once(bin.clone()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
     )
