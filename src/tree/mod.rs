@@ -13,7 +13,7 @@
 //!   namespaced resource, in parallel, by metadata and in pages) and every cluster-scoped one,
 //!   indexed by UID and by owner UID; and, when a collector answers, its `/explain` of the objects
 //!   that are being deleted or miss an owner;
-//! - [`render`]: a pure function from the listing to the text.
+//! - [`render`](mod@render): a pure function from the listing to the text.
 //!
 //! Owners can only be in the object's own namespace or cluster-scoped (a reference never crosses
 //! namespaces), so the listing holds every owner there is; an owner reference whose UID it does
