@@ -16,7 +16,9 @@
 
 use super::resolve::{Catalogue, Resource, UnknownKind};
 use super::{Listing, Object};
-use crate::api::{Gvr, PartialObjectMeta, RestMapper};
+use crate::api::{
+    rest_path as path, with_query, Gvr, PartialObjectMeta, RestMapper, ACCEPT_METADATA, ACCEPT_METADATA_LIST,
+};
 use futures::{StreamExt, TryStreamExt};
 use http::{header, Request};
 use serde::Deserialize;
@@ -34,11 +36,6 @@ pub const LIST_CONCURRENCY: usize = 8;
 
 /// How long the collector may take to answer one question before it counts as not there.
 const COLLECTOR_PATIENCE: Duration = Duration::from_secs(2);
-
-/// What a metadata read asks for.
-const ACCEPT_METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
-/// What a metadata list asks for.
-const ACCEPT_METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 
 /// Why no tree could be drawn.
 #[derive(Debug, thiserror::Error)]
@@ -158,27 +155,6 @@ fn resources_of(
         .collect()
 }
 
-/// The REST path of `gvr`'s collection in `namespace` (all namespaces or cluster-scoped when
-/// empty), or of its object `name`.
-fn path(gvr: &Gvr, namespace: &str, name: Option<&str>) -> String {
-    let mut path = if gvr.group.is_empty() {
-        format!("/api/{}", gvr.version)
-    } else {
-        format!("/apis/{}/{}", gvr.group, gvr.version)
-    };
-    if !namespace.is_empty() {
-        path.push_str("/namespaces/");
-        path.push_str(namespace);
-    }
-    path.push('/');
-    path.push_str(&gvr.resource);
-    if let Some(name) = name {
-        path.push('/');
-        path.push_str(name);
-    }
-    path
-}
-
 fn get_request(uri: &str, accept: &str) -> Request<Vec<u8>> {
     // The URI is made of names the API server gave (discovery) or validated (object names), and
     // a percent-encoded query; a malformed one is a bug, and the server answers it with 400.
@@ -230,12 +206,11 @@ async fn list(client: &kube::Client, resource: &Resource, namespace: &str) -> Re
     let mut objects = Vec::new();
     let mut continue_token = String::new();
     loop {
-        let mut query = form_urlencoded::Serializer::new(String::new());
-        query.append_pair("limit", &limit);
+        let mut query = vec![("limit", limit.as_str())];
         if !continue_token.is_empty() {
-            query.append_pair("continue", &continue_token);
+            query.push(("continue", continue_token.as_str()));
         }
-        let uri = format!("{collection}?{}", query.finish());
+        let uri = with_query(&collection, &query);
         let page: Page = client
             .request(get_request(&uri, ACCEPT_METADATA_LIST))
             .await
@@ -505,15 +480,5 @@ mod tests {
             let error = bad.parse::<Collector>().unwrap_err();
             assert!(error.contains("is not a collector address"), "{bad}: {error}");
         }
-    }
-
-    #[test]
-    fn paths_should_follow_the_rest_layout() {
-        let deployments = Gvr::new("apps", "v1", "deployments");
-        assert_eq!(
-            path(&deployments, "ns", None),
-            "/apis/apps/v1/namespaces/ns/deployments"
-        );
-        assert_eq!(path(&Gvr::new("", "v1", "pods"), "", Some("p")), "/api/v1/pods/p");
     }
 }
