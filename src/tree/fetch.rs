@@ -56,6 +56,15 @@ pub enum Error {
         /// The namespace looked in; empty for a cluster-scoped resource.
         namespace: String,
     },
+    /// A name that cannot be part of a request's path.
+    #[error("cannot ask the API server for {uri:?}: not a valid request path")]
+    Request {
+        /// The path.
+        uri: String,
+        /// What the HTTP library said.
+        #[source]
+        source: http::Error,
+    },
     /// Another failure of a request.
     #[error("{what}")]
     Api {
@@ -75,11 +84,19 @@ fn in_namespace(namespace: &str) -> String {
     }
 }
 
+/// Whether `error` means the request got no answer at all: no connection, or one that broke.
+fn unreachable(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::HyperError(_) | kube::Error::Service(_))
+}
+
 /// A failure of the request described by `what`, unreachable servers told apart.
 fn failed(what: impl FnOnce() -> String) -> impl FnOnce(kube::Error) -> Error {
-    move |source| match source {
-        kube::Error::HyperError(_) | kube::Error::Service(_) => Error::Unreachable(source),
-        source => Error::Api { what: what(), source },
+    move |source| {
+        if unreachable(&source) {
+            Error::Unreachable(source)
+        } else {
+            Error::Api { what: what(), source }
+        }
     }
 }
 
@@ -119,7 +136,7 @@ pub async fn discover(client: &kube::Client) -> Result<Catalogue, Error> {
             };
             match list {
                 Ok(list) => Ok(resources_of(&group, &version, preferred, list)),
-                Err(e @ (kube::Error::HyperError(_) | kube::Error::Service(_))) => Err(Error::Unreachable(e)),
+                Err(e) if unreachable(&e) => Err(Error::Unreachable(e)),
                 Err(_) => Ok(Vec::new()),
             }
         })
@@ -155,13 +172,15 @@ fn resources_of(
         .collect()
 }
 
-fn get_request(uri: &str, accept: &str) -> Request<Vec<u8>> {
-    // The URI is made of names the API server gave (discovery) or validated (object names), and
-    // a percent-encoded query; a malformed one is a bug, and the server answers it with 400.
+/// A GET of `uri`; an object name given on the command line can make it no valid URI.
+fn get_request(uri: &str, accept: &str) -> Result<Request<Vec<u8>>, Error> {
     Request::get(uri)
         .header(header::ACCEPT, accept)
         .body(Vec::new())
-        .unwrap_or_else(|_| Request::new(Vec::new()))
+        .map_err(|source| Error::Request {
+            uri: uri.to_string(),
+            source,
+        })
 }
 
 /// The object `name` of `resource` (in `namespace` when namespaced), or `None` when it does not
@@ -175,7 +194,7 @@ pub async fn get(
     let namespace = if resource.namespaced { namespace } else { "" };
     let uri = path(&resource.gvr, namespace, Some(name));
     match client
-        .request::<PartialObjectMeta>(get_request(&uri, ACCEPT_METADATA))
+        .request::<PartialObjectMeta>(get_request(&uri, ACCEPT_METADATA)?)
         .await
     {
         Ok(meta) => Ok(Some(Object::from_meta(meta, &resource.kind))),
@@ -212,7 +231,7 @@ async fn list(client: &kube::Client, resource: &Resource, namespace: &str) -> Re
         }
         let uri = with_query(&collection, &query);
         let page: Page = client
-            .request(get_request(&uri, ACCEPT_METADATA_LIST))
+            .request(get_request(&uri, ACCEPT_METADATA_LIST)?)
             .await
             .map_err(failed(|| format!("listing {}", resource.qualified())))?;
         objects.extend(page.items.into_iter().map(|m| Object::from_meta(m, &resource.kind)));
