@@ -30,10 +30,16 @@ fn parse() -> Cli {
 
 fn main() -> anyhow::Result<()> {
     let cli = parse();
+    // `tree` says what failed in its one error message; kube-rs's own log line of the same
+    // failed request would say it twice.
+    let default_filter = match cli.command {
+        Command::Tree(_) => "warn,kube_client=off",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();

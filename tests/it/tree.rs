@@ -243,12 +243,17 @@ fn tree_should_refuse_a_bad_kind_a_missing_object_and_an_unreachable_server() {
     command
         .args(["tree", "deploy/web", "--kubeconfig"])
         .arg(&dead)
-        .env("RUST_LOG", "off");
+        .env_remove("RUST_LOG");
     let unreachable = run_bounded(&mut command, KUBECTL_TIMEOUT);
     assert!(!unreachable.status.success());
     assert!(
         unreachable.stderr.contains("cannot reach the API server"),
         "{}",
+        unreachable.stderr
+    );
+    assert!(
+        !unreachable.stderr.contains("kube_client"),
+        "one message, not kube-rs's log of the same failure too:\n{}",
         unreachable.stderr
     );
 }
