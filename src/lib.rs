@@ -11,7 +11,8 @@
 //! - [`controller`]: wires the stages together and owns configuration and lifecycle.
 //!
 //! Beside the flow, [`model`] is the reference model of the collector's decisions that the
-//! differential tests and `loadgen replay --mode full` check the engine against.
+//! differential tests and `loadgen replay --mode full` check the engine against, and [`tree`]
+//! draws one object's owners and dependents for a person (`kube-gc tree`).
 //!
 //! `gc-spec` section numbers in the docs refer to the behavioural contract kube-gc follows.
 
@@ -45,3 +46,4 @@ pub mod server;
 pub mod sim;
 pub mod simulate;
 mod sync;
+pub mod tree;

@@ -34,9 +34,11 @@ use serde::Deserialize;
 use std::collections::HashMap;
 
 /// What a metadata GET, PATCH or watch asks for; JSON objects as a fallback.
-const ACCEPT_METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+pub(crate) const ACCEPT_METADATA: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 /// What a metadata LIST asks for.
-const ACCEPT_METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+pub(crate) const ACCEPT_METADATA_LIST: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 /// How long the server keeps a watch open before the monitor resumes it (kube-rs' default).
 const WATCH_TIMEOUT_SECONDS: u32 = 290;
 
@@ -149,7 +151,7 @@ impl KubeApi {
 }
 
 /// The REST path of a collection (`name` `None`) or an object.
-fn path(gvr: &Gvr, namespace: &str, name: Option<&str>) -> String {
+pub(crate) fn path(gvr: &Gvr, namespace: &str, name: Option<&str>) -> String {
     let mut path = if gvr.group.is_empty() {
         format!("/api/{}", gvr.version)
     } else {
@@ -170,7 +172,7 @@ fn path(gvr: &Gvr, namespace: &str, name: Option<&str>) -> String {
 
 /// `path?query`, each value percent-encoded: a continue token or resourceVersion is opaque and may
 /// hold characters a query string reserves.
-fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
+pub(crate) fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
     let query = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(pairs)
         .finish();

@@ -20,6 +20,9 @@ mod validation;
 pub use connect::{connect, ConnectError};
 pub use error::{one_line, ApiError, StatusCause, StatusReason, TransportError};
 pub use kube_client::KubeApi;
+/// The REST paths and metadata `Accept` headers of the kube-rs transport, for the other metadata
+/// readers of the crate (`kube-gc tree`).
+pub(crate) use kube_client::{path as rest_path, with_query, ACCEPT_METADATA, ACCEPT_METADATA_LIST};
 pub use mapper::{RestMapper, SharedRestMapper};
 pub use types::*;
 pub use validation::{validate_owner_references, InvalidOwnerReference};

@@ -5,6 +5,7 @@ pub mod serving;
 pub mod shadow_report;
 pub mod sim_apiserver;
 pub mod simulate;
+pub mod tree;
 
 use clap::{Parser, Subcommand};
 use kube_gc::collector::CollectorConfig;
@@ -31,6 +32,9 @@ pub enum Command {
     /// Compare a shadow collector's decisions (`kube-gc run --dry-run --journal PATH`) with what
     /// the live collector did, as the shadow's watches saw it.
     ShadowReport(shadow_report::ShadowReportArgs),
+    /// Show an object's owners above it and its dependents below it, with their deletion states
+    /// and, when a collector answers, why they are not collected yet.
+    Tree(tree::TreeArgs),
 }
 
 /// Flags of the collector's workers, for the subcommands that run it.

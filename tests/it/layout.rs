@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("leader", 2),
     ("generate", 2),
     ("model", 2),
+    ("tree", 2),
     ("event", 3),
     ("journal", 3),
     ("router", 4),

@@ -24,3 +24,4 @@ mod python_client;
 mod secure_serving;
 mod sim_apiserver;
 mod sim_apiserver_restart;
+mod tree;
