@@ -38,46 +38,24 @@ impl EventRecorder {
     /// Records that `dependent`'s ref `r` names an owner that cannot be in its namespace.
     pub fn owner_ref_invalid_namespace(&self, dependent: &Identity, r: &OwnerRef) {
         let claimed = r.identity_in(&dependent.namespace);
-        let event = EventRecord {
-            involved_object: InvolvedObject {
-                api_version: dependent.api_version().to_string(),
-                kind: dependent.kind().to_string(),
-                namespace: dependent.namespace.to_string(),
-                name: dependent.name.to_string(),
-                uid: dependent.uid.to_string(),
-            },
-            event_type: "Warning".into(),
-            reason: REASON_OWNER_REF_INVALID_NAMESPACE.into(),
-            message: format!(
-                "ownerRef {claimed} does not exist in namespace {:?}",
-                &*dependent.namespace
-            ),
-            source_component: SOURCE_COMPONENT.into(),
-        };
+        let message = format!(
+            "ownerRef {claimed} does not exist in namespace {:?}",
+            &*dependent.namespace
+        );
+        let event = event(dependent, "Warning", REASON_OWNER_REF_INVALID_NAMESPACE, message);
         tracing::info!(target: "kube_gc::events", object = %dependent, reason = %event.reason, message = %event.message);
         self.send(event);
     }
 
     /// Records on `owner` that its dependent `deleted` was deleted with `policy`, because `why`.
     pub fn dependent_deleted(&self, owner: &OwnerRef, deleted: &Identity, policy: PropagationPolicy, why: &str) {
-        let event = EventRecord {
-            involved_object: InvolvedObject {
-                api_version: owner.api_version().to_string(),
-                kind: owner.kind().to_string(),
-                namespace: deleted.namespace.to_string(),
-                name: owner.name.to_string(),
-                uid: owner.uid.to_string(),
-            },
-            event_type: "Normal".into(),
-            reason: REASON_DEPENDENT_DELETED.into(),
-            message: format!(
-                "deleted dependent {} ({}): {why}",
-                crate::journal::ObjectRef::of(deleted, ""),
-                policy.as_str()
-            ),
-            source_component: SOURCE_COMPONENT.into(),
-        };
-        self.send(event);
+        let message = format!(
+            "deleted dependent {} ({}): {why}",
+            crate::journal::ObjectRef::of(deleted, ""),
+            policy.as_str()
+        );
+        let owner = owner.identity_in(&deleted.namespace);
+        self.send(event(&owner, "Normal", REASON_DEPENDENT_DELETED, message));
     }
 
     /// A full queue drops the event, as client-go's broadcaster does, so a slow or failing event
@@ -85,5 +63,22 @@ impl EventRecorder {
     /// shutting down.
     fn send(&self, event: EventRecord) {
         let _ = self.tx.try_send(event);
+    }
+}
+
+/// An event of `event_type` about `object`.
+fn event(object: &Identity, event_type: &str, reason: &str, message: String) -> EventRecord {
+    EventRecord {
+        involved_object: InvolvedObject {
+            api_version: object.api_version().to_string(),
+            kind: object.kind().to_string(),
+            namespace: object.namespace.to_string(),
+            name: object.name.to_string(),
+            uid: object.uid.to_string(),
+        },
+        event_type: event_type.into(),
+        reason: reason.into(),
+        message,
+        source_component: SOURCE_COMPONENT.into(),
     }
 }

@@ -20,7 +20,7 @@ use kube_gc::api::layers::Stack;
 use kube_gc::api::{Gvr, KubeApi, PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use kube_gc::controller::GarbageCollector;
 use kube_gc::graph::Uid;
-use kube_gc::sim::http::{self, ServerOptions};
+use kube_gc::sim::http::ServerOptions;
 use kube_gc::sim::SimCluster;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -216,26 +216,13 @@ impl Sim {
         if !kubectl_available() {
             return None;
         }
-        // A worker thread of its own: the test thread blocks on kubectl meanwhile.
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        let cluster = Arc::new(cluster);
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("a loopback port");
-        let addr = listener.local_addr().expect("the bound address");
-        runtime.spawn(http::serve(
-            listener,
-            Arc::clone(&cluster),
-            options,
-            std::future::pending(),
-        ));
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, http::kubeconfig(addr)).expect("write the kubeconfig");
+        let support::OwnServer {
+            runtime,
+            cluster,
+            addr,
+            dir,
+            kubeconfig,
+        } = support::serve_on_own_runtime(cluster, options);
         Some(Sim {
             cluster,
             dir,

@@ -151,13 +151,7 @@ async fn https_get(
     let response = tokio::time::timeout(HTTP_PATIENCE, exchange)
         .await
         .expect("an answer in time");
-    let (head, body) = response.split_once("\r\n\r\n").expect("a full response");
-    let code = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("a status code");
-    (code, body.to_string())
+    support::status_and_body(&response)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,26 +37,13 @@ struct Served {
 
 impl Served {
     fn start() -> Served {
-        // A worker thread of its own: the test thread blocks on the program meanwhile.
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .expect("a tokio runtime");
-        let cluster = Arc::new(SimCluster::new());
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("a loopback port");
-        let addr = listener.local_addr().expect("the bound address");
-        runtime.spawn(http::serve(
-            listener,
-            Arc::clone(&cluster),
-            http::ServerOptions::default(),
-            std::future::pending(),
-        ));
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, http::kubeconfig(addr)).expect("write the kubeconfig");
+        let support::OwnServer {
+            runtime,
+            cluster,
+            addr,
+            dir,
+            kubeconfig,
+        } = support::serve_on_own_runtime(SimCluster::new(), http::ServerOptions::default());
         Served {
             cluster,
             dir,

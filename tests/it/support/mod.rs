@@ -246,6 +246,11 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     let response = tokio::time::timeout(HTTP_PATIENCE, exchange)
         .await
         .expect("an answer in time");
+    status_and_body(&response)
+}
+
+/// The status code and the body of a whole HTTP/1.1 response.
+pub fn status_and_body(response: &str) -> (u16, String) {
     let (head, body) = response.split_once("\r\n\r\n").expect("a full response");
     let code = head
         .split(' ')
@@ -253,6 +258,48 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
         .and_then(|c| c.parse().ok())
         .expect("a status code");
     (code, body.to_string())
+}
+
+/// A simulated API server on a loopback port, served by a runtime of its own (one worker
+/// thread), so that the test thread may block on a program meanwhile; with a kubeconfig for it in
+/// a temporary directory. Dropping the runtime stops the server.
+pub struct OwnServer {
+    pub runtime: tokio::runtime::Runtime,
+    pub cluster: Arc<SimCluster>,
+    pub addr: std::net::SocketAddr,
+    pub dir: tempfile::TempDir,
+    pub kubeconfig: std::path::PathBuf,
+}
+
+/// Serves `cluster` with `options` on a runtime of its own; see [`OwnServer`].
+pub fn serve_on_own_runtime(cluster: SimCluster, options: kube_gc::sim::http::ServerOptions) -> OwnServer {
+    use kube_gc::sim::http;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let cluster = Arc::new(cluster);
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("the bound address");
+    runtime.spawn(http::serve(
+        listener,
+        Arc::clone(&cluster),
+        options,
+        std::future::pending(),
+    ));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, http::kubeconfig(addr)).expect("write the kubeconfig");
+    OwnServer {
+        runtime,
+        cluster,
+        addr,
+        dir,
+        kubeconfig,
+    }
 }
 
 /// The whole controller against a simulated cluster, which it reaches through `C`: the cluster
