@@ -78,6 +78,10 @@ pub struct Config {
     /// How monitors read their whole resource: by watch-list unless
     /// `--feature-gates WatchListClient=false`; a server that refuses it is read by list anyway.
     pub sync_mode: SyncMode,
+    /// How long work may wait on the collector with nothing completed, while the API server
+    /// answers, before the collector reports a stall (`--stall-after`; see
+    /// [`stall`](super::stall)).
+    pub stall_after: Duration,
 }
 
 impl Default for Config {
@@ -95,6 +99,7 @@ impl Default for Config {
             sync_period: Duration::from_secs(30),
             initial_sync_timeout: Duration::from_secs(30),
             sync_mode: SyncMode::WatchList,
+            stall_after: Duration::from_secs(600),
         }
     }
 }
