@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `/debug/controllers/garbagecollector/graph[?uid=…]` | the DOT dump of spec §8 |
 //! | `/explain?uid=U` | JSON: why an object is not collected yet (`explain.rs`) |
+//! | `/debug/stuck[?older-than=D&limit=N]` | JSON: the objects waiting on the collector for at least `D` (default `--stall-after`), oldest first, each explained (`stuck.rs`) |
 //! | `/metrics` | OpenMetrics text (`metrics.rs`) |
 //! | `/healthz` | `ok` while the process serves |
 //! | `/readyz` | `ok` once the monitors have synced or the initial sync wait has passed, else 503 |
@@ -19,6 +20,7 @@
 
 mod explain;
 mod metrics;
+mod stuck;
 
 use crate::api::ClusterApi;
 use crate::controller::GarbageCollector;
@@ -33,6 +35,9 @@ use std::sync::{Arc, OnceLock};
 
 /// Where the graph dump is mounted, as on kube-controller-manager's debug handler.
 pub const GRAPH_PATH: &str = "/debug/controllers/garbagecollector/graph";
+
+/// Where the list of objects stuck waiting on the collector is mounted.
+pub const STUCK_PATH: &str = "/debug/stuck";
 
 /// The collector the endpoints describe: empty until it has started.
 pub struct Slot<C> {
@@ -100,6 +105,7 @@ pub fn router<C: ClusterApi>(slot: Arc<Slot<C>>) -> Router {
     Router::new()
         .route(GRAPH_PATH, get(graph::<C>))
         .route("/explain", get(explain::<C>))
+        .route(STUCK_PATH, get(stuck::<C>))
         .route("/metrics", get(metrics::<C>))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz::<C>))
@@ -152,6 +158,38 @@ async fn explain<C: ClusterApi>(
         return Ok((StatusCode::BAD_REQUEST, "explain needs ?uid=\n").into_response());
     };
     Ok(axum::Json(explain::explain(gc, Uid::parse(&uid))).into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct StuckQuery {
+    #[serde(rename = "older-than")]
+    older_than: Option<String>,
+    limit: Option<String>,
+}
+
+async fn stuck<C: ClusterApi>(
+    State(slot): Shared<C>,
+    Query(query): Query<StuckQuery>,
+) -> Result<Response, Unavailable> {
+    let gc = slot.collector()?;
+    let older_than = match query.older_than.as_deref() {
+        None | Some("") => gc.stall().stall_after(),
+        Some(text) => match crate::duration::parse(text) {
+            Ok(d) => d,
+            Err(e) => return Ok((StatusCode::BAD_REQUEST, format!("older-than={text}: {e}\n")).into_response()),
+        },
+    };
+    let limit = match query.limit.as_deref() {
+        None | Some("") => stuck::DEFAULT_LIMIT,
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) => n,
+            Err(_) => {
+                let why = format!("limit={text}: expected a whole number of objects, e.g. 100\n");
+                return Ok((StatusCode::BAD_REQUEST, why).into_response());
+            }
+        },
+    };
+    Ok(axum::Json(stuck::stuck(gc, older_than, limit)).into_response())
 }
 
 async fn metrics<C: ClusterApi>(State(slot): Shared<C>) -> Result<Response, Unavailable> {
