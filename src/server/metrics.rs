@@ -823,4 +823,59 @@ mod tests {
         );
         gc.shutdown().await;
     }
+
+    /// The metric names `text` mentions: every word that starts like one of kube-gc's families.
+    fn metric_names(text: &str) -> BTreeSet<&str> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .filter(|word| {
+                ["kube_gc_", "workqueue_", "garbagecollector_"]
+                    .iter()
+                    .any(|p| word.starts_with(p))
+            })
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_metric_the_dashboard_and_the_alerts_use_should_be_rendered() {
+        let cluster = Arc::new(SimCluster::new());
+        let gc = GarbageCollector::start(cluster, Config::default()).await;
+        assert!(gc.wait_for_sync(Duration::from_secs(60)).await, "monitors never synced");
+        let text = render(&gc);
+        // Sample names, and what each declared family's samples are called even while it has
+        // none (no request counted yet, say).
+        let mut rendered: BTreeSet<String> = read_strictly(&text)
+            .values()
+            .flat_map(|(_, samples)| samples.iter().map(|s| s.name.clone()))
+            .collect();
+        for line in text.lines() {
+            let Some((family, kind)) = line.strip_prefix("# TYPE ").and_then(|l| l.split_once(' ')) else {
+                continue;
+            };
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                _ => &[""],
+            };
+            rendered.extend(suffixes.iter().map(|suffix| format!("{family}{suffix}")));
+        }
+        for (file, used) in [
+            (
+                "deploy/grafana-dashboard.json",
+                include_str!("../../deploy/grafana-dashboard.json"),
+            ),
+            (
+                "deploy/prometheus-rule.yaml",
+                include_str!("../../deploy/prometheus-rule.yaml"),
+            ),
+        ] {
+            let names = metric_names(used);
+            assert!(names.len() >= 5, "{file} names too few metrics: {names:?}");
+            let missing: Vec<&str> = names.into_iter().filter(|n| !rendered.contains(*n)).collect();
+            assert!(
+                missing.is_empty(),
+                "{file} uses metrics /metrics does not have: {missing:?}"
+            );
+        }
+        gc.shutdown().await;
+    }
 }
