@@ -135,6 +135,13 @@ fn waiting_reason(resources: &[String]) -> String {
 /// The reasons in words, most decisive first.
 fn reasons(node: &Handle, owners: &[Value], blocking: &[Handle]) -> Vec<String> {
     let mut reasons = Vec::new();
+    if node.is_virtual() {
+        reasons.push(
+            "virtual: only other objects' ownerReferences name it, so the collector asks the API server \
+             whether it exists, and retries while it cannot tell (a kind no resource serves, say)"
+                .to_string(),
+        );
+    }
     if node.is_deleting_dependents() && !blocking.is_empty() {
         let mut named: Vec<String> = blocking.iter().take(NAMED_DEPENDENTS).map(dependent_in_words).collect();
         if blocking.len() > NAMED_DEPENDENTS {
@@ -160,7 +167,7 @@ fn reasons(node: &Handle, owners: &[Value], blocking: &[Handle]) -> Vec<String> 
             "{waiting} owner(s) being deleted in the foreground: this object goes once they reach it"
         ));
     }
-    if owners.is_empty() && !node.is_deleting_dependents() {
+    if owners.is_empty() && !node.is_deleting_dependents() && !node.is_virtual() {
         reasons.push("has no owners: the collector never deletes it".to_string());
     }
     if reasons.is_empty() {
