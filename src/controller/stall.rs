@@ -10,7 +10,7 @@
 //! - **Work waiting**: an item in attemptToDelete or attemptToOrphan (queued, held by a worker, or
 //!   delayed for a retry), or an object in the graph being deleted with the `foregroundDeletion`
 //!   or `orphan` finalizer ([`waits_on_collector`]), which only the collector removes.
-//! - **Completion**: a work item that ended in success ([`WorkQueue::forget`]), or a PATCH or
+//! - **Completion**: a work item that ended in success ([`WorkQueue::forget`](crate::queue::WorkQueue::forget)), or a PATCH or
 //!   DELETE the API server accepted (counted as 200 by the API's call counts). Reads, Events and
 //!   failed writes are not completions.
 //! - **API trouble**: the requests sent since the last reading all failed with 429, a 5xx or no
