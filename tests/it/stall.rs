@@ -99,6 +99,17 @@ async fn a_foreground_owner_held_by_an_undeletable_blocking_dependent_should_rai
     assert_eq!(stuck(&h.gc, "?older-than=1h").await["total"], 0);
     let (code, body) = get(&h.gc, "/debug/stuck?older-than=5x").await;
     assert_eq!((code, body.contains("unknown unit `x`")), (400, true), "{body}");
+    let (code, body) = get(&h.gc, "/debug/stuck?limit=many").await;
+    assert_eq!((code, body.contains("limit=many")), (400, true), "{body}");
+    let none_shown = stuck(&h.gc, "?older-than=30s&limit=0").await;
+    assert_eq!(
+        (
+            none_shown["total"].as_u64(),
+            none_shown["objects"].as_array().map(Vec::len)
+        ),
+        (Some(1), Some(0)),
+        "the limit bounds the list, not the count: {none_shown}"
+    );
 
     h.edit(&configmaps(), &held, |m| m.finalizers.clear());
     h.eventually("the owner collected once its dependent went", || {
