@@ -7,10 +7,16 @@
 //! Items are `u64`; every [`DUPLICATE_EVERY`]th add re-adds one of [`HOT_ITEMS`] items shared by
 //! all producers, so the queue's dedup (merge while queued, dirty while held) is exercised. The
 //! channel delivers duplicates as separate items, as it would.
+//!
+//! A last regime, `retry_round`, is one thread on a current-thread runtime with tokio's clock
+//! paused: each item is added rate-limited (a failure), delivered by the timer task, then taken,
+//! forgotten (a success) and done. It prices what a retry costs beyond add/get/done: the rate
+//! limiter's per-item record, the delayed add's entry and the success count.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE};
 use mimalloc::MiMalloc;
+use std::sync::Arc;
 use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -122,6 +128,36 @@ fn run_channel(pairs: usize, total: u64) -> Duration {
     })
 }
 
+/// `total` items through one failed and one successful round each (see the module docs); the
+/// time from the first add to the last `done`. The shared retry bucket is off, so the per-item
+/// backoff (5 ms of paused time) is the only wait.
+fn run_retry_round(total: u64) -> Duration {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let queue: Arc<WorkQueue<u64>> = WorkQueue::new(
+            ATTEMPT_TO_DELETE,
+            RateLimiterConfig {
+                qps: 0.0,
+                ..RateLimiterConfig::default()
+            },
+        );
+        let began = Instant::now();
+        for n in 0..total {
+            queue.add_rate_limited(n);
+        }
+        for _ in 0..total {
+            let item = queue.get().await.expect("an item");
+            queue.forget(&item);
+            queue.done(&black_box(item));
+        }
+        began.elapsed()
+    })
+}
+
 fn bench(c: &mut Criterion) {
     for pairs in [1, 2, 4] {
         let name = if pairs == 1 {
@@ -139,6 +175,12 @@ fn bench(c: &mut Criterion) {
         });
         group.finish();
     }
+    let mut group = c.benchmark_group("retry_round");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function(BenchmarkId::from_parameter("work_queue"), |b| {
+        b.iter_custom(run_retry_round)
+    });
+    group.finish();
 }
 
 criterion_group!(benches, bench);

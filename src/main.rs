@@ -46,8 +46,8 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     match cli.command {
         Command::Simulate(args) => runtime.block_on(cli::simulate::run(args)),
-        Command::SimApiserver(args) => runtime.block_on(cli::sim_apiserver::run(args)),
-        Command::Run(args) => runtime.block_on(cli::run::run(args)),
+        Command::SimApiserver(args) => runtime.block_on(cli::sim_apiserver::run(*args)),
+        Command::Run(args) => runtime.block_on(cli::run::run(*args)),
         Command::ShadowReport(args) => cli::shadow_report::run(args),
         Command::Tree(args) => runtime.block_on(cli::tree::run(args)),
     }

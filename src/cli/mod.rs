@@ -25,10 +25,10 @@ pub enum Command {
     Simulate(simulate::SimulateArgs),
     /// Serve a simulated cluster over the Kubernetes HTTP API, for kubectl, kube-rs clients and
     /// `kube-gc run`; it runs until interrupted.
-    SimApiserver(sim_apiserver::SimApiserverArgs),
+    SimApiserver(Box<sim_apiserver::SimApiserverArgs>),
     /// Run the garbage collector against a cluster: a kubeconfig's, the in-cluster one, or a
     /// simulated API server's.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Compare a shadow collector's decisions (`kube-gc run --dry-run --journal PATH`) with what
     /// the live collector did, as the shadow's watches saw it.
     ShadowReport(shadow_report::ShadowReportArgs),

@@ -126,6 +126,11 @@ pub struct RunArgs {
     /// the collector deletes.
     #[arg(long)]
     journal_owner_events: bool,
+    /// How long work may wait on the collector with nothing completed, while the API server
+    /// answers, before it reports a stall: kube_gc_stalled 1, a warning in the log, and the
+    /// default threshold of /debug/stuck.
+    #[arg(long, default_value = "10m", value_parser = kube_gc::duration::parse_positive)]
+    stall_after: Duration,
     /// How often to log the graph's size and the queues' lengths.
     #[arg(long, default_value = "30s", value_parser = kube_gc::duration::parse_positive)]
     report_every: Duration,
@@ -156,6 +161,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             ..RateLimiterConfig::default()
         },
         sync_mode: args.sync_mode,
+        stall_after: args.stall_after,
         ..Config::default()
     };
     if !args.ignored_resources.is_empty() {
@@ -230,12 +236,13 @@ async fn report(gc: &GarbageCollector<layers::Stack<KubeApi>>, every: Duration) 
             format!("; incomplete views: {}", blind.join(", "))
         };
         eprintln!(
-            "kube-gc run: {} objects in the graph, {synced}/{} resources synced, {} to delete, {} to orphan, {} waiting for views{blind}",
+            "kube-gc run: {} objects in the graph, {synced}/{} resources synced, {} to delete, {} to orphan, {} waiting for views{blind}{}",
             gc.graph().len(),
             monitors.len(),
             gc.attempt_to_delete().len(),
             gc.attempt_to_orphan().len(),
             gc.waiting().len(),
+            gc.stall_status(),
         );
     }
 }

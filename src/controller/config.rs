@@ -81,6 +81,10 @@ pub struct Config {
     pub sync_mode: SyncMode,
     /// The deletion journal, and whether the collector runs in shadow mode (`--dry-run`).
     pub journal: Journal,
+    /// How long work may wait on the collector with nothing completed, while the API server
+    /// answers, before the collector reports a stall (`--stall-after`; see
+    /// [`stall`](super::stall)).
+    pub stall_after: Duration,
 }
 
 impl Default for Config {
@@ -99,6 +103,7 @@ impl Default for Config {
             initial_sync_timeout: Duration::from_secs(30),
             sync_mode: SyncMode::WatchList,
             journal: Journal::disabled(),
+            stall_after: Duration::from_secs(600),
         }
     }
 }

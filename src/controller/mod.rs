@@ -7,10 +7,12 @@
 
 mod config;
 mod metrics;
+pub mod stall;
 mod sync;
 
 pub use config::{default_partitions, Config, GroupResource};
 pub use metrics::ControllerMetrics;
+pub use stall::{Stall, StallStatus};
 pub use sync::{deletable_resources, SyncError};
 
 use crate::api::{ClusterApi, SharedRestMapper};
@@ -44,6 +46,8 @@ pub struct GarbageCollector<C> {
     /// Items whose decision waits for a monitor's view.
     waiting: Arc<Waiting>,
     metrics: ControllerMetrics,
+    /// The stall detector, fed by its task ([`GarbageCollector::watch_for_stalls`]).
+    stall: Stall,
     stop: CancellationToken,
     tasks: Mutex<JoinSet<()>>,
     /// Set once the workers run: after the first sync, or after the initial wait without one.
@@ -82,6 +86,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
                 sync_errors: metrics::Counter::default(),
                 graph_events,
             },
+            stall: Stall::new(config.stall_after),
             stop: CancellationToken::new(),
             tasks: Mutex::new(JoinSet::new()),
             workers_started: AtomicBool::new(false),
@@ -99,6 +104,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
             gc.spawn(builder.clone().run(events));
         }
         gc.spawn(gc.metrics.graph_events.clone().sample());
+        gc.spawn(gc.clone().watch_for_stalls());
         if !gc.config.journal.is_dry_run() {
             // In shadow mode events are not sent either: their queue fills and drops them.
             gc.spawn(run_event_sink(gc.api.clone(), sink));
@@ -149,6 +155,49 @@ impl<C: ClusterApi> GarbageCollector<C> {
                 tracing::warn!("timed out waiting for the monitors to sync");
             }
         }
+    }
+
+    /// The stall detector's task: a reading every [`stall::tick`], and a `warn` line when a stall
+    /// starts or ends (see [`stall`]).
+    async fn watch_for_stalls(self: Arc<Self>) {
+        let mut ticks = tokio::time::interval(stall::tick(self.stall.stall_after()));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let (reading, waiting) = self.stall_reading();
+            match self.stall.record(tokio::time::Instant::now(), reading, &waiting) {
+                Some(stall::Change::Started { quiet }) => tracing::warn!(
+                    quiet_for = ?quiet,
+                    items = reading.items,
+                    objects = reading.objects,
+                    "collection stalled: work waits on the collector, nothing completed and the API server answers; see /debug/stuck"
+                ),
+                Some(stall::Change::Ended(calm)) => tracing::warn!(why = %calm, "collection stall ended"),
+                None => {}
+            }
+        }
+    }
+
+    /// What the stall detector reads: the work queues' items, the objects waiting on the
+    /// collector (their UIDs too), completions and the API's answers.
+    fn stall_reading(&self) -> (stall::Reading, Vec<crate::graph::Uid>) {
+        let mut waiting = Vec::new();
+        self.graph.for_each_node(|node| {
+            if stall::waits_on_collector(node) {
+                waiting.push(node.identity().uid);
+            }
+        });
+        let queues = [&self.attempt_to_delete, &self.attempt_to_orphan];
+        let reading = stall::Reading {
+            items: queues
+                .iter()
+                .map(|q| q.len() + q.processing_len() + q.delayed_len())
+                .sum(),
+            objects: waiting.len(),
+            ..stall::Reading::default()
+        };
+        let forgotten = queues.iter().map(|q| q.forgets_total()).sum();
+        (reading.with_calls(forgotten, &self.api.call_counts()), waiting)
     }
 
     /// One sync round (spec §7.7); true when the monitor set changed.
@@ -229,6 +278,16 @@ impl<C: ClusterApi> GarbageCollector<C> {
     /// Items whose decision waits for a monitor's view, and on what.
     pub fn waiting(&self) -> &Arc<Waiting> {
         &self.waiting
+    }
+
+    /// Whether the collector is stalled, as of the stall detector's last reading.
+    pub fn stall_status(&self) -> StallStatus {
+        self.stall.status()
+    }
+
+    /// The stall detector, for the objects it saw waiting and its threshold.
+    pub fn stall(&self) -> &Stall {
+        &self.stall
     }
 
     /// The controller's own counters.

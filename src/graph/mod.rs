@@ -194,6 +194,15 @@ impl Graph {
     pub fn handles(&self) -> Vec<Handle> {
         self.shards.iter().flat_map(UidTable::handles).collect()
     }
+
+    /// Runs `f` on every node, in no order and without a graph-wide lock, taking no reference to
+    /// any (unlike [`handles`](Self::handles), which clones every handle): for periodic scans of
+    /// a large graph. Nodes written meanwhile may or may not be seen.
+    pub fn for_each_node(&self, mut f: impl FnMut(&Node)) {
+        for shard in self.shards.iter() {
+            shard.for_each(&mut f);
+        }
+    }
 }
 
 impl std::fmt::Debug for Graph {

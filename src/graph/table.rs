@@ -212,6 +212,21 @@ impl UidTable {
             .collect()
     }
 
+    /// Runs `f` on every node, taking no reference to any; weakly consistent, as
+    /// [`handles`](Self::handles).
+    pub(super) fn for_each(&self, mut f: impl FnMut(&Node)) {
+        let guard = &self.retired.enter();
+        // SAFETY: as in `find_raw`.
+        let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
+        for slot in table.nodes() {
+            let p = guard.protect(slot, Ordering::Acquire);
+            if !p.is_null() && p != tombstone() {
+                // SAFETY: as in `find_raw`; the reference does not outlive `guard`.
+                f(unsafe { &*p });
+            }
+        }
+    }
+
     /// Number of handles.
     pub(super) fn len(&self) -> usize {
         self.live.load(Ordering::Relaxed)
@@ -403,6 +418,12 @@ mod tests {
         let half = ENTRIES as usize / 2;
         assert_eq!(shard.len(), half);
         assert_eq!(shard.handles().len(), half);
+        let mut visited = Vec::new();
+        shard.for_each(|node| visited.push(node.identity().uid));
+        let mut expected: Vec<Uid> = shard.handles().iter().map(|h| h.identity().uid).collect();
+        visited.sort();
+        expected.sort();
+        assert_eq!(visited, expected, "for_each visits each live node once");
         // Re-inserting removed UIDs reuses tombstones and stays findable.
         for h in handles.iter().step_by(2) {
             assert!(shard.try_insert(h));

@@ -27,6 +27,9 @@ use tokio::time::Instant;
 pub(super) struct Ticket {
     ready: Instant,
     seq: u64,
+    /// When the item's earliest delayed add still pending was made: a superseding add keeps it,
+    /// so the queue's oldest-item age does not restart when a retry is brought forward.
+    added: Instant,
 }
 
 impl Ticket {
@@ -67,35 +70,42 @@ impl<T> Default for Delays<T> {
 }
 
 impl<T: Clone + Eq + Hash + Send + 'static> Delays<T> {
-    /// Records a delayed add of `item` due at `ready`, unless one due no later is pending.
-    pub(super) fn schedule(&self, item: &T, ready: Instant) -> Scheduled {
+    /// Records a delayed add of `item`, made at `now` and due at `ready`, unless one due no later
+    /// is pending.
+    pub(super) fn schedule(&self, item: &T, ready: Instant, now: Instant) -> Scheduled {
         // The sequence number only has to be unique and to grow with arrival.
-        let ticket = Ticket {
-            ready,
-            seq: self.next_seq.fetch_add(1, Ordering::Relaxed),
-        };
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::SeqCst);
         let guard = self.pending.guard();
         let computed = self.pending.compute(
             item.clone(),
             |current| match current {
                 Some((_, pending)) if pending.ready <= ready => Operation::Abort(()),
-                _ => Operation::Insert(ticket),
+                Some((_, pending)) => Operation::Insert(Ticket {
+                    ready,
+                    seq,
+                    added: pending.added.min(now),
+                }),
+                None => Operation::Insert(Ticket { ready, seq, added: now }),
             },
             &guard,
         );
-        match computed {
-            Compute::Inserted(..) => {}
-            Compute::Updated { old: (_, old), .. } => {
+        let ticket = match computed {
+            Compute::Inserted(_, ticket) => *ticket,
+            Compute::Updated {
+                old: (_, old),
+                new: (_, ticket),
+            } => {
                 self.count.fetch_sub(1, Ordering::SeqCst);
                 self.entries.remove(&old.key());
+                *ticket
             }
             Compute::Aborted(()) => {
                 self.count.fetch_sub(1, Ordering::SeqCst);
                 return Scheduled::Superseded;
             }
             Compute::Removed(..) => unreachable!("scheduling never removes"),
-        }
+        };
         self.entries.insert(ticket.key(), item.clone());
         let earliest = self.entries.front().is_some_and(|front| *front.key() == ticket.key());
         Scheduled::Pending { ticket, earliest }
@@ -107,14 +117,14 @@ impl<T: Clone + Eq + Hash + Send + 'static> Delays<T> {
         self.unpend(item, ticket);
     }
 
-    /// Removes `item` from `pending` if `ticket` is its pending one; true when this call did.
-    /// The caller lowers `count` once it has dealt with the item.
-    fn take_pending(&self, item: &T, ticket: Ticket) -> bool {
+    /// Removes `item` from `pending` if the entry `key` is its pending one; true when this call
+    /// did. The caller lowers `count` once it has dealt with the item.
+    fn take_pending(&self, item: &T, key: (Instant, u64)) -> bool {
         let guard = self.pending.guard();
         let computed = self.pending.compute(
             item.clone(),
             |current| match current {
-                Some((_, pending)) if *pending == ticket => Operation::Remove,
+                Some((_, pending)) if pending.key() == key => Operation::Remove,
                 _ => Operation::Abort(()),
             },
             &guard,
@@ -123,7 +133,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> Delays<T> {
     }
 
     fn unpend(&self, item: &T, ticket: Ticket) {
-        if self.take_pending(item, ticket) {
+        if self.take_pending(item, ticket.key()) {
             self.count.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -141,7 +151,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> Delays<T> {
                 continue;
             }
             let item = front.value().clone();
-            if self.take_pending(&item, Ticket { ready, seq }) {
+            if self.take_pending(&item, (ready, seq)) {
                 // `count` drops only after the add, so `is_idle` cannot see the item in neither
                 // place.
                 deliver(item);
@@ -164,6 +174,15 @@ impl<T: Clone + Eq + Hash + Send + 'static> Delays<T> {
     /// True when a delayed add of `item` is pending.
     pub(super) fn contains(&self, item: &T) -> bool {
         self.pending.pin().contains_key(item)
+    }
+
+    /// Calls `f` with every item that has a pending delayed add, and when the earliest of its
+    /// pending adds was made. Weakly consistent, as the map's iteration is.
+    pub(super) fn for_each_pending(&self, mut f: impl FnMut(&T, Instant)) {
+        let guard = self.pending.guard();
+        for (item, ticket) in self.pending.iter(&guard) {
+            f(item, ticket.added);
+        }
     }
 
     /// Items with a pending delayed add; never less than the true number, more only while an
@@ -190,21 +209,21 @@ mod tests {
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);
         assert!(matches!(
-            delays.schedule(&1, at(50)),
+            delays.schedule(&1, at(50), t0),
             Scheduled::Pending { earliest: true, .. }
         ));
         assert!(matches!(
-            delays.schedule(&1, at(20)),
+            delays.schedule(&1, at(20), t0),
             Scheduled::Pending { earliest: true, .. }
         ));
-        assert_eq!(delays.schedule(&1, at(80)), Scheduled::Superseded);
+        assert_eq!(delays.schedule(&1, at(80), t0), Scheduled::Superseded);
         assert_eq!(
-            delays.schedule(&1, at(20)),
+            delays.schedule(&1, at(20), t0),
             Scheduled::Superseded,
             "a tie keeps the first"
         );
         assert!(matches!(
-            delays.schedule(&2, at(30)),
+            delays.schedule(&2, at(30), t0),
             Scheduled::Pending { earliest: false, .. }
         ));
         assert_eq!(delays.len(), 2);
@@ -218,11 +237,25 @@ mod tests {
     }
 
     #[test]
+    fn a_superseding_add_should_keep_the_time_of_the_first() {
+        let delays = Delays::default();
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        delays.schedule(&1, at(50), t0);
+        delays.schedule(&1, at(30), at(10));
+        delays.schedule(&2, at(40), at(20));
+        let mut pending = Vec::new();
+        delays.for_each_pending(|item, added| pending.push((*item, added)));
+        pending.sort();
+        assert_eq!(pending, [(1, t0), (2, at(20))]);
+    }
+
+    #[test]
     fn clear_should_drop_every_pending_add() {
         let delays = Delays::default();
         let t0 = Instant::now();
-        delays.schedule(&1, t0 + Duration::from_millis(5));
-        delays.schedule(&2, t0 + Duration::from_millis(6));
+        delays.schedule(&1, t0 + Duration::from_millis(5), t0);
+        delays.schedule(&2, t0 + Duration::from_millis(6), t0);
         delays.clear();
         assert_eq!((delays.len(), delays.entries.len()), (0, 0));
         assert_eq!(due(&delays, t0 + Duration::from_secs(1)), Vec::<u32>::new());

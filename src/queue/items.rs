@@ -26,9 +26,9 @@ pub(super) trait SlotMap<T> {
     /// Removes the slot of `item` if it is retired; true when this call removed it.
     fn remove_retired(&self, item: &T) -> bool;
 
-    /// Runs `f` on every slot. Weakly consistent: slots inserted or removed meanwhile may or may
-    /// not be seen.
-    fn for_each_slot(&self, f: impl FnMut(&Slot));
+    /// Runs `f` on every item and its slot. Weakly consistent: slots inserted or removed
+    /// meanwhile may or may not be seen.
+    fn for_each_slot(&self, f: impl FnMut(&T, &Slot));
 }
 
 /// A multi-producer, multi-consumer FIFO whose push and pop are each atomic.
@@ -114,10 +114,10 @@ impl<T: Clone + Eq + Hash> SlotMap<T> for PapayaSlots<T> {
         )
     }
 
-    fn for_each_slot(&self, mut f: impl FnMut(&Slot)) {
+    fn for_each_slot(&self, mut f: impl FnMut(&T, &Slot)) {
         let guard = self.map.guard();
-        for (_, slot) in self.map.iter(&guard) {
-            f(slot);
+        for (item, slot) in self.map.iter(&guard) {
+            f(item, slot);
         }
     }
 }
@@ -283,10 +283,25 @@ impl<T: Clone, M: SlotMap<T>, F: Fifo<T>> Items<T, M, F> {
 
     /// Calls `f` with the `started` time of every item a consumer holds.
     pub(super) fn for_each_held(&self, mut f: impl FnMut(u64)) {
-        self.slots.for_each_slot(|slot| {
+        self.slots.for_each_slot(|_, slot| {
             if let Some(started) = slot.held_since() {
                 f(started);
             }
+        });
+    }
+
+    /// Calls `f` with every item queued or held, and when its wait began: the add that queued it,
+    /// or, for an item a consumer holds, when the consumer took it (the word of a held item keeps
+    /// no add time; a dirty one's is later than the take).
+    pub(super) fn for_each_waiting(&self, mut f: impl FnMut(&T, u64)) {
+        self.slots.for_each_slot(|item, slot| match slot.state() {
+            State::Queued { since } => f(item, since),
+            State::Processing | State::ProcessingDirty { .. } => {
+                if let Some(started) = slot.held_since() {
+                    f(item, started);
+                }
+            }
+            State::Idle | State::Retired => {}
         });
     }
 

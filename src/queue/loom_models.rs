@@ -64,9 +64,9 @@ impl SlotMap<u8> for ModelSlots {
         retired
     }
 
-    fn for_each_slot(&self, mut f: impl FnMut(&Slot)) {
-        let slots: Vec<Arc<Slot>> = self.map.lock().values().cloned().collect();
-        slots.iter().for_each(|slot| f(slot));
+    fn for_each_slot(&self, mut f: impl FnMut(&u8, &Slot)) {
+        let slots: Vec<(u8, Arc<Slot>)> = self.map.lock().iter().map(|(k, v)| (*k, v.clone())).collect();
+        slots.iter().for_each(|(item, slot)| f(item, slot));
     }
 }
 

@@ -32,6 +32,8 @@ pub struct QueueStats {
     pub adds_total: u64,
     /// Delayed and rate-limited adds (`workqueue_retries_total`).
     pub retries_total: u64,
+    /// Items whose processing ended in success ([`WorkQueue::forget`](super::WorkQueue::forget)).
+    pub forgets_total: u64,
     /// Items waiting for a consumer (`workqueue_depth`).
     pub depth: usize,
     /// Items held by consumers.
@@ -47,6 +49,10 @@ pub struct QueueStats {
     /// The longest time any item now held has been held
     /// (`workqueue_longest_running_processor_seconds`).
     pub longest_running_processor_seconds: f64,
+    /// How long the oldest item the queue works on has waited, 0 when there is none
+    /// (`kube_gc_queue_oldest_item_age_seconds`; see
+    /// [`WorkQueue::for_each_waiting`](super::WorkQueue::for_each_waiting)).
+    pub oldest_waiting_seconds: f64,
 }
 
 /// A counter that only statistics read.

@@ -4,6 +4,10 @@
 //! Every call to [`RateLimiter::when`] counts one more failure for its item and reserves one token
 //! of the shared bucket, whether or not that token ends up deciding the delay: client-go's
 //! `MaxOfRateLimiter` asks both limiters every time, and so does this one.
+//!
+//! Beside each item's failure count it keeps the time of its first failure since it was last
+//! forgotten, read by the queue's oldest-item age: no allocation beyond the entry that the count
+//! needs anyway, and the clock is read once per call, as before.
 
 use crate::rate::TokenBucket;
 use crate::sync::Mutex;
@@ -50,8 +54,16 @@ pub struct RateLimiter<T> {
 #[derive(Debug)]
 struct LimiterState<T> {
     /// Failures per item since its last [`RateLimiter::forget`].
-    failures: HashMap<T, u32>,
+    failures: HashMap<T, Failures>,
     bucket: TokenBucket,
+}
+
+/// An item's failures since it was last forgotten.
+#[derive(Clone, Copy, Debug)]
+struct Failures {
+    count: u32,
+    /// When the first of them was recorded.
+    since: Instant,
 }
 
 impl<T: Eq + Hash + Clone> RateLimiter<T> {
@@ -70,12 +82,16 @@ impl<T: Eq + Hash + Clone> RateLimiter<T> {
     /// `max_delay`) and the wait for a token of the global bucket. Records one more failure for
     /// `item` and reserves the token.
     pub fn when(&self, item: &T) -> Duration {
+        let now = Instant::now();
         let mut state = self.state.lock();
-        let failures = state.failures.entry(item.clone()).or_insert(0);
-        let exponent = *failures;
-        *failures = failures.saturating_add(1);
+        let failures = state
+            .failures
+            .entry(item.clone())
+            .or_insert(Failures { count: 0, since: now });
+        let exponent = failures.count;
+        failures.count = failures.count.saturating_add(1);
         let backoff = exponential_backoff(self.config.base_delay, self.config.max_delay, exponent);
-        let bucket = state.bucket.reserve(Instant::now());
+        let bucket = state.bucket.reserve(now);
         backoff.max(bucket)
     }
 
@@ -87,7 +103,16 @@ impl<T: Eq + Hash + Clone> RateLimiter<T> {
 
     /// The number of failures recorded for `item` since it was last forgotten.
     pub fn num_requeues(&self, item: &T) -> u32 {
-        self.state.lock().failures.get(item).copied().unwrap_or(0)
+        self.state.lock().failures.get(item).map_or(0, |f| f.count)
+    }
+
+    /// Calls `f` with every item that failed since it was last forgotten, and when it first
+    /// failed. Holds the limiter's lock throughout, so `f` must be quick and must not call back
+    /// into the queue.
+    pub fn for_each_failing(&self, mut f: impl FnMut(&T, Instant)) {
+        for (item, failures) in &self.state.lock().failures {
+            f(item, failures.since);
+        }
     }
 }
 
@@ -134,6 +159,29 @@ mod tests {
         assert_eq!(limiter.num_requeues(&"a"), 0);
         assert_eq!(limiter.num_requeues(&"b"), 3);
         assert_eq!(limiter.when(&"a"), ms(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_item_should_be_failing_since_its_first_failure_until_forgotten() {
+        let limiter = RateLimiter::new(RateLimiterConfig::default());
+        let first = Instant::now();
+        limiter.when(&"a");
+        tokio::time::advance(ms(40)).await;
+        limiter.when(&"a");
+        limiter.when(&"b");
+        let mut failing = Vec::new();
+        limiter.for_each_failing(|item, since| failing.push((*item, since)));
+        failing.sort();
+        assert_eq!(failing, [("a", first), ("b", first + ms(40))]);
+        limiter.forget(&"a");
+        limiter.when(&"a");
+        let mut again = None;
+        limiter.for_each_failing(|item, since| {
+            if *item == "a" {
+                again = Some(since);
+            }
+        });
+        assert_eq!(again, Some(first + ms(40)), "forget starts the age over");
     }
 
     #[tokio::test(start_paused = true)]

@@ -130,6 +130,8 @@ pub struct WorkQueue<T> {
     shutting_down: AtomicBool,
     adds_total: Counter,
     retries_total: Counter,
+    /// Calls of [`forget`](WorkQueue::forget): items that ended their processing in success.
+    forgets_total: Counter,
     queue_duration: AtomicHistogram,
     work_duration: AtomicHistogram,
 }
@@ -178,6 +180,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
             shutting_down: AtomicBool::new(false),
             adds_total: Counter::default(),
             retries_total: Counter::default(),
+            forgets_total: Counter::default(),
             queue_duration: AtomicHistogram::default(),
             work_duration: AtomicHistogram::default(),
         })
@@ -223,8 +226,9 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
             self.add(item);
             return;
         }
-        let ready = Instant::now() + delay.min(MAX_DELAY);
-        let Scheduled::Pending { ticket, earliest } = self.delays.schedule(&item, ready) else {
+        let now = Instant::now();
+        let ready = now + delay.min(MAX_DELAY);
+        let Scheduled::Pending { ticket, earliest } = self.delays.schedule(&item, ready, now) else {
             return;
         };
         if earliest {
@@ -278,7 +282,38 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
 
     /// Resets the backoff of `item`; call it when the item was processed successfully.
     pub fn forget(&self, item: &T) {
+        self.forgets_total.inc();
         self.limiter.forget(item);
+    }
+
+    /// Calls of [`forget`](Self::forget) so far: items whose processing ended in success, the
+    /// progress the stall detector looks for.
+    pub fn forgets_total(&self) -> u64 {
+        self.forgets_total.get()
+    }
+
+    /// Calls `f` with every item the queue is working on (queued, held or delayed) and when it
+    /// started waiting; an item may come more than once, with different times. The time is the
+    /// earliest the queue knows of: the item's first failure since it was last
+    /// [forgotten](Self::forget), else the delayed add that is pending for it, else the add that
+    /// queued it, else when a consumer took it. An item that waits for a monitor's view goes
+    /// through a delayed add without failing, so its age restarts at each of those rounds.
+    ///
+    /// Walks every item, so it is for scrapes and debug pages, not for hot paths; weakly
+    /// consistent, as [`stats`](Self::stats) is.
+    pub fn for_each_waiting(&self, mut f: impl FnMut(&T, Instant)) {
+        self.items
+            .for_each_waiting(|item, since| f(item, self.epoch + Duration::from_nanos(since)));
+        self.delays.for_each_pending(&mut f);
+        self.limiter.for_each_failing(f);
+    }
+
+    /// When the oldest item the queue is working on started waiting (see
+    /// [`for_each_waiting`](Self::for_each_waiting)); `None` when there is none.
+    pub fn oldest_waiting(&self) -> Option<Instant> {
+        let mut oldest: Option<Instant> = None;
+        self.for_each_waiting(|_, since| oldest = Some(oldest.map_or(since, |o| o.min(since))));
+        oldest
     }
 
     /// The failures recorded for `item` since it was last forgotten.
@@ -408,6 +443,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
             name: self.name,
             adds_total: self.adds_total.get(),
             retries_total: self.retries_total.get(),
+            forgets_total: self.forgets_total.get(),
             depth: self.items.len(),
             processing: self.items.processing_len(),
             delayed: self.delays.len(),
@@ -415,6 +451,9 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
             work_duration: self.work_duration.snapshot(),
             unfinished_work_seconds: unfinished,
             longest_running_processor_seconds: longest,
+            oldest_waiting_seconds: self.oldest_waiting().map_or(0.0, |since| {
+                Instant::now().saturating_duration_since(since).as_secs_f64()
+            }),
         }
     }
 
@@ -697,6 +736,51 @@ mod tests {
         let stats = q.stats();
         assert!((stats.longest_running_processor_seconds - 0.005).abs() < 1e-9);
         assert!((stats.unfinished_work_seconds - 0.005).abs() < 1e-9);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn oldest_waiting_should_age_an_item_from_its_first_failure_until_forget() {
+        let q = queue();
+        assert_eq!(q.oldest_waiting(), None);
+        let start = Instant::now();
+        q.add(1);
+        tokio::time::advance(ms(10)).await;
+        q.add(2);
+        assert_eq!(q.oldest_waiting(), Some(start), "queued: from the add");
+
+        assert_eq!(q.get().await, Some(1));
+        tokio::time::advance(ms(10)).await;
+        assert_eq!(q.get().await, Some(2));
+        assert_eq!(
+            q.oldest_waiting(),
+            Some(start + ms(10)),
+            "held: from the take, which was 10 ms after the add for item 1"
+        );
+        q.add_rate_limited(1);
+        q.done(&1);
+        q.forget(&2);
+        q.done(&2);
+        assert_eq!(
+            q.oldest_waiting(),
+            Some(start + ms(20)),
+            "delayed: from its first failure"
+        );
+        for _ in 0..3 {
+            assert_eq!(q.get().await, Some(1));
+            q.add_rate_limited(1);
+            q.done(&1);
+        }
+        assert_eq!(
+            q.oldest_waiting(),
+            Some(start + ms(20)),
+            "retries do not restart the age"
+        );
+        assert_eq!(q.get().await, Some(1));
+        q.forget(&1);
+        q.done(&1);
+        assert_eq!(q.oldest_waiting(), None);
+        assert_eq!(q.stats().oldest_waiting_seconds, 0.0);
+        assert_eq!(q.forgets_total(), 2);
     }
 
     #[test]

@@ -12,6 +12,9 @@ use crate::graph::{Handle, Identity, OwnerRef, Uid};
 use crate::queue::{QueueState, WorkQueue};
 use serde_json::{json, Value};
 
+/// How many blocking dependents a reason names; the rest are counted.
+const NAMED_DEPENDENTS: usize = 5;
+
 /// The explanation for `uid`.
 pub(super) fn explain<C: ClusterApi>(gc: &GarbageCollector<C>, uid: Uid) -> Value {
     let Some(node) = gc.graph().get(&uid) else {
@@ -23,14 +26,12 @@ pub(super) fn explain<C: ClusterApi>(gc: &GarbageCollector<C>, uid: Uid) -> Valu
         });
     };
     let owners: Vec<Value> = node.owners().iter().map(|r| owner(gc, r)).collect();
-    let blocking: Vec<Value> = if node.is_deleting_dependents() {
+    let blocking_dependents = if node.is_deleting_dependents() {
         node.blocking_dependents()
-            .iter()
-            .map(|d| identity(d.identity()))
-            .collect()
     } else {
         Vec::new()
     };
+    let blocking: Vec<Value> = blocking_dependents.iter().map(|d| identity(d.identity())).collect();
     let queues = json!({
         "attemptToDelete": queue_entry(gc.attempt_to_delete(), &node),
         "attemptToOrphan": queue_entry(gc.attempt_to_orphan(), &node),
@@ -39,7 +40,7 @@ pub(super) fn explain<C: ClusterApi>(gc: &GarbageCollector<C>, uid: Uid) -> Valu
         .waiting()
         .on(&uid)
         .map(|resources| resources.iter().map(ToString::to_string).collect());
-    let mut reasons = reasons(&node, &owners, blocking.len());
+    let mut reasons = reasons(&node, &owners, &blocking_dependents);
     if let Some(resources) = &waiting_on {
         reasons.insert(0, waiting_reason(resources));
     }
@@ -98,6 +99,27 @@ fn queue_entry(queue: &WorkQueue<Handle>, node: &Handle) -> Value {
     json!({"state": state, "retries": queue.num_requeues(node)})
 }
 
+/// A blocking dependent as a reason names it: kind, namespace/name and, when it is being deleted
+/// but held by a finalizer the collector does not remove, that too (kubernetes#77081: such a
+/// dependent holds its foreground owner until someone removes that finalizer).
+fn dependent_in_words(dependent: &Handle) -> String {
+    let id = dependent.identity();
+    let name = if id.namespace.is_empty() {
+        id.name.to_string()
+    } else {
+        format!("{}/{}", id.namespace, id.name)
+    };
+    let seen = dependent.observation();
+    let held = if seen.being_deleted && seen.finalizers.other {
+        " (being deleted, held by a finalizer the collector does not remove)"
+    } else if seen.being_deleted {
+        " (being deleted)"
+    } else {
+        ""
+    };
+    format!("{} {name}{held}", id.kind())
+}
+
 /// Why a decision waits for the monitors' views (the collector's partial-view rules).
 fn waiting_reason(resources: &[String]) -> String {
     if resources.is_empty() {
@@ -111,11 +133,24 @@ fn waiting_reason(resources: &[String]) -> String {
 }
 
 /// The reasons in words, most decisive first.
-fn reasons(node: &Handle, owners: &[Value], blocking: usize) -> Vec<String> {
+fn reasons(node: &Handle, owners: &[Value], blocking: &[Handle]) -> Vec<String> {
     let mut reasons = Vec::new();
-    if node.is_deleting_dependents() && blocking > 0 {
+    if node.is_virtual() {
+        reasons.push(
+            "virtual: only other objects' ownerReferences name it, so the collector asks the API server \
+             whether it exists, and retries while it cannot tell (a kind no resource serves, say)"
+                .to_string(),
+        );
+    }
+    if node.is_deleting_dependents() && !blocking.is_empty() {
+        let mut named: Vec<String> = blocking.iter().take(NAMED_DEPENDENTS).map(dependent_in_words).collect();
+        if blocking.len() > NAMED_DEPENDENTS {
+            named.push(format!("and {} more", blocking.len() - NAMED_DEPENDENTS));
+        }
         reasons.push(format!(
-            "being deleted in the foreground: waits for {blocking} blocking dependent(s) to go"
+            "being deleted in the foreground: waits for {} blocking dependent(s) to go: {}",
+            blocking.len(),
+            named.join(", ")
         ));
     }
     let live: Vec<&str> = owners
@@ -132,7 +167,7 @@ fn reasons(node: &Handle, owners: &[Value], blocking: usize) -> Vec<String> {
             "{waiting} owner(s) being deleted in the foreground: this object goes once they reach it"
         ));
     }
-    if owners.is_empty() && !node.is_deleting_dependents() {
+    if owners.is_empty() && !node.is_deleting_dependents() && !node.is_virtual() {
         reasons.push("has no owners: the collector never deletes it".to_string());
     }
     if reasons.is_empty() {

@@ -15,6 +15,8 @@
 //! | `kube_gc_graph_events_per_second{partition}` | gauge | their rate over the last 10 s, sampled once a second |
 //! | `kube_gc_seconds_since_last_graph_event` | gauge | seconds since any builder applied an event; since the collector started before the first |
 //! | `kube_gc_items_waiting_for_views` | gauge | work items whose decision waits for an incomplete monitor view |
+//! | `kube_gc_stalled` | gauge | 1 while the collector is stalled ([`crate::controller::stall`]), else 0 |
+//! | `kube_gc_queue_oldest_item_age_seconds{queue}` | gauge | how long the oldest item of work queue `queue` has waited ([`crate::queue::WorkQueue::for_each_waiting`]); 0 when it has none |
 //! | `kube_gc_api_requests_total{verb,code}` | counter | requests to the API server |
 //! | `kube_gc_monitor_synced{resource}` | gauge | 1 once the resource's monitor has synced |
 //! | `kube_gc_monitor_relisting{resource}` | gauge | 1 while the monitor relists after a 410 |
@@ -75,6 +77,7 @@ struct Snapshot {
     graph_changes: GraphChanges,
     graph_nodes: u64,
     waiting_for_views: u64,
+    stalled: bool,
     graph_events: GraphEventStats,
     api_calls: Vec<CallCount>,
     /// Per monitored resource, by its `group/version/resource` name.
@@ -132,6 +135,7 @@ impl Snapshot {
             graph_changes,
             graph_nodes: gc.graph().len() as u64,
             waiting_for_views: gc.waiting().len() as u64,
+            stalled: gc.stall_status().stalled,
             graph_events,
             api_calls: gc.api().call_counts(),
             monitors: gc
@@ -167,6 +171,23 @@ impl Collector for Snapshot {
             "Work items whose decision waits for an incomplete monitor view",
             None,
             ConstGauge::new(self.waiting_for_views),
+        )?;
+        single(
+            encoder,
+            "kube_gc_stalled",
+            "1 while work waits on the collector, nothing completed for --stall-after and the API server answers",
+            None,
+            ConstGauge::new(u64::from(self.stalled)),
+        )?;
+        family(
+            encoder,
+            "kube_gc_queue_oldest_item_age",
+            "Seconds the oldest item of each work queue has waited, from its first failure since it last succeeded, else its add; 0 when the queue has none",
+            Some(&SECONDS),
+            MetricType::Gauge,
+            self.queues
+                .iter()
+                .map(|q| ([("queue", q.name)], ConstGauge::new(q.oldest_waiting_seconds))),
         )?;
         self.graph_event_metrics(encoder)?;
         family(
@@ -769,6 +790,8 @@ mod tests {
             "kube_gc_graph_events_per_second",
             "kube_gc_seconds_since_last_graph_event",
             "kube_gc_items_waiting_for_views",
+            "kube_gc_stalled",
+            "kube_gc_queue_oldest_item_age_seconds",
             "kube_gc_api_requests_total",
             "kube_gc_monitor_synced",
             "kube_gc_monitor_relisting",
@@ -798,6 +821,61 @@ mod tests {
             3,
             "graph changes and the two work queues"
         );
+        gc.shutdown().await;
+    }
+
+    /// The metric names `text` mentions: every word that starts like one of kube-gc's families.
+    fn metric_names(text: &str) -> BTreeSet<&str> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .filter(|word| {
+                ["kube_gc_", "workqueue_", "garbagecollector_"]
+                    .iter()
+                    .any(|p| word.starts_with(p))
+            })
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_metric_the_dashboard_and_the_alerts_use_should_be_rendered() {
+        let cluster = Arc::new(SimCluster::new());
+        let gc = GarbageCollector::start(cluster, Config::default()).await;
+        assert!(gc.wait_for_sync(Duration::from_secs(60)).await, "monitors never synced");
+        let text = render(&gc);
+        // Sample names, and what each declared family's samples are called even while it has
+        // none (no request counted yet, say).
+        let mut rendered: BTreeSet<String> = read_strictly(&text)
+            .values()
+            .flat_map(|(_, samples)| samples.iter().map(|s| s.name.clone()))
+            .collect();
+        for line in text.lines() {
+            let Some((family, kind)) = line.strip_prefix("# TYPE ").and_then(|l| l.split_once(' ')) else {
+                continue;
+            };
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                _ => &[""],
+            };
+            rendered.extend(suffixes.iter().map(|suffix| format!("{family}{suffix}")));
+        }
+        for (file, used) in [
+            (
+                "deploy/grafana-dashboard.json",
+                include_str!("../../deploy/grafana-dashboard.json"),
+            ),
+            (
+                "deploy/prometheus-rule.yaml",
+                include_str!("../../deploy/prometheus-rule.yaml"),
+            ),
+        ] {
+            let names = metric_names(used);
+            assert!(names.len() >= 5, "{file} names too few metrics: {names:?}");
+            let missing: Vec<&str> = names.into_iter().filter(|n| !rendered.contains(*n)).collect();
+            assert!(
+                missing.is_empty(),
+                "{file} uses metrics /metrics does not have: {missing:?}"
+            );
+        }
         gc.shutdown().await;
     }
 }

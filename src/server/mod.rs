@@ -5,6 +5,7 @@
 //! | `/debug/controllers/garbagecollector/graph[?uid=…]` | the DOT dump of spec §8 |
 //! | `/explain?uid=U` | JSON: why an object is not collected yet (`explain.rs`) |
 //! | `/debug/journal[?limit=N]` | the latest journal lines, oldest first, as JSON Lines ([`crate::journal`]) |
+//! | `/debug/stuck[?older-than=D&limit=N]` | JSON: the objects waiting on the collector for at least `D` (default `--stall-after`), oldest first, each explained (`stuck.rs`) |
 //! | `/metrics` | OpenMetrics text (`metrics.rs`) |
 //! | `/healthz` | `ok` while the process serves |
 //! | `/readyz` | `ok` once the monitors have synced or the initial sync wait has passed, else 503 |
@@ -24,6 +25,7 @@
 pub mod auth;
 mod explain;
 mod metrics;
+mod stuck;
 pub mod tls;
 
 use crate::api::ClusterApi;
@@ -42,6 +44,8 @@ pub const GRAPH_PATH: &str = "/debug/controllers/garbagecollector/graph";
 
 /// Where the latest journal lines are served.
 pub const JOURNAL_PATH: &str = "/debug/journal";
+/// Where the list of objects stuck waiting on the collector is mounted.
+pub const STUCK_PATH: &str = "/debug/stuck";
 
 /// The collector the endpoints describe: empty until it has started.
 pub struct Slot<C> {
@@ -110,6 +114,7 @@ pub fn router<C: ClusterApi>(slot: Arc<Slot<C>>) -> Router {
         .route(GRAPH_PATH, get(graph::<C>))
         .route("/explain", get(explain::<C>))
         .route(JOURNAL_PATH, get(journal::<C>))
+        .route(STUCK_PATH, get(stuck::<C>))
         .route("/metrics", get(metrics::<C>))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz::<C>))
@@ -166,7 +171,7 @@ async fn explain<C: ClusterApi>(
 
 #[derive(serde::Deserialize)]
 struct JournalQuery {
-    limit: Option<usize>,
+    limit: Option<String>,
 }
 
 async fn journal<C: ClusterApi>(
@@ -174,12 +179,53 @@ async fn journal<C: ClusterApi>(
     Query(query): Query<JournalQuery>,
 ) -> Result<Response, Unavailable> {
     let gc = slot.collector()?;
+    let limit = match limit(query.limit.as_deref(), crate::journal::LATEST) {
+        Ok(n) => n,
+        Err(why) => return Ok((StatusCode::BAD_REQUEST, why).into_response()),
+    };
     let mut body = String::new();
-    for entry in gc.journal().latest(query.limit.unwrap_or(crate::journal::LATEST)) {
+    for entry in gc.journal().latest(limit) {
         body.push_str(&serde_json::to_string(&*entry).unwrap_or_default());
         body.push('\n');
     }
     Ok(([(header::CONTENT_TYPE, "application/jsonl")], body).into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct StuckQuery {
+    #[serde(rename = "older-than")]
+    older_than: Option<String>,
+    limit: Option<String>,
+}
+
+async fn stuck<C: ClusterApi>(
+    State(slot): Shared<C>,
+    Query(query): Query<StuckQuery>,
+) -> Result<Response, Unavailable> {
+    let gc = slot.collector()?;
+    let older_than = match query.older_than.as_deref() {
+        None | Some("") => gc.stall().stall_after(),
+        Some(text) => match crate::duration::parse(text) {
+            Ok(d) => d,
+            Err(e) => return Ok((StatusCode::BAD_REQUEST, format!("older-than={text}: {e}\n")).into_response()),
+        },
+    };
+    let limit = match limit(query.limit.as_deref(), stuck::DEFAULT_LIMIT) {
+        Ok(n) => n,
+        Err(why) => return Ok((StatusCode::BAD_REQUEST, why).into_response()),
+    };
+    Ok(axum::Json(stuck::stuck(gc, older_than, limit)).into_response())
+}
+
+/// A `limit=` parameter: `default` when absent or empty, else a whole number, or what the 400
+/// says was expected.
+fn limit(text: Option<&str>, default: usize) -> Result<usize, String> {
+    match text {
+        None | Some("") => Ok(default),
+        Some(text) => text
+            .parse()
+            .map_err(|_| format!("limit={text}: expected a whole number of objects, e.g. 100\n")),
+    }
 }
 
 async fn metrics<C: ClusterApi>(State(slot): Shared<C>) -> Result<Response, Unavailable> {

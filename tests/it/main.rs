@@ -24,4 +24,5 @@ mod python_client;
 mod secure_serving;
 mod sim_apiserver;
 mod sim_apiserver_restart;
+mod stall;
 mod tree;
