@@ -156,10 +156,14 @@ impl<C: ClusterApi> GarbageCollector<C> {
                 return false;
             }
         };
+        // The mapper follows discovery every round, not only when the monitor set changes: a CRD
+        // that stops serving an old version keeps its monitor (on the preferred version), and a
+        // stale mapping would send owner GETs to the dropped version, whose 404 reads as the owner
+        // being absent.
+        self.mapper.store(plan.mapper);
         if monitors.resources() == plan.wanted.keys().cloned().collect() {
             return false;
         }
-        self.mapper.store(plan.mapper);
         monitors.resync(&plan.wanted, &self.api, &self.graph, &self.router);
         tracing::info!(resources = plan.wanted.len(), "monitor set updated");
         true

@@ -23,3 +23,4 @@ mod partial_view;
 mod python_client;
 mod sim_apiserver;
 mod sim_apiserver_restart;
+mod unserved_version;
