@@ -12,6 +12,7 @@ mod conformance_cluster;
 mod conformance_graph;
 mod conformance_units;
 mod differential;
+mod downtime;
 mod drop_in;
 mod fast_path;
 mod fault_suite;
