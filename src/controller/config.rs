@@ -78,6 +78,8 @@ pub struct Config {
     /// How monitors read their whole resource: by watch-list unless
     /// `--feature-gates WatchListClient=false`; a server that refuses it is read by list anyway.
     pub sync_mode: SyncMode,
+    /// The periodic audit of the graph against the API server (`--audit-period`); off by default.
+    pub audit: Option<crate::audit::AuditConfig>,
 }
 
 impl Default for Config {
@@ -95,6 +97,7 @@ impl Default for Config {
             sync_period: Duration::from_secs(30),
             initial_sync_timeout: Duration::from_secs(30),
             sync_mode: SyncMode::WatchList,
+            audit: None,
         }
     }
 }

@@ -14,6 +14,7 @@ pub use metrics::ControllerMetrics;
 pub use sync::{deletable_resources, SyncError};
 
 use crate::api::{ClusterApi, SharedRestMapper};
+use crate::audit::{AuditConfig, AuditMetrics, Auditor};
 use crate::builder::{EventRecorder, EventSink, GraphBuilder, GraphEventMetrics};
 use crate::collector::{Collector, PartialView, Waiting};
 use crate::graph::AbsentOwnerCache;
@@ -47,6 +48,8 @@ pub struct GarbageCollector<C> {
     tasks: Mutex<JoinSet<()>>,
     /// Set once the workers run: after the first sync, or after the initial wait without one.
     workers_started: AtomicBool,
+    /// The periodic audit's counters (all 0 while it is off).
+    audit: Arc<AuditMetrics>,
 }
 
 impl<C: ClusterApi> GarbageCollector<C> {
@@ -84,6 +87,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
             stop: CancellationToken::new(),
             tasks: Mutex::new(JoinSet::new()),
             workers_started: AtomicBool::new(false),
+            audit: Arc::new(AuditMetrics::default()),
             config,
         });
         let builder = GraphBuilder::new(
@@ -110,7 +114,44 @@ impl<C: ClusterApi> GarbageCollector<C> {
             config: gc.config.collector.clone(),
         });
         gc.spawn(gc.clone().run(collector));
+        if let Some(audit) = gc.config.audit.clone() {
+            gc.spawn(gc.auditor(audit).run());
+        }
         gc
+    }
+
+    /// An auditor of this collector's graph with `config` (see [`crate::audit`]); the controller
+    /// runs one when [`Config::audit`] says so, and tests drive rounds by hand.
+    pub fn auditor(&self, config: AuditConfig) -> Auditor<C> {
+        Auditor::new(
+            self.api.clone(),
+            self.graph.clone(),
+            self.router.clone(),
+            self.mapper.clone(),
+            self.monitors.clone(),
+            self.audit.clone(),
+            config,
+        )
+    }
+
+    /// The periodic audit's counters.
+    pub fn audit_metrics(&self) -> &Arc<AuditMetrics> {
+        &self.audit
+    }
+
+    /// The router, through which every graph event goes: for tests that feed the graph by hand.
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// How many monitors run.
+    pub fn monitor_count(&self) -> usize {
+        self.monitors.lock().len()
+    }
+
+    /// The REST mapper in force.
+    pub fn mapper(&self) -> &Arc<SharedRestMapper> {
+        &self.mapper
     }
 
     fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {

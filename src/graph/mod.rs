@@ -194,6 +194,25 @@ impl Graph {
     pub fn handles(&self) -> Vec<Handle> {
         self.shards.iter().flat_map(UidTable::handles).collect()
     }
+
+    /// Up to `n` handles drawn at random: the shards are walked in a random order until they have
+    /// given `n`, so a sample of a large graph costs one shard's walk (about 1/[`SHARDS`] of the
+    /// graph), not the graph's. For the periodic audit.
+    pub fn sample(&self, n: usize, rng: &mut impl rand::Rng) -> Vec<Handle> {
+        use rand::seq::SliceRandom;
+        let mut order: Vec<usize> = (0..SHARDS).collect();
+        order.shuffle(rng);
+        let mut handles = Vec::new();
+        for i in order {
+            if handles.len() >= n {
+                break;
+            }
+            handles.extend(self.shards[i].handles());
+        }
+        handles.shuffle(rng);
+        handles.truncate(n);
+        handles
+    }
 }
 
 impl std::fmt::Debug for Graph {

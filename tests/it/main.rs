@@ -7,6 +7,7 @@
 
 mod support;
 
+mod audit;
 mod bad_input;
 mod conformance_cluster;
 mod conformance_graph;
