@@ -84,6 +84,16 @@ impl RestMapper {
         })
     }
 
+    /// How many resources (one per served version) the mapper knows.
+    pub fn len(&self) -> usize {
+        self.by_resource.len()
+    }
+
+    /// True when the mapper knows no resource.
+    pub fn is_empty(&self) -> bool {
+        self.by_resource.is_empty()
+    }
+
     /// The discovery entry of a resource, if served.
     pub fn resource(&self, gvr: &Gvr) -> Option<&ApiResource> {
         self.by_resource.get(gvr)

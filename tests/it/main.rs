@@ -12,6 +12,7 @@ mod bad_input;
 mod conformance_cluster;
 mod conformance_graph;
 mod conformance_units;
+mod crd_churn;
 mod differential;
 mod downtime;
 mod drop_in;
