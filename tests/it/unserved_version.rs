@@ -116,6 +116,13 @@ async fn dropping_a_version_while_running_should_never_collect_the_dependent_of_
     dropped.rest = widget_crd(false).rest;
     h.cluster.update(&crds(), dropped).expect("drop v1alpha1");
     h.gc.sync_once().await;
+    assert!(
+        h.gc.mapper()
+            .load()
+            .rest_mapping("example.com/v1alpha1", "Widget")
+            .is_err(),
+        "the mapper follows discovery although the monitor set stayed the same"
+    );
     // A dependent written against the old version: read through v1alpha1, its owner would
     // answer 404 and look absent.
     let dep = h.create(&configmaps(), meta("default", "dep", vec![alpha_ref(&widget)]));
@@ -167,4 +174,37 @@ async fn over_http_an_owner_named_at_a_dropped_version_should_be_judged_through_
     .await;
     gc.shutdown().await;
     server.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn before_the_next_sync_an_owner_seen_through_the_served_version_should_be_read_through_it() {
+    let cluster = SimCluster::new();
+    let crd = cluster.create(&crds(), widget_crd(true)).expect("create the CRD");
+    let widget = support::create_in(&cluster, &widgets(), meta("default", "w", vec![]));
+    let config = Config {
+        sync_period: Duration::from_secs(3600),
+        ..Config::default()
+    };
+    let h = Harness::start_with(cluster, config).await;
+    h.wait_in_graph(&[&widget]).await;
+    // v1alpha1 goes, and no sync round has told the collector yet: its mapper still maps it.
+    let mut dropped = h.cluster.get_object(&crds(), "", &crd.metadata.name).expect("the CRD");
+    dropped.rest = widget_crd(false).rest;
+    h.cluster.update(&crds(), dropped).expect("drop v1alpha1");
+    assert!(h
+        .gc
+        .mapper()
+        .load()
+        .rest_mapping("example.com/v1alpha1", "Widget")
+        .is_ok());
+    let dep = h.create(&configmaps(), meta("default", "dep", vec![alpha_ref(&widget)]));
+    h.eventually("the dependent judged", || {
+        h.in_graph(&dep) || !h.exists(&configmaps(), &dep)
+    })
+    .await;
+    h.settle().await;
+    assert!(
+        h.exists(&configmaps(), &dep),
+        "the owner was read through the version its node was observed at, not the dropped one"
+    );
 }
