@@ -5,8 +5,10 @@
 //! [`Router`], as a watch would: an update event built from an object it read, or, for an object
 //! the server no longer has, the virtual delete the workers route for it. It never writes to the
 //! cluster and never decides anything about garbage; the builders and workers handle what it
-//! routes under their usual rules (a virtual delete makes no tombstone, so the workers still read
-//! such an owner live before acting on its absence).
+//! routes under their usual rules. A virtual delete makes no tombstone; like a worker's, it puts
+//! the object in absentOwnerCache when dependents named it, which the audit has earned by reading
+//! the object absent twice, [`AuditConfig::recheck_after`] apart, while its resource's view was
+//! complete (the condition the workers ask before acting on an absent owner).
 //!
 //! # A round
 //!
