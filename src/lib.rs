@@ -8,7 +8,9 @@
 //! - [`queue`]: de-duplicating, rate-limited work queues of node handles;
 //! - [`collector`]: workers that decide and carry out deletion, orphaning and finalizer removal
 //!   through [`api::ClusterApi`];
-//! - [`controller`]: wires the stages together and owns configuration and lifecycle.
+//! - [`controller`]: wires the stages together and owns configuration and lifecycle;
+//! - [`audit`]: now and then compares a sample of the graph with the API server and routes what a
+//!   relist would for the drift it finds.
 //!
 //! Beside the flow, [`model`] is the reference model of the collector's decisions that the
 //! differential tests and `loadgen replay --mode full` check the engine against, and [`tree`]
@@ -26,6 +28,7 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 pub mod api;
+pub mod audit;
 pub mod builder;
 pub mod collector;
 pub mod controller;

@@ -14,6 +14,7 @@
 use anyhow::Context;
 use kube_gc::api::layers::{self, Budget, Budgets, Fence};
 use kube_gc::api::KubeApi;
+use kube_gc::audit::AuditConfig;
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
 use kube_gc::journal::{FileConfig, Journal, JournalConfig};
 use kube_gc::leader::{LeaderElector, LeaseConfig};
@@ -131,6 +132,11 @@ pub struct RunArgs {
     /// default threshold of /debug/stuck.
     #[arg(long, default_value = "10m", value_parser = kube_gc::duration::parse_positive)]
     stall_after: Duration,
+    /// How often to audit the graph against the API server: each round reads a sample of graph
+    /// nodes (100 GETs) and one list page (100 objects), and repairs drift that outlives the
+    /// watch lag (see the README). 0 (the default) turns the audit off.
+    #[arg(long, default_value = "0", value_parser = kube_gc::duration::parse)]
+    audit_period: Duration,
     /// How often to log the graph's size and the queues' lengths.
     #[arg(long, default_value = "30s", value_parser = kube_gc::duration::parse_positive)]
     report_every: Duration,
@@ -162,6 +168,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         sync_mode: args.sync_mode,
         stall_after: args.stall_after,
+        audit: (!args.audit_period.is_zero()).then(|| AuditConfig::every(args.audit_period)),
         ..Config::default()
     };
     if !args.ignored_resources.is_empty() {

@@ -82,7 +82,8 @@ impl<C: ClusterApi> Collector<C> {
         }
         // `key` now names the owner exactly as the GET does: in the item's namespace when the
         // owner's type is namespaced.
-        let owner = match self.api.get(&mapping.gvr, &key.namespace, &key.name).await {
+        let gvr = self.observed_owner_resource(&key).unwrap_or(mapping.gvr);
+        let owner = match self.api.get(&gvr, &key.namespace, &key.name).await {
             Err(e) if e.is_not_found() => {
                 self.absent_owner_cache.add(key);
                 return Ok((OwnerState::Dangling, Seen::Live));
@@ -100,6 +101,30 @@ impl<C: ClusterApi> Collector<C> {
             meta.has_finalizer(FINALIZER_FOREGROUND),
         );
         Ok((state, Seen::Live))
+    }
+
+    /// The resource the graph observed the owner `key` through, when that is another version of
+    /// the ref's group and kind (same UID, name and namespace): its monitor reads that version,
+    /// so it is served now, whereas the ref's version may have been dropped since the mapper was
+    /// last rebuilt, and a GET through a dropped version answers 404 for a live owner
+    /// (kubernetes#102641). The UID comparison after the GET still decides.
+    fn observed_owner_resource(&self, key: &Identity) -> Option<crate::api::Gvr> {
+        let node = self.graph.get(&key.uid)?;
+        let seen = node.identity();
+        let group = |api_version: &str| api_version.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+        let other_version = seen.api_version() != key.api_version()
+            && group(&seen.api_version()) == group(&key.api_version())
+            && seen.kind() == key.kind()
+            && seen.name == key.name
+            && seen.namespace == key.namespace;
+        if node.is_virtual() || !other_version {
+            return None;
+        }
+        let mapper = self.mapper.load();
+        mapper
+            .rest_mapping(&seen.api_version(), &seen.kind())
+            .ok()
+            .map(|m| m.gvr)
     }
 
     /// What the graph knows for certain of the owner a GET of `key` would read, if anything:

@@ -238,7 +238,7 @@ impl<C: ClusterApi> Collector<C> {
         let mapper = self.mapper.load();
         let mut resources: Vec<Gvr> = absent
             .iter()
-            .filter_map(|r| mapper.rest_mapping(&r.api_version(), &r.kind()).ok())
+            .filter_map(|r| mapper.rest_mapping_any_version(&r.api_version(), &r.kind()).ok())
             .map(|m| m.gvr)
             .collect();
         resources.sort();
@@ -252,11 +252,15 @@ impl<C: ClusterApi> Collector<C> {
         CollectError::EnqueuedVirtualDeleteEvent(Box::new(identity.clone()))
     }
 
-    /// Maps an apiVersion/kind, or fails with a restMappingError.
+    /// Maps an apiVersion/kind, or fails with a restMappingError. A version that is no longer
+    /// served is read through the group's preferred served version of the kind: the object, and
+    /// its UID, are the same through any version, and every decision on an owner found this way
+    /// still compares UIDs (kubernetes#102641, where upstream retries the mapping forever). Only a
+    /// kind no version serves fails.
     fn mapping(&self, api_version: &str, kind: &str) -> Result<crate::api::RestMapping> {
         self.mapper
             .load()
-            .rest_mapping(api_version, kind)
+            .rest_mapping_any_version(api_version, kind)
             .map_err(|source| CollectError::RestMapping {
                 api_version: api_version.to_string(),
                 kind: kind.to_string(),

@@ -85,6 +85,8 @@ pub struct Config {
     /// answers, before the collector reports a stall (`--stall-after`; see
     /// [`stall`](super::stall)).
     pub stall_after: Duration,
+    /// The periodic audit of the graph against the API server (`--audit-period`); off by default.
+    pub audit: Option<crate::audit::AuditConfig>,
 }
 
 impl Default for Config {
@@ -104,6 +106,7 @@ impl Default for Config {
             sync_mode: SyncMode::WatchList,
             journal: Journal::disabled(),
             stall_after: Duration::from_secs(600),
+            audit: None,
         }
     }
 }

@@ -16,6 +16,7 @@ pub use stall::{Stall, StallStatus};
 pub use sync::{deletable_resources, SyncError};
 
 use crate::api::{ClusterApi, SharedRestMapper};
+use crate::audit::{AuditConfig, AuditMetrics, Auditor};
 use crate::builder::{GraphBuilder, GraphEventMetrics};
 use crate::collector::{Collector, PartialView, Waiting};
 use crate::graph::AbsentOwnerCache;
@@ -52,6 +53,8 @@ pub struct GarbageCollector<C> {
     tasks: Mutex<JoinSet<()>>,
     /// Set once the workers run: after the first sync, or after the initial wait without one.
     workers_started: AtomicBool,
+    /// The periodic audit's counters (all 0 while it is off).
+    audit: Arc<AuditMetrics>,
 }
 
 impl<C: ClusterApi> GarbageCollector<C> {
@@ -90,6 +93,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
             stop: CancellationToken::new(),
             tasks: Mutex::new(JoinSet::new()),
             workers_started: AtomicBool::new(false),
+            audit: Arc::new(AuditMetrics::default()),
             config,
         });
         let builder = GraphBuilder::new(
@@ -123,7 +127,44 @@ impl<C: ClusterApi> GarbageCollector<C> {
             events: recorder,
         });
         gc.spawn(gc.clone().run(collector));
+        if let Some(audit) = gc.config.audit.clone() {
+            gc.spawn(gc.auditor(audit).run());
+        }
         gc
+    }
+
+    /// An auditor of this collector's graph with `config` (see [`crate::audit`]); the controller
+    /// runs one when [`Config::audit`] says so, and tests drive rounds by hand.
+    pub fn auditor(&self, config: AuditConfig) -> Auditor<C> {
+        Auditor::new(
+            self.api.clone(),
+            self.graph.clone(),
+            self.router.clone(),
+            self.mapper.clone(),
+            self.monitors.clone(),
+            self.audit.clone(),
+            config,
+        )
+    }
+
+    /// The periodic audit's counters.
+    pub fn audit_metrics(&self) -> &Arc<AuditMetrics> {
+        &self.audit
+    }
+
+    /// The router, through which every graph event goes: for tests that feed the graph by hand.
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// How many monitors run.
+    pub fn monitor_count(&self) -> usize {
+        self.monitors.lock().len()
+    }
+
+    /// The REST mapper in force.
+    pub fn mapper(&self) -> &Arc<SharedRestMapper> {
+        &self.mapper
     }
 
     fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
@@ -212,10 +253,14 @@ impl<C: ClusterApi> GarbageCollector<C> {
                 return false;
             }
         };
+        // The mapper follows discovery every round, not only when the monitor set changes: a CRD
+        // that stops serving an old version keeps its monitor (on the preferred version), and a
+        // stale mapping would send owner GETs to the dropped version, whose 404 reads as the owner
+        // being absent.
+        self.mapper.store(plan.mapper);
         if monitors.resources() == plan.wanted.keys().cloned().collect() {
             return false;
         }
-        self.mapper.store(plan.mapper);
         monitors.resync(&plan.wanted, &self.api, &self.graph, &self.router);
         tracing::info!(resources = plan.wanted.len(), "monitor set updated");
         true

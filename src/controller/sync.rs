@@ -109,6 +109,16 @@ impl Monitors {
             .collect()
     }
 
+    /// How many monitors run.
+    pub fn len(&self) -> usize {
+        self.running.len()
+    }
+
+    /// True when no monitor runs.
+    pub fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
     /// The monitored resources.
     pub fn resources(&self) -> BTreeSet<Gvr> {
         self.running.keys().cloned().collect()
@@ -148,6 +158,19 @@ impl Monitors {
 impl Views for parking_lot::Mutex<Monitors> {
     fn incomplete(&self, of: Option<&[Gvr]>) -> Vec<Gvr> {
         self.lock().incomplete(of)
+    }
+}
+
+/// The monitor set as the audit sees it (the lock is held for a map walk, never across an await).
+impl crate::audit::Monitored for parking_lot::Mutex<Monitors> {
+    fn complete(&self) -> BTreeMap<Gvr, Gvk> {
+        let monitors = self.lock();
+        monitors
+            .running
+            .iter()
+            .filter(|(_, m)| m.status().is_complete())
+            .map(|(gvr, m)| (gvr.clone(), m.gvk.clone()))
+            .collect()
     }
 }
 

@@ -48,6 +48,12 @@ impl ResourceVersion {
     pub fn is_known(self) -> bool {
         self.0 != 0
     }
+
+    /// True when both versions are known and this one is older: the watch behind it has not
+    /// delivered `other` yet. Unknown versions compare as neither older nor newer.
+    pub fn is_older_than(self, other: ResourceVersion) -> bool {
+        self.is_known() && other.is_known() && self.0 < other.0
+    }
 }
 
 /// The decimal string the server sent; empty when unknown.

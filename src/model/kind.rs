@@ -184,6 +184,9 @@ pub(super) type TypeIndex = usize;
 pub(super) struct Served {
     /// apiVersion → kind → type; two levels so a lookup borrows its `&str` keys.
     by_ref: HashMap<String, HashMap<String, (Kind, TypeIndex)>>,
+    /// group → kind → the first type serving that kind in the group: where a reference at a
+    /// version that is not served resolves (kubernetes#102641).
+    by_group_kind: HashMap<String, HashMap<String, (Kind, TypeIndex)>>,
     /// How many distinct (group, resource) pairs there are.
     types: usize,
 }
@@ -194,6 +197,7 @@ impl Served {
     pub(super) fn new(kinds: impl IntoIterator<Item = Kind>) -> Served {
         let mut index: HashMap<(String, String), TypeIndex> = HashMap::new();
         let mut by_ref: HashMap<String, HashMap<String, (Kind, TypeIndex)>> = HashMap::new();
+        let mut by_group_kind: HashMap<String, HashMap<String, (Kind, TypeIndex)>> = HashMap::new();
         for kind in kinds {
             let next = index.len();
             let ty = *index
@@ -203,10 +207,16 @@ impl Served {
                 .entry(kind.api_version.to_string())
                 .or_default()
                 .entry(kind.kind.to_string())
+                .or_insert((kind.clone(), ty));
+            by_group_kind
+                .entry(kind.group.to_string())
+                .or_default()
+                .entry(kind.kind.to_string())
                 .or_insert((kind, ty));
         }
         Served {
             by_ref,
+            by_group_kind,
             types: index.len(),
         }
     }
@@ -216,10 +226,16 @@ impl Served {
         self.types
     }
 
-    /// The served type a reference's apiVersion and kind resolve to, if any.
+    /// The served type a reference's apiVersion and kind resolve to, if any: the one serving that
+    /// version, else any version of the same group serving the kind (an object is the same object
+    /// through every version).
     pub(super) fn resolve(&self, api_version: &str, kind: &str) -> Option<&(Kind, TypeIndex)> {
         // `/v1` names the core group's `v1`, as the REST mapper reads it.
         let api_version = api_version.strip_prefix('/').unwrap_or(api_version);
-        self.by_ref.get(api_version)?.get(kind)
+        if let Some(exact) = self.by_ref.get(api_version).and_then(|kinds| kinds.get(kind)) {
+            return Some(exact);
+        }
+        let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+        self.by_group_kind.get(group)?.get(kind)
     }
 }

@@ -14,7 +14,8 @@
 //!
 //! - **attempt_to_delete_item** (§4.2 rows 5–7, §4.3) for an object that is not being deleted and
 //!   has owner references. Each reference is classified against the cluster: *unresolvable* when
-//!   its apiVersion and kind are not served, or when the object is cluster-scoped and the owner
+//!   no version of its group serves its kind (a version no longer served is read through one
+//!   that is, kubernetes#102641), or when the object is cluster-scoped and the owner
 //!   type is namespaced (the whole classification aborts: such an object is never collected nor
 //!   stripped, and the model calls it *stuck*); *dangling* unless an object of that type exists
 //!   under the ref's name (in the object's namespace for a namespaced owner type, so a reference

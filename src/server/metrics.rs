@@ -25,6 +25,10 @@
 //! | `kube_gc_monitor_watch_resumes_total{resource}` | counter | watches reopened from the last resourceVersion after an error |
 //! | `kube_gc_monitor_last_list_timestamp_seconds{resource}` | gauge | Unix time of the last complete list (or watch-list) |
 //! | `kube_gc_monitor_sync_mode{resource,mode}` | gauge | 1, `mode` being how the monitor reads its whole resource: `watch-list` or `list` |
+//! | `kube_gc_monitors` | gauge | monitors running, one per monitored resource |
+//! | `kube_gc_tasks` | gauge | tasks alive on the process's tokio runtime (the collector's, the HTTP server's, any other) |
+//! | `kube_gc_audit_objects_checked_total` | counter | objects the periodic audit compared with the graph |
+//! | `kube_gc_audit_drift_total{kind}` | counter | drift the audit found and repaired, `kind` being `missing`, `stale` or `gone` |
 //!
 //! The names above are the samples' names. As OpenMetrics has it, a counter's `# TYPE` line names
 //! its family without `_total` (the crate appends it to each sample), and a family whose name ends
@@ -39,6 +43,7 @@
 //! keeps a copy of a counter between scrapes.
 
 use crate::api::{CallCount, ClusterApi};
+use crate::audit::DriftKind;
 use crate::builder::GraphEventStats;
 use crate::controller::GarbageCollector;
 use crate::monitor::{MonitorStatus, SyncMode};
@@ -82,6 +87,11 @@ struct Snapshot {
     api_calls: Vec<CallCount>,
     /// Per monitored resource, by its `group/version/resource` name.
     monitors: Vec<(String, MonitorFigures)>,
+    /// Tasks alive on the runtime that renders the scrape.
+    tasks: u64,
+    audit_checked: u64,
+    /// Per [`DriftKind::ALL`].
+    audit_drift: [u64; 3],
 }
 
 /// What the graph-changes queue has of a work queue's figures (see the [module docs](self)).
@@ -143,6 +153,9 @@ impl Snapshot {
                 .iter()
                 .map(|(gvr, status)| (gvr.to_string(), MonitorFigures::of(status)))
                 .collect(),
+            tasks: tokio::runtime::Handle::try_current().map_or(0, |h| h.metrics().num_alive_tasks() as u64),
+            audit_checked: gc.audit_metrics().checked(),
+            audit_drift: DriftKind::ALL.map(|kind| gc.audit_metrics().drift(kind)),
         }
     }
 }
@@ -190,6 +203,38 @@ impl Collector for Snapshot {
                 .map(|q| ([("queue", q.name)], ConstGauge::new(q.oldest_waiting_seconds))),
         )?;
         self.graph_event_metrics(encoder)?;
+        single(
+            encoder,
+            "kube_gc_monitors",
+            "Monitors running, one per monitored resource",
+            None,
+            ConstGauge::new(self.monitors.len() as u64),
+        )?;
+        single(
+            encoder,
+            "kube_gc_tasks",
+            "Tasks alive on the process's tokio runtime",
+            None,
+            ConstGauge::new(self.tasks),
+        )?;
+        single(
+            encoder,
+            "kube_gc_audit_objects_checked",
+            "Objects the periodic audit compared with the graph",
+            None,
+            ConstCounter::new(self.audit_checked),
+        )?;
+        family(
+            encoder,
+            "kube_gc_audit_drift",
+            "Drift between the graph and the cluster the audit found and repaired, by kind",
+            None,
+            MetricType::Counter,
+            DriftKind::ALL
+                .iter()
+                .zip(self.audit_drift)
+                .map(|(kind, n)| ([("kind", kind.as_str())], ConstCounter::new(n))),
+        )?;
         family(
             encoder,
             "kube_gc_api_requests",
@@ -799,6 +844,10 @@ mod tests {
             "kube_gc_monitor_page_retries_total",
             "kube_gc_monitor_watch_resumes_total",
             "kube_gc_monitor_last_list_timestamp_seconds",
+            "kube_gc_monitors",
+            "kube_gc_tasks",
+            "kube_gc_audit_objects_checked_total",
+            "kube_gc_audit_drift_total",
         ] {
             assert!(names.contains(name), "no sample {name} in:\n{text}");
         }

@@ -26,6 +26,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("builder", 5),
     ("collector", 5),
     ("monitor", 5),
+    ("audit", 5),
     ("controller", 6),
     ("server", 7),
     ("simulate", 7),

@@ -7,11 +7,14 @@
 
 mod support;
 
+mod audit;
 mod bad_input;
 mod conformance_cluster;
 mod conformance_graph;
 mod conformance_units;
+mod crd_churn;
 mod differential;
+mod downtime;
 mod drop_in;
 mod fast_path;
 mod fault_suite;
@@ -26,3 +29,4 @@ mod sim_apiserver;
 mod sim_apiserver_restart;
 mod stall;
 mod tree;
+mod unserved_version;
