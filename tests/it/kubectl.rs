@@ -674,13 +674,24 @@ metadata: {name: team}
 #[test]
 fn the_deployment_manifests_should_be_accepted_as_a_cluster_would() {
     let Some(sim) = Sim::start() else { return };
-    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
-    let said = sim.ok(&["create", "-f", manifests]);
+    // A cluster with the Prometheus Operator serves its two kinds the base uses.
+    let operator = sim.dir.path().join("prometheus-operator-crds.json");
+    let crds = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        support::crd_manifest_in("monitoring.coreos.com", "servicemonitors", "ServiceMonitor"),
+        support::crd_manifest_in("monitoring.coreos.com", "prometheusrules", "PrometheusRule"),
+    ]});
+    std::fs::write(&operator, crds.to_string()).expect("write the CRDs");
+    sim.ok(&["create", "-f", operator.to_str().expect("a UTF-8 path")]);
+    let base = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
+    let said = sim.ok(&["create", "-k", base]);
     for created in [
         "namespace/kube-gc",
         "serviceaccount/kube-gc",
         "clusterrole",
         "deployment.apps/kube-gc",
+        "configmap/kube-gc-grafana-dashboard",
+        "servicemonitor.monitoring.coreos.com/kube-gc",
+        "prometheusrule.monitoring.coreos.com/kube-gc",
     ] {
         assert!(said.contains(created), "{created} not created:\n{said}");
     }

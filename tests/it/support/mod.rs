@@ -147,12 +147,17 @@ pub async fn eventually(what: &str, cond: impl Fn() -> bool) {
 /// A `CustomResourceDefinition` serving the namespaced `example.com/v1` resource `plural` of
 /// `kind`, with a schema that keeps every field.
 pub fn crd_manifest(plural: &str, kind: &str) -> serde_json::Value {
+    crd_manifest_in("example.com", plural, kind)
+}
+
+/// [`crd_manifest`] in the API group `group`.
+pub fn crd_manifest_in(group: &str, plural: &str, kind: &str) -> serde_json::Value {
     serde_json::json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.example.com")},
+        "metadata": {"name": format!("{plural}.{group}")},
         "spec": {
-            "group": "example.com",
+            "group": group,
             "scope": "Namespaced",
             "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
             "versions": [{
