@@ -8,8 +8,8 @@ use super::{Collector, Result};
 use crate::api::{
     ClusterApi, DeleteOptions, Gvr, PartialObjectMeta, Patch, PatchType, Preconditions, PropagationPolicy,
 };
-use crate::graph::{Identity, OwnerRef, Uid};
-use crate::journal::{Action, Answer, Entry, Evidence, ObjectRef, OwnerSeen, OwnerState, Seen, Source};
+use crate::graph::{Identity, OwnerRef, Sym, Uid};
+use crate::journal::{Action, Answer, Evidence, OwnerState, Record, Seen, Source};
 use serde_json::Value;
 
 /// Why a write is made: the decision as the journal tells it.
@@ -95,10 +95,10 @@ impl<C: ClusterApi> Collector<C> {
         };
         if self.journal.is_enabled() {
             let answer = result.as_ref().map(|r| Answer::of(&r.as_ref().map(drop), 200));
-            let mut entry = self.entry(identity, &gvr, why, answer);
-            entry.policy = Some(policy);
-            entry.preconditions = options.preconditions;
-            self.journal.record(entry);
+            let mut record = self.record(identity, &gvr, why, answer);
+            record.policy = Some(policy);
+            record.preconditions = options.preconditions;
+            self.journal.record(record);
         }
         if matches!(result, Some(Ok(()))) && self.journal.owner_events() {
             self.tell_owners(identity, policy, why);
@@ -125,45 +125,30 @@ impl<C: ClusterApi> Collector<C> {
         };
         if self.journal.is_enabled() {
             let answer = result.as_ref().map(|r| Answer::of(&r.as_ref().map(drop), 200));
-            let mut entry = self.entry(identity, &gvr, why, answer);
-            entry.finalizer = why.finalizer.map(str::to_string);
-            entry.preconditions = patch_preconditions(&body);
-            entry.patch = Some(body);
-            self.journal.record(entry);
+            let mut record = self.record(identity, &gvr, why, answer);
+            record.finalizer = why.finalizer;
+            record.preconditions = patch_preconditions(&body);
+            record.patch = Some(body);
+            self.journal.record(record);
         }
         result.transpose().map_err(|e| super::api_error("patch", identity, e))
     }
 
     /// The journal line of a write, before the action's own fields.
-    fn entry(&self, identity: &Identity, gvr: &Gvr, why: &Why<'_>, answer: Option<Answer>) -> Entry {
-        let owners = why
+    fn record(&self, identity: &Identity, gvr: &Gvr, why: &Why<'_>, answer: Option<Answer>) -> Record {
+        let source = if answer.is_some() { Source::Sent } else { Source::DryRun };
+        let evidence = if why.observed { Evidence::Graph } else { Evidence::Live };
+        let mut record = Record::new(source, why.action, identity, evidence, why.reason);
+        record.resource = Sym::new(&gvr.resource);
+        record.owners = why
             .owners
             .iter()
             .zip(why.judged)
-            .map(|(r, &(state, seen))| OwnerSeen {
-                api_version: r.api_version().to_string(),
-                kind: r.kind().to_string(),
-                name: r.name.to_string(),
-                uid: r.uid.to_string(),
-                state,
-                seen,
-            })
+            .map(|(r, &(state, seen))| (r.clone(), state, seen))
             .collect();
-        Entry {
-            time: crate::api::time::now_rfc3339_micros(),
-            source: if answer.is_some() { Source::Sent } else { Source::DryRun },
-            action: why.action,
-            object: ObjectRef::of(identity, &gvr.resource),
-            policy: None,
-            finalizer: None,
-            owners,
-            refs: why.refs.iter().map(ToString::to_string).collect(),
-            evidence: if why.observed { Evidence::Graph } else { Evidence::Live },
-            reason: why.reason.to_string(),
-            preconditions: None,
-            patch: None,
-            answer,
-        }
+        record.refs = why.refs.to_vec();
+        record.answer = answer;
+        record
     }
 
     /// Posts an Event on each owner of a deleted object (`--journal-owner-events`).

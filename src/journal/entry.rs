@@ -161,6 +161,20 @@ pub struct OwnerSeen {
     pub seen: Seen,
 }
 
+impl OwnerSeen {
+    /// The owner `r`, found `state` by reading `seen`.
+    pub fn of(r: &crate::graph::OwnerRef, state: OwnerState, seen: Seen) -> Self {
+        OwnerSeen {
+            api_version: r.api_version().to_string(),
+            kind: r.kind().to_string(),
+            name: r.name.to_string(),
+            uid: r.uid.to_string(),
+            state,
+            seen,
+        }
+    }
+}
+
 /// The server's answer to a write, or why there was none.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -262,5 +276,91 @@ impl Entry {
             }
         };
         (self.object.uid.clone(), action, detail)
+    }
+}
+
+/// A journal line as a worker or a builder hands it over: the facts, cheaply cloned, with nothing
+/// formatted yet. The journal's thread turns it into an [`Entry`] (times, UIDs and names written
+/// out), so that recording costs a worker a few reference counts and one allocation.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// When it happened.
+    pub at: std::time::SystemTime,
+    /// Sent, decided in shadow mode, or observed.
+    pub source: Source,
+    /// The write.
+    pub action: Action,
+    /// The object written.
+    pub object: crate::graph::Identity,
+    /// Its resource, when the collector mapped it; empty otherwise.
+    pub resource: crate::graph::Sym,
+    /// The propagation policy of a DELETE.
+    pub policy: Option<PropagationPolicy>,
+    /// The finalizer a finalizer removal removes.
+    pub finalizer: Option<&'static str>,
+    /// The owners weighed, each with its state and where it was read.
+    pub owners: Vec<(crate::graph::OwnerRef, OwnerState, Seen)>,
+    /// The refs a patch removes or unblocks.
+    pub refs: Vec<crate::graph::Uid>,
+    /// Which reading of the object the write rests on.
+    pub evidence: Evidence,
+    /// The decision in words.
+    pub reason: &'static str,
+    /// The preconditions sent.
+    pub preconditions: Option<Preconditions>,
+    /// The patch body sent.
+    pub patch: Option<Value>,
+    /// The server's answer.
+    pub answer: Option<Answer>,
+}
+
+impl Record {
+    /// A line about `object`, now, with nothing but its source, action, evidence and reason.
+    pub fn new(
+        source: Source,
+        action: Action,
+        object: &crate::graph::Identity,
+        evidence: Evidence,
+        reason: &'static str,
+    ) -> Record {
+        Record {
+            at: std::time::SystemTime::now(),
+            source,
+            action,
+            object: object.clone(),
+            resource: crate::graph::Sym::new(""),
+            policy: None,
+            finalizer: None,
+            owners: Vec::new(),
+            refs: Vec::new(),
+            evidence,
+            reason,
+            preconditions: None,
+            patch: None,
+            answer: None,
+        }
+    }
+
+    /// The line written out, stamped `time`.
+    pub fn to_entry(&self, time: String) -> Entry {
+        Entry {
+            time,
+            source: self.source,
+            action: self.action,
+            object: ObjectRef::of(&self.object, self.resource.as_str()),
+            policy: self.policy,
+            finalizer: self.finalizer.map(str::to_string),
+            owners: self
+                .owners
+                .iter()
+                .map(|(r, state, seen)| OwnerSeen::of(r, *state, *seen))
+                .collect(),
+            refs: self.refs.iter().map(ToString::to_string).collect(),
+            evidence: self.evidence,
+            reason: self.reason.to_string(),
+            preconditions: self.preconditions.clone(),
+            patch: self.patch.clone(),
+            answer: self.answer.clone(),
+        }
     }
 }

@@ -11,24 +11,24 @@
 //! shadow's own decisions.
 //!
 //! Invariants:
-//! - Recording never blocks a worker on the disk: lines go to a writer thread over a bounded
-//!   channel ([`file`]); only a thread a whole channel behind makes a worker wait, so no line is
-//!   ever dropped.
+//! - Recording never makes a worker format or wait on the disk: it hands a [`Record`] of cheap
+//!   clones to the journal's thread ([`writer`]) over a bounded channel; only a thread a whole
+//!   channel behind makes a worker wait, so no line is ever dropped.
 //! - The latest [`LATEST`] lines stay in memory for `/debug/journal`, journal file or not.
 //! - A disabled journal ([`Journal::disabled`], loadgen and benches) costs one branch per write.
 
 mod entry;
-mod file;
 pub mod report;
 pub mod witness;
+mod writer;
 
-pub use entry::{Action, Answer, Entry, Evidence, ObjectRef, OwnerSeen, OwnerState, Seen, Source};
-pub use file::{numbered, FileConfig};
+pub use entry::{Action, Answer, Entry, Evidence, ObjectRef, OwnerSeen, OwnerState, Record, Seen, Source};
+pub use writer::{numbered, FileConfig};
 
-use file::FileSink;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use writer::{Latest, Writer};
 
 /// Lines kept in memory for `/debug/journal`.
 pub const LATEST: usize = 1000;
@@ -52,8 +52,8 @@ pub struct Journal {
 
 struct Inner {
     config: JournalConfig,
-    latest: Mutex<VecDeque<Arc<Entry>>>,
-    file: Option<FileSink>,
+    latest: Latest,
+    writer: Writer,
 }
 
 impl std::fmt::Debug for Journal {
@@ -69,15 +69,12 @@ impl Journal {
         Journal::default()
     }
 
-    /// A journal as `config` says, its file opened for appending.
+    /// A journal as `config` says, its file opened for appending and its thread started.
     pub fn open(config: JournalConfig) -> std::io::Result<Journal> {
-        let file = config.file.clone().map(FileSink::open).transpose()?;
+        let latest: Latest = Arc::new(Mutex::new(VecDeque::with_capacity(LATEST)));
+        let writer = Writer::start(config.file.clone(), latest.clone(), LATEST)?;
         Ok(Journal {
-            inner: Some(Arc::new(Inner {
-                config,
-                latest: Mutex::new(VecDeque::with_capacity(LATEST)),
-                file,
-            })),
+            inner: Some(Arc::new(Inner { config, latest, writer })),
         })
     }
 
@@ -104,22 +101,13 @@ impl Journal {
     }
 
     /// Records one line.
-    pub fn record(&self, entry: Entry) {
-        let Some(inner) = &self.inner else { return };
-        let entry = Arc::new(entry);
-        {
-            let mut latest = inner.latest.lock();
-            if latest.len() == LATEST {
-                latest.pop_front();
-            }
-            latest.push_back(entry.clone());
-        }
-        if let Some(file) = &inner.file {
-            file.send(entry);
+    pub fn record(&self, record: Record) {
+        if let Some(inner) = &self.inner {
+            inner.writer.send(record);
         }
     }
 
-    /// The latest lines, oldest first, at most `limit`.
+    /// The latest lines written out, oldest first, at most `limit`.
     pub fn latest(&self, limit: usize) -> Vec<Arc<Entry>> {
         let Some(inner) = &self.inner else {
             return Vec::new();
@@ -132,10 +120,10 @@ impl Journal {
             .collect()
     }
 
-    /// Waits until every line recorded so far is in the file.
+    /// Waits until every line recorded so far is written out: in the file and among the latest.
     pub fn flush(&self) {
-        if let Some(file) = self.inner.as_ref().and_then(|i| i.file.as_ref()) {
-            file.flush();
+        if let Some(inner) = &self.inner {
+            inner.writer.flush();
         }
     }
 }

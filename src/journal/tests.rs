@@ -27,6 +27,26 @@ fn entry(source: Source, action: Action, uid: &str) -> Entry {
     }
 }
 
+/// A DELETE of the Pod `ns/pod-{uid}`, sent and answered.
+fn record(uid: &str) -> Record {
+    use crate::graph::{Identity, Name, Sym, TypeMeta, Uid};
+    let identity = Identity {
+        type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
+        namespace: Sym::new("ns"),
+        name: Name::new(&format!("pod-{uid}")),
+        uid: Uid::parse(uid),
+    };
+    let mut record = Record::new(Source::Sent, Action::Delete, &identity, Evidence::Graph, "test");
+    record.resource = Sym::new("pods");
+    record.policy = Some(PropagationPolicy::Background);
+    record.answer = Some(Answer::ok(200));
+    record
+}
+
+fn uids(entries: &[Entry]) -> Vec<String> {
+    entries.iter().map(|e| e.object.uid.clone()).collect()
+}
+
 fn file_journal(dir: &std::path::Path, max_bytes: u64, max_files: usize) -> (Journal, std::path::PathBuf) {
     let path = dir.join("journal.jsonl");
     let config = JournalConfig {
@@ -44,14 +64,29 @@ fn file_journal(dir: &std::path::Path, max_bytes: u64, max_files: usize) -> (Jou
 fn every_recorded_line_should_be_read_back_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, path) = file_journal(dir.path(), u64::MAX, 3);
-    let written: Vec<Entry> = (0..100)
-        .map(|i| entry(Source::Sent, Action::Delete, &i.to_string()))
-        .collect();
-    for e in &written {
-        journal.record(e.clone());
+    for i in 0..100 {
+        journal.record(record(&i.to_string()));
     }
     journal.flush();
-    assert_eq!(read(&path).unwrap(), written);
+    let lines = read(&path).unwrap();
+    let expected: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+    assert_eq!(uids(&lines), expected);
+    let first = &lines[0];
+    assert_eq!(
+        (first.action, first.object.resource.as_str(), first.object.name.as_str()),
+        (Action::Delete, "pods", "pod-0")
+    );
+    assert_eq!(first.answer, Some(Answer::ok(200)));
+    // RFC 3339, UTC, microseconds: 2026-11-26T06:00:15.213889Z
+    let time = first.time.as_bytes();
+    assert_eq!(
+        (time.len(), time[10], time[19], time[26]),
+        (27, b'T', b'.', b'Z'),
+        "{}",
+        first.time
+    );
+    let latest: Vec<Entry> = journal.latest(usize::MAX).iter().map(|e| (**e).clone()).collect();
+    assert_eq!(latest, lines, "the file and the latest lines agree");
 }
 
 #[test]
@@ -59,7 +94,7 @@ fn a_full_file_should_rotate_between_whole_lines_and_keep_max_files() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, path) = file_journal(dir.path(), 2_000, 2);
     for i in 0..200 {
-        journal.record(entry(Source::Sent, Action::Delete, &i.to_string()));
+        journal.record(record(&i.to_string()));
     }
     journal.flush();
     let files = [path.clone(), numbered(&path, 1), numbered(&path, 2)];
@@ -67,7 +102,7 @@ fn a_full_file_should_rotate_between_whole_lines_and_keep_max_files() {
     for file in files.iter().rev() {
         let len = std::fs::metadata(file).expect("kept").len();
         assert!(len <= 2_000, "{} holds {len} bytes", file.display());
-        uids.extend(read(file).expect("whole lines").into_iter().map(|e| e.object.uid));
+        uids.extend(self::uids(&read(file).expect("whole lines")));
     }
     assert!(!numbered(&path, 3).exists(), "only two old files are kept");
     let newest: Vec<String> = (200 - uids.len()..200).map(|i| i.to_string()).collect();
@@ -78,8 +113,9 @@ fn a_full_file_should_rotate_between_whole_lines_and_keep_max_files() {
 fn the_latest_lines_should_stay_in_memory_without_a_file() {
     let journal = Journal::in_memory();
     for i in 0..LATEST + 5 {
-        journal.record(entry(Source::Sent, Action::Delete, &i.to_string()));
+        journal.record(record(&i.to_string()));
     }
+    journal.flush();
     let latest = journal.latest(3);
     let uids: Vec<&str> = latest.iter().map(|e| e.object.uid.as_str()).collect();
     let last = LATEST + 4;

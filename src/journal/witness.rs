@@ -20,7 +20,7 @@
 //!
 //! Invariant: the witness only reads the graph; the builder calls it before changing the node.
 
-use super::{Action, Entry, Evidence, Journal, ObjectRef, OwnerSeen, OwnerState, Seen, Source};
+use super::{Action, Entry, Evidence, Journal, OwnerState, Record, Seen, Source};
 use crate::api::{PropagationPolicy, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use crate::graph::{Graph, Identity, Observation, ObservedFinalizers, OwnerRef, Uid};
 
@@ -48,30 +48,32 @@ impl Journal {
         if !self.is_dry_run() {
             return;
         }
-        let line = |action, reason: &str| observed(change.identity, action, reason);
-        for (owner, state) in change.removed.iter().map(|r| (r, owner_state(graph, &r.uid))) {
-            if state == OwnerState::Orphaning {
-                let mut entry = line(Action::Orphan, "the ref to an owner being deleted with orphan went");
-                entry.refs = vec![owner.uid.to_string()];
-                entry.owners = vec![seen(owner, state)];
-                self.record(entry);
-            }
-        }
-        let gone_refs: Vec<&OwnerRef> = change
+        let line = |action, reason| Record::new(Source::Observed, action, change.identity, Evidence::Watch, reason);
+        let removed: Vec<(OwnerRef, OwnerState, Seen)> = change
             .removed
             .iter()
-            .filter(|r| matches!(owner_state(graph, &r.uid), OwnerState::Dangling | OwnerState::Waiting))
+            .map(|r| (r.clone(), owner_state(graph, &r.uid), Seen::Graph))
             .collect();
-        if !gone_refs.is_empty() {
-            let mut entry = line(Action::RemoveOwnerRefs, "refs to dangling or waiting owners went");
-            entry.refs = gone_refs.iter().map(|r| r.uid.to_string()).collect();
-            entry.owners = gone_refs.iter().map(|r| seen(r, owner_state(graph, &r.uid))).collect();
-            self.record(entry);
+        for owner in removed.iter().filter(|(_, state, _)| *state == OwnerState::Orphaning) {
+            let mut record = line(Action::Orphan, "the ref to an owner being deleted with orphan went");
+            record.refs = vec![owner.0.uid];
+            record.owners = vec![owner.clone()];
+            self.record(record);
+        }
+        let gone: Vec<_> = removed
+            .into_iter()
+            .filter(|(_, state, _)| matches!(state, OwnerState::Dangling | OwnerState::Waiting))
+            .collect();
+        if !gone.is_empty() {
+            let mut record = line(Action::RemoveOwnerRefs, "refs to dangling or waiting owners went");
+            record.refs = gone.iter().map(|(r, _, _)| r.uid).collect();
+            record.owners = gone;
+            self.record(record);
         }
         if !change.unblocked.is_empty() {
-            let mut entry = line(Action::UnblockOwnerRefs, "blockOwnerDeletion turned false");
-            entry.refs = change.unblocked.iter().map(ToString::to_string).collect();
-            self.record(entry);
+            let mut record = line(Action::UnblockOwnerRefs, "blockOwnerDeletion turned false");
+            record.refs = change.unblocked.to_vec();
+            self.record(record);
         }
         self.witness_finalizers(change);
         self.witness_deletion(graph, change);
@@ -88,9 +90,16 @@ impl Journal {
             (FINALIZER_ORPHAN, dropped(before.orphan, after.orphan)),
         ] {
             if gone {
-                let mut entry = observed(change.identity, Action::RemoveFinalizer, "the finalizer went");
-                entry.finalizer = Some(finalizer.to_string());
-                self.record(entry);
+                let reason = "the finalizer went";
+                let mut record = Record::new(
+                    Source::Observed,
+                    Action::RemoveFinalizer,
+                    change.identity,
+                    Evidence::Watch,
+                    reason,
+                );
+                record.finalizer = Some(finalizer);
+                self.record(record);
             }
         }
     }
@@ -100,18 +109,25 @@ impl Journal {
         if !started || change.owners.is_empty() {
             return;
         }
-        let mut entry = observed(change.identity, Action::Delete, "deleted while it had owners");
-        entry.policy = Some(if change.gone {
+        let reason = "deleted while it had owners";
+        let mut record = Record::new(
+            Source::Observed,
+            Action::Delete,
+            change.identity,
+            Evidence::Watch,
+            reason,
+        );
+        record.policy = Some(if change.gone {
             PropagationPolicy::Background
         } else {
             policy_of(change.now.finalizers)
         });
-        entry.owners = change
+        record.owners = change
             .owners
             .iter()
-            .map(|r| seen(r, owner_state(graph, &r.uid)))
+            .map(|r| (r.clone(), owner_state(graph, &r.uid), Seen::Graph))
             .collect();
-        self.record(entry);
+        self.record(record);
     }
 }
 
@@ -147,34 +163,5 @@ fn owner_state(graph: &Graph, uid: &Uid) -> OwnerState {
         (true, f) if f.orphan => OwnerState::Orphaning,
         (true, f) if f.foreground => OwnerState::Waiting,
         _ => OwnerState::Solid,
-    }
-}
-
-fn seen(r: &OwnerRef, state: OwnerState) -> OwnerSeen {
-    OwnerSeen {
-        api_version: r.api_version().to_string(),
-        kind: r.kind().to_string(),
-        name: r.name.to_string(),
-        uid: r.uid.to_string(),
-        state,
-        seen: Seen::Graph,
-    }
-}
-
-fn observed(identity: &Identity, action: Action, reason: &str) -> Entry {
-    Entry {
-        time: crate::api::time::now_rfc3339_micros(),
-        source: Source::Observed,
-        action,
-        object: ObjectRef::of(identity, ""),
-        policy: None,
-        finalizer: None,
-        owners: Vec::new(),
-        refs: Vec::new(),
-        evidence: Evidence::Watch,
-        reason: reason.to_string(),
-        preconditions: None,
-        patch: None,
-        answer: None,
     }
 }

@@ -564,6 +564,8 @@ async fn the_journal_should_explain_every_write_and_tell_the_owners() {
     })
     .await;
 
+    // Lines are written out by the journal's thread: wait for it, as `kube-gc run` does at exit.
+    s.gc.journal().flush();
     let (code, body) = http_get(addr, "/debug/journal").await;
     assert_eq!(code, 200);
     let lines: Vec<serde_json::Value> = body
@@ -606,7 +608,6 @@ async fn the_journal_should_explain_every_write_and_tell_the_owners() {
     );
     assert!(s.exists(&pods(), &opod), "the orphaned Pod stays");
 
-    s.gc.journal().flush();
     let in_file = kube_gc::journal::read(&path).expect("the journal file");
     let from_file: Vec<serde_json::Value> = in_file.iter().map(|e| serde_json::to_value(e).expect("JSON")).collect();
     assert_eq!(from_file, lines, "the file holds what /debug/journal shows");
