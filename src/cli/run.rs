@@ -148,6 +148,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let identity = kube_gc::leader::default_identity();
     let lease = args.lease(&identity)?;
     let cert = args.serving.certificate()?;
+    // A journal that cannot be written fails the start before the cluster is reached.
+    let journal = args.journal()?;
     // The identity in the User-Agent tells replicas apart in the API server's audit log.
     let agent = format!("kube-gc/{} ({identity})", env!("CARGO_PKG_VERSION"));
     let client = kube_gc::api::connect(args.kubeconfig.as_deref(), &agent).await?;
@@ -174,7 +176,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if !args.ignored_resources.is_empty() {
         config.ignored_resources = args.ignored_resources.clone();
     }
-    config.journal = args.journal()?;
+    config.journal = journal;
     if args.dry_run {
         eprintln!("kube-gc run: {identity} in shadow mode: no write will be sent; decisions go to the journal");
     }

@@ -1069,3 +1069,23 @@ async fn a_shadow_that_collects_a_resource_the_live_collector_ignores_should_rep
     assert_eq!(writes_in(&report, "missedByShadow"), vec![], "{report:#}");
     assert_eq!(writes_in(&report, "agreed"), every_policy_writes(), "{report:#}");
 }
+
+#[test]
+fn a_journal_that_cannot_be_written_should_stop_the_start_with_its_path() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let journal = dir.path().join("missing-dir").join("journal.jsonl");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_kube-gc"));
+    // The kubeconfig is never read: the journal is opened before the cluster is reached.
+    command
+        .args(["run", "--secure-port", "0", "--kubeconfig"])
+        .arg(dir.path().join("no-kubeconfig"))
+        .arg("--journal")
+        .arg(&journal);
+    let run = support::process::run_bounded(&mut command, PATIENCE);
+    assert!(!run.status.success());
+    assert!(
+        run.stderr.contains(&format!("opening --journal {}", journal.display())),
+        "{}",
+        run.stderr
+    );
+}
