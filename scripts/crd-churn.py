@@ -6,7 +6,7 @@ Creates N CRDs over HTTP, waits until the collector monitors every one (kube_gc_
 live tokio tasks (kube_gc_tasks) and resident memory (VmRSS of --pid) at the start and after each
 phase. Only the Python standard library; the server has no authentication.
 
-    scripts/crd-churn.py --server 127.0.0.1:6443 --collector 127.0.0.1:10257 --pid PID \
+    scripts/crd-churn.py --server 127.0.0.1:6443 --collector 127.0.0.1:10258 --pid PID \
         --crds 1000 --cycles 5
 """
 
@@ -81,7 +81,7 @@ def row(label, args, started):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", required=True, help="host:port of sim-apiserver")
-    parser.add_argument("--collector", required=True, help="host:port of kube-gc run's endpoints")
+    parser.add_argument("--collector", required=True, help="host:port of kube-gc run's plain endpoints (--insecure-bind-address)")
     parser.add_argument("--pid", required=True, type=int, help="kube-gc run's process id")
     parser.add_argument("--crds", type=int, default=1000)
     parser.add_argument("--cycles", type=int, default=5)
