@@ -36,8 +36,9 @@ pub struct GraphBuilder {
     absent_owner_cache: Arc<AbsentOwnerCache>,
     recorder: EventRecorder,
     /// In shadow mode, where the writes other collectors are seen making go
-    /// ([`crate::journal::witness`]).
-    journal: Journal,
+    /// ([`crate::journal::witness`]); `None` outside shadow mode, so that the hot path checks a
+    /// field of its own rather than the journal's settings.
+    witness: Option<Journal>,
 }
 
 impl GraphBuilder {
@@ -55,14 +56,15 @@ impl GraphBuilder {
             attempt_to_orphan,
             absent_owner_cache,
             recorder,
-            journal: Journal::disabled(),
+            witness: None,
         }
     }
 
     /// The same builder, recording in shadow mode what it sees other collectors write.
     #[must_use]
     pub fn witnessing(self, journal: Journal) -> Self {
-        GraphBuilder { journal, ..self }
+        let witness = journal.is_dry_run().then_some(journal);
+        GraphBuilder { witness, ..self }
     }
 
     /// A builder over `graph` with queues and an absent-owner cache of its own and no event sink
@@ -157,7 +159,7 @@ impl GraphBuilder {
         };
         let object = &event.object;
         let diff = node.with_owners(|old| references_diffs(old, &object.owners));
-        if self.journal.is_dry_run() {
+        if let Some(witness) = &self.witness {
             let unblocked: Vec<Uid> = diff
                 .changed
                 .iter()
@@ -173,7 +175,7 @@ impl GraphBuilder {
                 unblocked: &unblocked,
                 gone: false,
             };
-            self.journal.witness(&self.graph, &change);
+            witness.witness(&self.graph, &change);
         }
         if diff.is_empty() {
             node.observe(None, object.observation);
@@ -263,7 +265,7 @@ impl GraphBuilder {
             return;
         }
         let owners = existing.owners();
-        if !event.is_virtual && self.journal.is_dry_run() {
+        if let Some(witness) = self.witness.as_ref().filter(|_| !event.is_virtual) {
             let change = Change {
                 identity: existing.identity(),
                 prior: prior_state(&existing),
@@ -273,7 +275,7 @@ impl GraphBuilder {
                 unblocked: &[],
                 gone: true,
             };
-            self.journal.witness(&self.graph, &change);
+            witness.witness(&self.graph, &change);
         }
         let dependents = self.remove_node(&existing, &owners);
         if !dependents.is_empty() {
