@@ -12,6 +12,9 @@ use crate::graph::{Identity, OwnerRef, Sym, Uid};
 use crate::journal::{Action, Answer, Evidence, OwnerState, Record, Seen, Source};
 use serde_json::Value;
 
+/// What the API answered to one request.
+type ApiResult<T> = std::result::Result<T, crate::api::ApiError>;
+
 /// Why a write is made: the decision as the journal tells it.
 #[derive(Clone, Copy)]
 pub(super) struct Why<'a> {
@@ -94,8 +97,7 @@ impl<C: ClusterApi> Collector<C> {
             Some(self.api.delete(&gvr, &namespace, &identity.name, &options).await)
         };
         if self.journal.is_enabled() {
-            let answer = result.as_ref().map(|r| Answer::of(&r.as_ref().map(drop), 200));
-            let mut record = self.record(identity, &gvr, why, answer);
+            let mut record = self.record(identity, &gvr, why, result.as_ref());
             record.policy = Some(policy);
             record.preconditions = options.preconditions;
             self.journal.record(record);
@@ -117,25 +119,26 @@ impl<C: ClusterApi> Collector<C> {
         why: &Why<'_>,
     ) -> Result<Option<PartialObjectMeta>> {
         let (gvr, namespace, _) = self.locate(identity)?;
+        let patch = Patch::new(patch_type, body);
         let result = if self.journal.is_dry_run() {
             None
         } else {
-            let patch = Patch::new(patch_type, body.clone());
             Some(self.api.patch(&gvr, &namespace, &identity.name, &patch).await)
         };
         if self.journal.is_enabled() {
-            let answer = result.as_ref().map(|r| Answer::of(&r.as_ref().map(drop), 200));
-            let mut record = self.record(identity, &gvr, why, answer);
+            let mut record = self.record(identity, &gvr, why, result.as_ref());
             record.finalizer = why.finalizer;
-            record.preconditions = patch_preconditions(&body);
-            record.patch = Some(body);
+            record.preconditions = patch_preconditions(&patch.body);
+            record.patch = Some(patch.body);
             self.journal.record(record);
         }
         result.transpose().map_err(|e| super::api_error("patch", identity, e))
     }
 
-    /// The journal line of a write, before the action's own fields.
-    fn record(&self, identity: &Identity, gvr: &Gvr, why: &Why<'_>, answer: Option<Answer>) -> Record {
+    /// The journal line of a write, before the action's own fields; `sent` is the server's
+    /// answer, `None` in shadow mode.
+    fn record<T>(&self, identity: &Identity, gvr: &Gvr, why: &Why<'_>, sent: Option<&ApiResult<T>>) -> Record {
+        let answer = sent.map(|r| Answer::of(&r.as_ref().map(drop), 200));
         let source = if answer.is_some() { Source::Sent } else { Source::DryRun };
         let evidence = if why.observed { Evidence::Graph } else { Evidence::Live };
         let mut record = Record::new(source, why.action, identity, evidence, why.reason);

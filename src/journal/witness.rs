@@ -42,20 +42,26 @@ pub struct Change<'a> {
     pub gone: bool,
 }
 
+impl Change<'_> {
+    /// A line about the changed object, seen in the watch streams.
+    fn observed(&self, action: Action, reason: &'static str) -> Record {
+        Record::new(Source::Observed, action, self.identity, Evidence::Watch, reason)
+    }
+}
+
 impl Journal {
     /// Records the collector writes `change` shows, judged against `graph` (module docs).
     pub fn witness(&self, graph: &Graph, change: &Change<'_>) {
         if !self.is_dry_run() {
             return;
         }
-        let line = |action, reason| Record::new(Source::Observed, action, change.identity, Evidence::Watch, reason);
         let removed: Vec<(OwnerRef, OwnerState, Seen)> = change
             .removed
             .iter()
             .map(|r| (r.clone(), owner_state(graph, &r.uid), Seen::Graph))
             .collect();
         for owner in removed.iter().filter(|(_, state, _)| *state == OwnerState::Orphaning) {
-            let mut record = line(Action::Orphan, "the ref to an owner being deleted with orphan went");
+            let mut record = change.observed(Action::Orphan, "the ref to an owner being deleted with orphan went");
             record.refs = vec![owner.0.uid];
             record.owners = vec![owner.clone()];
             self.record(record);
@@ -65,13 +71,13 @@ impl Journal {
             .filter(|(_, state, _)| matches!(state, OwnerState::Dangling | OwnerState::Waiting))
             .collect();
         if !gone.is_empty() {
-            let mut record = line(Action::RemoveOwnerRefs, "refs to dangling or waiting owners went");
+            let mut record = change.observed(Action::RemoveOwnerRefs, "refs to dangling or waiting owners went");
             record.refs = gone.iter().map(|(r, _, _)| r.uid).collect();
             record.owners = gone;
             self.record(record);
         }
         if !change.unblocked.is_empty() {
-            let mut record = line(Action::UnblockOwnerRefs, "blockOwnerDeletion turned false");
+            let mut record = change.observed(Action::UnblockOwnerRefs, "blockOwnerDeletion turned false");
             record.refs = change.unblocked.to_vec();
             self.record(record);
         }
@@ -90,14 +96,7 @@ impl Journal {
             (FINALIZER_ORPHAN, dropped(before.orphan, after.orphan)),
         ] {
             if gone {
-                let reason = "the finalizer went";
-                let mut record = Record::new(
-                    Source::Observed,
-                    Action::RemoveFinalizer,
-                    change.identity,
-                    Evidence::Watch,
-                    reason,
-                );
+                let mut record = change.observed(Action::RemoveFinalizer, "the finalizer went");
                 record.finalizer = Some(finalizer);
                 self.record(record);
             }
@@ -109,14 +108,7 @@ impl Journal {
         if !started || change.owners.is_empty() {
             return;
         }
-        let reason = "deleted while it had owners";
-        let mut record = Record::new(
-            Source::Observed,
-            Action::Delete,
-            change.identity,
-            Evidence::Watch,
-            reason,
-        );
+        let mut record = change.observed(Action::Delete, "deleted while it had owners");
         record.policy = Some(if change.gone {
             PropagationPolicy::Background
         } else {
