@@ -52,11 +52,15 @@ impl Child {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// Waits until its stderr has a line containing `needle`, and returns that line.
+    /// Waits until its stderr has a whole line containing `needle`, and returns that line. A
+    /// line still being written is not read: stderr is unbuffered, so a program's line may reach
+    /// the file in several writes.
     pub fn wait_for_line(&mut self, needle: &str) -> String {
         let deadline = Instant::now() + STARTUP;
         loop {
-            if let Some(line) = self.log().lines().find(|l| l.contains(needle)) {
+            let log = self.log();
+            let whole = log.rsplit_once('\n').map_or("", |(whole, _)| whole);
+            if let Some(line) = whole.lines().find(|l| l.contains(needle)) {
                 return line.to_string();
             }
             if let Some(status) = self.child.try_wait().expect("poll the program") {
