@@ -419,12 +419,13 @@ static PODS: std::sync::LazyLock<Gvr> = std::sync::LazyLock::new(pods);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttled_requests_should_be_retried_inside_the_request() {
     use kube_gc::api::ClusterApi;
+    const READS: u64 = 60;
     use kube_gc::sim::http::{ErrorRate, HttpFaults, InjectedError};
     let cluster = Arc::new(SimCluster::new());
     let faults = HttpFaults {
         error_rates: vec![ErrorRate {
             verb: None,
-            rate: 0.5,
+            rate: 0.3,
             error: InjectedError::Throttled,
         }],
         ..HttpFaults::default()
@@ -436,8 +437,9 @@ async fn throttled_requests_should_be_retried_inside_the_request() {
     let (client, server) = serve_with(&cluster, options).await;
     let api = layered(client, Fence::open());
     let pod = create_in(&cluster, &pods(), meta("default", "p", vec![]));
-    // Twenty reads: that none draws a 429 at a rate of one half has odds of one in a million.
-    for _ in 0..20 {
+    // At a rate of 0.3, that none of 60 reads draws a 429 has odds of one in two billion, and that
+    // one of them draws ten in a row, the retry layer's limit, about one in three thousand.
+    for _ in 0..READS {
         let read = api.get(&pods(), "default", "p").await.expect("the 429s are absorbed");
         assert_eq!(read.metadata.uid, pod.metadata.uid);
     }
@@ -449,7 +451,7 @@ async fn throttled_requests_should_be_retried_inside_the_request() {
             .map(|c| c.count)
             .sum::<u64>()
     };
-    assert_eq!(count(200), 20);
+    assert_eq!(count(200), READS);
     assert!(count(429) > 0, "the server throttled some tries: {counts:?}");
     server.abort();
 }
