@@ -351,6 +351,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
         skip_bad: args.skip_bad,
         quiet: args.quiet,
     };
+    replay::keep_freed_memory();
     let report = match args.mode {
         Mode::Builder => {
             let full_only = [

@@ -37,6 +37,9 @@ pub struct Report {
     pub elapsed_s: f64,
     /// Builder mode: events applied per second of `elapsed_s`.
     pub events_per_sec: Option<f64>,
+    /// Builder mode: CPU time of the builder threads per event applied; steadier than
+    /// `events_per_sec` on a machine other work shares.
+    pub cpu_ns_per_event: Option<f64>,
     /// Builder mode: processGraphChanges latency per event.
     pub latency_ns: Option<Percentiles>,
     /// Builder mode: nodes in the graph at the end, virtual ones included.
@@ -194,6 +197,8 @@ pub struct Scaling {
     pub events_per_sec: f64,
     /// 99th percentile of processGraphChanges, in nanoseconds.
     pub p99_ns: u64,
+    /// CPU time of the builder threads per event, in nanoseconds.
+    pub cpu_ns_per_event: f64,
     /// Resident bytes per graph node.
     pub rss_bytes_per_object: Option<f64>,
 }
@@ -238,10 +243,11 @@ impl Report {
             for s in scaling {
                 writeln!(
                     f,
-                    "  P = {}: {:.3} M events/s, p99 {} ns",
+                    "  P = {}: {:.3} M events/s, p99 {} ns, {:.0} CPU ns per event",
                     s.partitions,
                     s.events_per_sec / 1e6,
-                    s.p99_ns
+                    s.p99_ns,
+                    s.cpu_ns_per_event
                 )?;
             }
             if let Some(ratio) = self.ratio {
@@ -250,9 +256,10 @@ impl Report {
         }
         writeln!(
             f,
-            "applied in {:.3} s: {:.3} M events/s",
+            "applied in {:.3} s: {:.3} M events/s, {:.0} CPU ns per event",
             self.elapsed_s,
-            self.events_per_sec.unwrap_or_default() / 1e6
+            self.events_per_sec.unwrap_or_default() / 1e6,
+            self.cpu_ns_per_event.unwrap_or_default()
         )?;
         if let Some(l) = self.latency_ns {
             writeln!(

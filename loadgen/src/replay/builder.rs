@@ -25,9 +25,10 @@
 //!   reused by the nodes that thread creates, as in a builder fed by a watch. Whatever the
 //!   allocator still holds from decoding is counted, so the figure errs high; the queue items the
 //!   builders enqueued (virtual owners, suspicious dependents) are counted too, as they would be
-//!   in the collector.
+//!   in the collector. Both readings are taken after the allocator returned its free pages to the
+//!   system, so they count memory in use.
 
-use super::resident_bytes;
+use super::resident_bytes_in_use;
 use crate::progress;
 use crate::stream::StreamReader;
 use anyhow::Context;
@@ -56,19 +57,32 @@ pub struct BuilderRun {
     pub skipped_bad: usize,
     /// Wall time of the parallel apply.
     pub elapsed: Duration,
+    /// CPU time the partition threads spent applying, summed: unlike the wall time, it does not
+    /// count the time a busy machine's other work took the cores.
+    pub cpu: Duration,
     /// Latency of each `process_graph_changes`, in nanoseconds, all threads merged.
     pub latency: Histogram<u64>,
     /// Nodes at the end, virtual ones included.
     pub graph_nodes: usize,
     /// Virtual nodes at the end.
     pub virtual_nodes: usize,
-    /// Resident bytes the graph added (module docs), if `/proc` tells.
+    /// Resident bytes the graph added (module docs), if measured and `/proc` tells.
     pub graph_bytes: Option<u64>,
 }
 
-/// Decodes `path` and applies it with `partitions` builder threads on a fresh graph.
-pub fn run(path: &Path, partitions: usize, skip_bad: bool, quiet: bool) -> anyhow::Result<BuilderRun> {
-    let before = resident_bytes();
+/// Decodes `path` and applies it with `partitions` builder threads on a fresh graph; measures the
+/// graph's resident bytes when `measure_memory` (module docs), which only a process's first run
+/// can do: the allocator gives the system back what it holds free in order to measure, so a later
+/// run would pay the first-touch page faults again.
+pub fn run(
+    path: &Path,
+    partitions: usize,
+    skip_bad: bool,
+    quiet: bool,
+    measure_memory: bool,
+) -> anyhow::Result<BuilderRun> {
+    let resident = || resident_bytes_in_use().filter(|_| measure_memory);
+    let before = resident();
     let graph = Arc::new(Graph::new());
     let builder = GraphBuilder::detached(graph.clone());
     let shared = Shared {
@@ -79,13 +93,14 @@ pub fn run(path: &Path, partitions: usize, skip_bad: bool, quiet: bool) -> anyho
         abort: AtomicBool::new(false),
     };
     let applied = shared.run(partitions, skip_bad, quiet)?;
-    let graph_bytes = Option::zip(before, resident_bytes()).map(|(b, a)| a.saturating_sub(b));
+    let graph_bytes = Option::zip(before, resident()).map(|(b, a)| a.saturating_sub(b));
     Ok(BuilderRun {
         partitions,
         events: applied.events,
         added: applied.added,
         skipped_bad: applied.skipped_bad,
         elapsed: applied.elapsed,
+        cpu: applied.cpu,
         latency: applied.latency,
         graph_nodes: graph.len(),
         virtual_nodes: graph.handles().iter().filter(|h| h.is_virtual()).count(),
@@ -166,6 +181,14 @@ struct Applied {
     added: u64,
     skipped_bad: usize,
     elapsed: Duration,
+    cpu: Duration,
+    latency: Histogram<u64>,
+}
+
+/// What one partition's thread applied.
+struct PartitionRun {
+    events: u64,
+    cpu: Duration,
     latency: Histogram<u64>,
 }
 
@@ -193,6 +216,7 @@ impl Shared<'_> {
                 added,
                 skipped_bad,
                 elapsed,
+                cpu: Duration::ZERO,
                 latency: new_histogram(),
             };
             for result in results {
@@ -205,15 +229,20 @@ impl Shared<'_> {
     /// One partition's thread: converts the events it is sent into [`GraphEvent`]s, waits for the
     /// release, then applies them in order, dropping each event once applied and each chunk once
     /// done (module docs, "Memory").
-    fn partition(&self, events: Receiver<Vec<Raw>>) -> anyhow::Result<(u64, Histogram<u64>)> {
+    fn partition(&self, events: Receiver<Vec<Raw>>) -> anyhow::Result<PartitionRun> {
         let converted = self.convert(events);
         let mut latency = new_histogram();
         self.start.wait();
         let events = converted?;
         if self.abort.load(Ordering::SeqCst) {
-            return Ok((0, latency));
+            return Ok(PartitionRun {
+                events: 0,
+                cpu: Duration::ZERO,
+                latency,
+            });
         }
         let count = events.iter().map(Vec::len).sum::<usize>() as u64;
+        let cpu_before = thread_cpu_time();
         for chunk in events {
             for event in chunk {
                 let began = Instant::now();
@@ -222,7 +251,11 @@ impl Shared<'_> {
                 latency.saturating_record(nanos);
             }
         }
-        Ok((count, latency))
+        Ok(PartitionRun {
+            events: count,
+            cpu: thread_cpu_time().saturating_sub(cpu_before),
+            latency,
+        })
     }
 
     fn convert(&self, events: Receiver<Vec<Raw>>) -> anyhow::Result<Vec<Vec<GraphEvent>>> {
@@ -250,9 +283,24 @@ impl Shared<'_> {
 }
 
 impl Applied {
-    fn add(&mut self, (events, latency): (u64, Histogram<u64>)) -> anyhow::Result<()> {
-        self.events += events;
-        self.latency.add(latency).context("merging latency histograms")
+    fn add(&mut self, run: PartitionRun) -> anyhow::Result<()> {
+        self.events += run.events;
+        self.cpu += run.cpu;
+        self.latency.add(run.latency).context("merging latency histograms")
+    }
+}
+
+/// The CPU time the calling thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid timespec to write; the clock id is a constant the kernel knows.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } == 0;
+    let secs = u64::try_from(now.tv_sec).unwrap_or(0);
+    let nanos = u32::try_from(now.tv_nsec).unwrap_or(0);
+    if ok {
+        Duration::new(secs, nanos)
+    } else {
+        Duration::ZERO
     }
 }
 

@@ -26,21 +26,21 @@ pub struct ReplayOptions {
 }
 
 /// Builder mode: one run per partition count. The headline figures are the last run's, except
-/// memory, which is the largest of all runs (each run measures from its own baseline, and a later
-/// run may reuse memory an earlier one freed).
+/// memory, which only the process's first run measures (the warm-up of a comparison).
 pub fn builder_mode(path: &Path, options: &ReplayOptions) -> anyhow::Result<Report> {
     let compared = options.partitions.len() > 1;
     // A comparison first replays once untimed, so that every timed run starts from an allocator
-    // that already held a graph of this size. Otherwise only the first run pays the kernel's
-    // first-touch page faults, which flatters whichever partition count runs later. The warm-up
-    // is also the run whose resident memory is a fresh process's.
+    // that already holds a graph of this size ([`keep_freed_memory`]). Otherwise only the first
+    // run pays the kernel's first-touch page faults, which flatters whichever partition count
+    // runs later. The warm-up is also the run whose resident memory is a fresh process's.
     let warm_up = match (compared, options.partitions.first()) {
-        (true, Some(&p)) => Some(builder::run(path, p, options.skip_bad, options.quiet)?),
+        (true, Some(&p)) => Some(builder::run(path, p, options.skip_bad, options.quiet, true)?),
         _ => None,
     };
     let mut runs = Vec::new();
     for &p in &options.partitions {
-        runs.push(builder::run(path, p, options.skip_bad, options.quiet)?);
+        let first = warm_up.is_none() && runs.is_empty();
+        runs.push(builder::run(path, p, options.skip_bad, options.quiet, first)?);
     }
     let Some(last) = runs.last() else {
         anyhow::bail!("no partition count to replay with");
@@ -52,6 +52,7 @@ pub fn builder_mode(path: &Path, options: &ReplayOptions) -> anyhow::Result<Repo
             partitions: r.partitions,
             events_per_sec: events_per_sec(r),
             p99_ns: r.latency.value_at_quantile(0.99),
+            cpu_ns_per_event: cpu_ns_per_event(r),
             rss_bytes_per_object: per_node(r),
         })
         .collect();
@@ -66,6 +67,7 @@ pub fn builder_mode(path: &Path, options: &ReplayOptions) -> anyhow::Result<Repo
     Ok(Report {
         elapsed_s: last.elapsed.as_secs_f64(),
         events_per_sec: Some(events_per_sec(last)),
+        cpu_ns_per_event: Some(cpu_ns_per_event(last)),
         latency_ns: Some(Percentiles::of(&last.latency)),
         graph_nodes: Some(last.graph_nodes as u64),
         virtual_nodes: Some(last.virtual_nodes as u64),
@@ -76,13 +78,39 @@ pub fn builder_mode(path: &Path, options: &ReplayOptions) -> anyhow::Result<Repo
     })
 }
 
+fn cpu_ns_per_event(run: &builder::BuilderRun) -> f64 {
+    run.cpu.as_nanos() as f64 / run.events.max(1) as f64
+}
+
 fn events_per_sec(run: &builder::BuilderRun) -> f64 {
     run.events as f64 / run.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
 }
 
+/// mimalloc's `mi_option_purge_delay` (its place in `mi_option_e`, which `libmimalloc-sys` does
+/// not name).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Makes the allocator keep the memory a replay frees until [`resident_bytes_in_use`] asks for it
+/// back, instead of returning it to the system a few seconds later.
+///
+/// A builder comparison replays the stream once untimed before its timed runs, so that these
+/// reuse memory the allocator already holds, as a collector that has been running does, and as
+/// the Go model's passes reuse the heap of the pass before. With the allocator's default delay
+/// (ten seconds for whole arenas) a timed run would sometimes find that memory returned and pay
+/// the kernel's first-touch page faults again, depending on how long decoding took.
+pub fn keep_freed_memory() {
+    // SAFETY: sets an allocator option; any value is valid, and it only changes when freed pages
+    // are returned to the system. One hour: longer than any replay.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 3_600_000) };
+}
+
 /// This process's resident set (`VmRSS`, which the kernel reports in kB whatever the page size),
-/// or `None` where `/proc` does not tell.
-pub fn resident_bytes() -> Option<u64> {
+/// or `None` where `/proc` does not tell, after the allocator gave the system back the pages it
+/// held free: what is in use, not what an earlier phase (decoding) left behind.
+pub fn resident_bytes_in_use() -> Option<u64> {
+    // SAFETY: `mi_collect` only walks and releases the allocator's own free pages; any thread
+    // may call it at any time.
+    unsafe { libmimalloc_sys::mi_collect(true) };
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let kb = status
         .lines()
