@@ -87,10 +87,31 @@ pub enum InvalidObject {
     },
 }
 
+/// Where the names of a new event come from. A graph object's name is stored once and shared by
+/// everything that names it ([`Name`]); the graph itself is the source in the collector (see
+/// [`Graph::shared_name`]), and a replay that decodes a stream before applying it, when the graph
+/// is still empty, keeps a table of its own.
+pub trait SharedNames {
+    /// `name` as a [`Name`], the one already held for `uid` when it has that name.
+    fn shared_name(&self, uid: &Uid, name: &str) -> Name;
+}
+
+impl SharedNames for Graph {
+    fn shared_name(&self, uid: &Uid, name: &str) -> Name {
+        Graph::shared_name(self, uid, name)
+    }
+}
+
+impl<T: SharedNames + ?Sized> SharedNames for std::sync::Arc<T> {
+    fn shared_name(&self, uid: &Uid, name: &str) -> Name {
+        T::shared_name(self, uid, name)
+    }
+}
+
 impl GraphEvent {
     /// An event for an object a watch delivered, with the monitor's apiVersion and kind.
     pub fn observed(
-        graph: &Graph,
+        graph: &impl SharedNames,
         event_type: EventType,
         meta: &ObjectMeta,
         api_version: &str,
@@ -156,7 +177,7 @@ impl GraphEvent {
 
 /// The graph's form of a wire owner reference: strings interned, and the name shared with the
 /// owner's node when the graph has it.
-pub fn owner_ref(graph: &Graph, r: &api::OwnerReference) -> OwnerRef {
+pub fn owner_ref(graph: &impl SharedNames, r: &api::OwnerReference) -> OwnerRef {
     let uid = Uid::parse(&r.uid);
     OwnerRef {
         type_meta: TypeMeta::new(Sym::new(&r.api_version), Sym::new(&r.kind)),

@@ -42,6 +42,8 @@ pub struct Report {
     pub cpu_ns_per_event: Option<f64>,
     /// Builder mode: processGraphChanges latency per event.
     pub latency_ns: Option<Percentiles>,
+    /// Builder mode: the same by event type.
+    pub latency_by_type_ns: Option<LatencyByType>,
     /// Builder mode: nodes in the graph at the end, virtual ones included.
     pub graph_nodes: Option<u64>,
     /// Builder mode: virtual nodes among them (owners referenced but never observed).
@@ -126,6 +128,29 @@ pub struct Percentiles {
     pub p999: u64,
     /// Largest value.
     pub max: u64,
+}
+
+/// Latency percentiles of each watch event type, and how many events each had.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct LatencyByType {
+    /// ADDED events.
+    pub added: (u64, Percentiles),
+    /// MODIFIED events.
+    pub modified: (u64, Percentiles),
+    /// DELETED events.
+    pub deleted: (u64, Percentiles),
+}
+
+impl LatencyByType {
+    /// The percentiles of ADDED, MODIFIED and DELETED histograms, in that order.
+    pub fn of([added, modified, deleted]: &[Histogram<u64>; 3]) -> LatencyByType {
+        let of = |h: &Histogram<u64>| (h.len(), Percentiles::of(h));
+        LatencyByType {
+            added: of(added),
+            modified: of(modified),
+            deleted: of(deleted),
+        }
+    }
 }
 
 impl Percentiles {
@@ -267,6 +292,15 @@ impl Report {
                 "processGraphChanges: p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns",
                 l.p50, l.p99, l.p999, l.max
             )?;
+        }
+        if let Some(t) = self.latency_by_type_ns {
+            let types = [("ADDED", t.added), ("MODIFIED", t.modified), ("DELETED", t.deleted)];
+            let each: Vec<String> = types
+                .iter()
+                .filter(|(_, (n, _))| *n > 0)
+                .map(|(name, (n, l))| format!("{name} {n}: p50 {} ns, p99 {} ns", l.p50, l.p99))
+                .collect();
+            writeln!(f, "  by type: {}", each.join("; "))?;
         }
         write!(
             f,

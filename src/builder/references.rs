@@ -1,6 +1,6 @@
 //! Owner-reference diffs and the identity helpers of virtual-delete handling (spec §3.3, §3.8).
 
-use crate::graph::{Handle, Identity, OwnerRef};
+use crate::graph::{Handle, Identity, OwnerRef, Uid};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
@@ -39,31 +39,68 @@ impl ReferenceDiff {
 }
 
 /// Matches refs by UID. A UID listed twice in `new` counts as matched once; the second copy is
-/// `added`, as upstream's map-based diff makes it.
+/// `added`, as upstream's map-based diff makes it. A UID listed twice in `old` is compared through
+/// its last ref and, when removed, reported once, as its first ref.
+///
+/// Every update runs this, and owner lists are short: an unchanged list costs one comparison, and
+/// a short one is searched in place, so that the common update allocates nothing.
 pub fn references_diffs(old: &[OwnerRef], new: &[OwnerRef]) -> ReferenceDiff {
-    let by_uid: HashMap<_, &OwnerRef> = old.iter().map(|r| (&r.uid, r)).collect();
-    let mut unmatched: HashSet<_> = by_uid.keys().copied().collect();
     let mut diff = ReferenceDiff::default();
+    if old == new {
+        return diff;
+    }
+    let index = OldRefs::new(old);
+    // matched[i]: a ref of `new` matched the UID whose last ref in `old` is at `i`.
+    let mut matched = vec![false; old.len()];
     for r in new {
-        if unmatched.remove(&r.uid) {
-            let before = by_uid[&r.uid];
-            if before != r {
-                diff.changed.push(ChangedRef {
-                    old: before.clone(),
-                    new: r.clone(),
-                });
+        match index.last_of(&r.uid) {
+            Some(i) if !matched[i] => {
+                matched[i] = true;
+                if old[i] != *r {
+                    diff.changed.push(ChangedRef {
+                        old: old[i].clone(),
+                        new: r.clone(),
+                    });
+                }
             }
-        } else {
-            diff.added.push(r.clone());
+            _ => diff.added.push(r.clone()),
         }
     }
-    let mut seen = HashSet::new();
-    diff.removed = old
-        .iter()
-        .filter(|r| unmatched.contains(&r.uid) && seen.insert(&r.uid))
-        .cloned()
-        .collect();
+    for r in old {
+        let Some(last) = index.last_of(&r.uid) else { continue };
+        if !matched[last] {
+            matched[last] = true; // reported once, at its first ref
+            diff.removed.push(r.clone());
+        }
+    }
     diff
+}
+
+/// Where the last ref of each UID sits in an old owners list: searched in place while the list is
+/// short, through a map beyond, so that a list of thousands of refs still diffs in linear time.
+struct OldRefs<'a> {
+    refs: &'a [OwnerRef],
+    by_uid: Option<HashMap<Uid, usize, foldhash::fast::FixedState>>,
+}
+
+impl<'a> OldRefs<'a> {
+    /// Longest list searched in place.
+    const SCANNED: usize = 16;
+
+    fn new(refs: &'a [OwnerRef]) -> Self {
+        let by_uid = (refs.len() > Self::SCANNED).then(|| {
+            // Later refs overwrite earlier ones: the last ref of a UID wins.
+            refs.iter().enumerate().map(|(i, r)| (r.uid, i)).collect()
+        });
+        OldRefs { refs, by_uid }
+    }
+
+    fn last_of(&self, uid: &Uid) -> Option<usize> {
+        match &self.by_uid {
+            Some(map) => map.get(uid).copied(),
+            None => self.refs.iter().rposition(|r| r.uid == *uid),
+        }
+    }
 }
 
 /// Splits `dependents` by whether their refs to `owner.uid` agree with `owner` (upstream's
@@ -138,4 +175,54 @@ pub fn alternate_owner_identity(dependents: &[Handle], absent: &Identity) -> Opt
         }
     }
     first_following.or(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{Name, Sym, TypeMeta};
+    use proptest::prelude::*;
+
+    /// The diff as spec §3.3 states it, with maps: the model the in-place search must agree with.
+    fn model(old: &[OwnerRef], new: &[OwnerRef]) -> ReferenceDiff {
+        let by_uid: HashMap<_, &OwnerRef> = old.iter().map(|r| (r.uid, r)).collect();
+        let mut unmatched: HashSet<_> = by_uid.keys().copied().collect();
+        let mut diff = ReferenceDiff::default();
+        for r in new {
+            if unmatched.remove(&r.uid) {
+                if by_uid[&r.uid] != r {
+                    let old = by_uid[&r.uid].clone();
+                    diff.changed.push(ChangedRef { old, new: r.clone() });
+                }
+            } else {
+                diff.added.push(r.clone());
+            }
+        }
+        let mut seen = HashSet::new();
+        diff.removed = old
+            .iter()
+            .filter(|r| unmatched.contains(&r.uid) && seen.insert(r.uid))
+            .cloned()
+            .collect();
+        diff
+    }
+
+    /// Refs drawn from eight UIDs, so that lists share, repeat and change refs.
+    fn refs(max: usize) -> impl Strategy<Value = Vec<OwnerRef>> {
+        let one = (0u8..8, any::<Option<bool>>(), any::<Option<bool>>()).prop_map(|(u, controller, block)| OwnerRef {
+            type_meta: TypeMeta::new(Sym::new("apps/v1"), Sym::new("ReplicaSet")),
+            name: Name::new(&format!("rs-{u}")),
+            uid: Uid::new_v4(u128::from(u) + 1),
+            controller,
+            block_owner_deletion: block,
+        });
+        proptest::collection::vec(one, 0..max)
+    }
+
+    proptest! {
+        #[test]
+        fn references_diffs_should_agree_with_the_map_based_model(old in refs(40), new in refs(40)) {
+            prop_assert_eq!(references_diffs(&old, &new), model(&old, &new));
+        }
+    }
 }

@@ -84,6 +84,7 @@ mod loom_models;
 
 use crate::sync::Mutex;
 pub use absent_owner_cache::{AbsentOwnerCache, DEFAULT_CAPACITY as DEFAULT_ABSENT_OWNER_CACHE_CAPACITY};
+use crossbeam_utils::CachePadded;
 use edges::Adrift;
 pub use edges::Linked;
 pub use identity::{Identity, OwnerRef};
@@ -102,10 +103,14 @@ pub const SHARDS: usize = 64;
 
 /// The graph: a sharded concurrent `uid → handle` map whose lookups take no lock ([`table`]),
 /// and the tombstones of deleted owners.
+///
+/// Each shard's table and adrift lock sit on cache lines of their own: a builder writes its
+/// shards' locks and counts at every insert, and shards next to each other in memory belong to
+/// different partitions, so unpadded they would make the builders of two cores write one line.
 pub struct Graph {
-    shards: Box<[UidTable]>,
+    shards: Box<[CachePadded<UidTable>]>,
     /// Per shard of `shards`, the edges of owners that have no node ([`edges`]).
-    adrift: Box<[Mutex<Adrift>]>,
+    adrift: Box<[CachePadded<Mutex<Adrift>>]>,
     tombstones: Tombstones,
 }
 
@@ -125,8 +130,10 @@ impl Graph {
     /// verifies every owner with a GET and would never read them).
     pub fn with_tombstones(capacity: usize) -> Self {
         Graph {
-            shards: (0..SHARDS).map(|_| UidTable::default()).collect(),
-            adrift: (0..SHARDS).map(|_| Mutex::new(Adrift::default())).collect(),
+            shards: (0..SHARDS).map(|_| CachePadded::default()).collect(),
+            adrift: (0..SHARDS)
+                .map(|_| CachePadded::new(Mutex::new(Adrift::default())))
+                .collect(),
             tombstones: Tombstones::new(capacity),
         }
     }
@@ -147,6 +154,23 @@ impl Graph {
     /// The lock over the adrift edges of the owners in `uid`'s shard ([`edges`]).
     fn adrift(&self, uid: &Uid) -> &Mutex<Adrift> {
         &self.adrift[Self::shard_index(uid)]
+    }
+
+    /// Starts loading the map lines a lookup of `uid` reads first (see [`GraphBuilder`]'s
+    /// lookahead): a hint, with no effect but on speed.
+    ///
+    /// [`GraphBuilder`]: crate::builder::GraphBuilder
+    pub fn prefetch(&self, uid: &Uid) {
+        let hash = uid.hash64();
+        self.shards[(hash % SHARDS as u64) as usize].prefetch(hash);
+    }
+
+    /// Keeps the graph's lookups protected from reclamation until the returned value is dropped,
+    /// so that the many lookups of one event each cost a counter rather than a store and a swap
+    /// on a word other threads read. Hold it for one event, not longer: nothing a writer retires
+    /// is freed while some thread holds one.
+    pub fn pin(&self) -> Pinned {
+        Pinned { _guard: reclaim::pin() }
     }
 
     /// The current handle for `uid`.
@@ -182,7 +206,7 @@ impl Graph {
 
     /// Number of nodes.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(UidTable::len).sum()
+        self.shards.iter().map(|s| s.len()).sum()
     }
 
     /// True when the graph has no node.
@@ -192,7 +216,7 @@ impl Graph {
 
     /// A snapshot of every handle, in no order.
     pub fn handles(&self) -> Vec<Handle> {
-        self.shards.iter().flat_map(UidTable::handles).collect()
+        self.shards.iter().flat_map(|s| s.handles()).collect()
     }
 
     /// Runs `f` on every node, in no order and without a graph-wide lock, taking no reference to
@@ -222,6 +246,11 @@ impl Graph {
         handles.truncate(n);
         handles
     }
+}
+
+/// See [`Graph::pin`]. Tied to its thread.
+pub struct Pinned {
+    _guard: reclaim::Guard,
 }
 
 impl std::fmt::Debug for Graph {

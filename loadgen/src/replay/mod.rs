@@ -10,7 +10,7 @@ pub mod full;
 pub mod oracle;
 pub mod script;
 
-use crate::report::{Percentiles, ReplayedStream, Report, Scaling};
+use crate::report::{LatencyByType, Percentiles, ReplayedStream, Report, Scaling};
 use std::path::Path;
 
 /// What every replay is told.
@@ -69,6 +69,7 @@ pub fn builder_mode(path: &Path, options: &ReplayOptions) -> anyhow::Result<Repo
         events_per_sec: Some(events_per_sec(last)),
         cpu_ns_per_event: Some(cpu_ns_per_event(last)),
         latency_ns: Some(Percentiles::of(&last.latency)),
+        latency_by_type_ns: Some(LatencyByType::of(&last.latency_by_type)),
         graph_nodes: Some(last.graph_nodes as u64),
         virtual_nodes: Some(last.virtual_nodes as u64),
         rss_bytes_per_object: warm_up.iter().chain(&runs).filter_map(per_node).reduce(f64::max),
