@@ -13,8 +13,10 @@
 //!
 //! - Decoding is not timed: the whole stream is read into [`GraphEvent`]s, pre-split per
 //!   partition, before the clock starts.
-//! - Throughput: events applied over the wall time from the release of all threads to the end of
-//!   the last one.
+//! - Throughput: events applied over the wall time from the first partition thread's start to
+//!   the last one's end, each thread reading the clock itself. (Timing from the reading thread's
+//!   release instead counted nothing at all when that thread was descheduled past the barrier
+//!   and the partitions finished first, as happens on a busy machine with a small stream.)
 //! - Latency: an [`Instant`] around each `process_graph_changes`, recorded in one histogram per
 //!   thread; the histograms are merged afterwards.
 //! - Memory: resident bytes (`VmRSS`) after applying, when every decoded event has been consumed
@@ -184,20 +186,23 @@ impl Shared<'_> {
             drop(senders);
             self.abort.store(read.is_err(), Ordering::SeqCst);
             self.start.wait();
-            let began = Instant::now();
             let results: Vec<_> = threads.into_iter().map(thread::ScopedJoinHandle::join).collect();
-            let elapsed = began.elapsed();
             let (added, skipped_bad) = read?;
             let mut merged = Applied {
                 events: 0,
                 added,
                 skipped_bad,
-                elapsed,
+                elapsed: Duration::ZERO,
                 latency: new_histogram(),
             };
+            let mut span: Option<(Instant, Instant)> = None;
             for result in results {
-                merged.add(result.map_err(|_| anyhow::anyhow!("a builder thread panicked"))??)?;
+                let applied = result.map_err(|_| anyhow::anyhow!("a builder thread panicked"))??;
+                let (began, ended) = applied.span;
+                span = Some(span.map_or((began, ended), |(b, e)| (b.min(began), e.max(ended))));
+                merged.add(applied)?;
             }
+            merged.elapsed = span.map_or(Duration::ZERO, |(began, ended)| ended - began);
             Ok(merged)
         })
     }
@@ -205,13 +210,18 @@ impl Shared<'_> {
     /// One partition's thread: converts the events it is sent into [`GraphEvent`]s, waits for the
     /// release, then applies them in order, dropping each event once applied and each chunk once
     /// done (module docs, "Memory").
-    fn partition(&self, events: Receiver<Vec<Raw>>) -> anyhow::Result<(u64, Histogram<u64>)> {
+    fn partition(&self, events: Receiver<Vec<Raw>>) -> anyhow::Result<PartitionRun> {
         let converted = self.convert(events);
         let mut latency = new_histogram();
         self.start.wait();
+        let began = Instant::now();
         let events = converted?;
         if self.abort.load(Ordering::SeqCst) {
-            return Ok((0, latency));
+            return Ok(PartitionRun {
+                events: 0,
+                latency,
+                span: (began, began),
+            });
         }
         let count = events.iter().map(Vec::len).sum::<usize>() as u64;
         for chunk in events {
@@ -222,7 +232,11 @@ impl Shared<'_> {
                 latency.saturating_record(nanos);
             }
         }
-        Ok((count, latency))
+        Ok(PartitionRun {
+            events: count,
+            latency,
+            span: (began, Instant::now()),
+        })
     }
 
     fn convert(&self, events: Receiver<Vec<Raw>>) -> anyhow::Result<Vec<Vec<GraphEvent>>> {
@@ -249,10 +263,17 @@ impl Shared<'_> {
     }
 }
 
+/// What one partition's thread applied, and when it started and ended.
+struct PartitionRun {
+    events: u64,
+    latency: Histogram<u64>,
+    span: (Instant, Instant),
+}
+
 impl Applied {
-    fn add(&mut self, (events, latency): (u64, Histogram<u64>)) -> anyhow::Result<()> {
-        self.events += events;
-        self.latency.add(latency).context("merging latency histograms")
+    fn add(&mut self, run: PartitionRun) -> anyhow::Result<()> {
+        self.events += run.events;
+        self.latency.add(run.latency).context("merging latency histograms")
     }
 }
 
