@@ -91,6 +91,9 @@ struct CurveArgs {
     /// Plot the curve to this SVG file [default: <streams-dir>/curve.svg].
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Replay nothing: print and plot the curve a `--report` file holds.
+    #[arg(long, conflicts_with = "report")]
+    from_report: Option<PathBuf>,
     /// No progress bars or progress lines.
     #[arg(long)]
     quiet: bool,
@@ -495,7 +498,13 @@ fn curve(args: CurveArgs) -> anyhow::Result<()> {
         streams_dir: args.streams_dir,
         quiet: args.quiet,
     };
-    let measured = curve::measure(&options, |stream, label| replay_size(stream, label, &options))?;
+    let measured = match &args.from_report {
+        Some(path) => {
+            let json = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            serde_json::from_slice(&json).with_context(|| format!("{}: not a curve report", path.display()))?
+        }
+        None => curve::measure(&options, |stream, label| replay_size(stream, label, &options))?,
+    };
     if let (Some(mut file), Some(path)) = (report_file, &args.report) {
         let json = serde_json::to_string_pretty(&measured).context("encoding the curve")?;
         writeln!(file, "{json}").with_context(|| format!("writing {}", path.display()))?;

@@ -139,7 +139,7 @@ pub struct SizeSummary {
 }
 
 /// How the per-event cost and the memory moved from one size to the next larger one.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Change {
     /// The smaller size's label.
     pub from: String,
@@ -175,7 +175,7 @@ impl Change {
 }
 
 /// The whole curve: the JSON document of `--report`, and the printed table.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Curve {
     /// Seed of every stream.
     pub seed: u64,

@@ -97,9 +97,9 @@ where
     let x_max = points().map(|p| p.0).fold(1.0, f64::max).max(x_min);
     let y_max = points().map(|p| p.1).fold(0.0, f64::max);
     // Margins around the points, so that one size still gives a range and no point sits on a
-    // frame.
+    // frame; the top 40 % is left for the legend.
     let x_range = (x_min / 1.6..x_max * 1.6).log_scale();
-    let y_range = 0.0..(y_max * 1.15).max(1e-9);
+    let y_range = 0.0..(y_max * 1.65).max(1e-9);
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 18))
         .margin(12)
@@ -111,7 +111,7 @@ where
         .configure_mesh()
         .x_desc("objects (log scale)")
         .x_label_formatter(&|x| objects_label(*x))
-        .y_label_formatter(&|y| format!("{y:.2}"))
+        .y_label_formatter(&|y| y_label(*y, y_max))
         .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(drawing)?;
@@ -128,11 +128,20 @@ where
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
         .map_err(drawing)
+}
+
+/// A value as an axis label, with as many decimals as the panel's scale needs.
+fn y_label(y: f64, y_max: f64) -> String {
+    match y_max {
+        m if m >= 100.0 => format!("{y:.0}"),
+        m if m >= 10.0 => format!("{y:.1}"),
+        _ => format!("{y:.2}"),
+    }
 }
 
 /// An object count as an axis label: 10k, 1M, 5M.
