@@ -70,7 +70,7 @@ struct CurveArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "small,1m,5m")]
     presets: Vec<Preset>,
     /// Instead of the presets: the presets' shape at about these object counts (for tests).
-    #[arg(long, value_delimiter = ',', hide = true, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    #[arg(long, value_delimiter = ',', hide = true, conflicts_with = "presets", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     objects: Vec<u64>,
     /// Seed of every stream.
     #[arg(long, default_value_t = 7)]
