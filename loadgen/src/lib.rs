@@ -6,9 +6,13 @@
 //! - [`record`]: a real cluster's watch events, metadata only, recorded into a stream;
 //! - [`replay`]: a stream applied to the graph builders alone, or to the whole collector against
 //!   the in-memory cluster, measured in a [`report`];
+//! - [`curve`]: builder replays of several stream sizes, as a table, a JSON report and an SVG;
+//! - [`perf_gate`]: CI's scaling and Go-model checks, ratios measured in one run;
 //! - [`progress`]: progress bars for the long steps.
 
+pub mod curve;
 pub mod generate;
+pub mod perf_gate;
 pub mod progress;
 pub mod record;
 pub mod replay;

@@ -3,12 +3,15 @@
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kube_gc::monitor::SyncMode;
+use loadgen::curve::{self, CurveOptions, Size};
 use loadgen::generate::{self, Amount, Preset, Topology};
+use loadgen::perf_gate::{self, GateOptions};
 use loadgen::record;
 use loadgen::replay::full::FullOptions;
 use loadgen::replay::{self, ReplayOptions};
 use loadgen::stream::StreamWriter;
 use mimalloc::MiMalloc;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -37,6 +40,83 @@ enum Command {
     Record(RecordArgs),
     /// Replay a stream into kube-gc and report speed, memory, API calls and outcome.
     Replay(ReplayArgs),
+    /// Measure the graph builders at several stream sizes: a table, a JSON report and an SVG.
+    Curve(CurveArgs),
+    /// CI's performance checks: P = 2 over P = 1 and kube-gc over the Go model, as ratios.
+    PerfGate(PerfGateArgs),
+    /// One size of `curve`, in a process of its own; prints its rows as JSON.
+    #[command(hide = true)]
+    CurveSize(CurveSizeArgs),
+}
+
+#[derive(Args)]
+struct CurveSizeArgs {
+    /// The size's stream.
+    stream: PathBuf,
+    /// The size's label.
+    #[arg(long)]
+    label: String,
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=256))]
+    partitions: Vec<u16>,
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=100))]
+    runs: u16,
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct CurveArgs {
+    /// The stream sizes, replayed smallest first.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "small,1m,5m")]
+    presets: Vec<Preset>,
+    /// Instead of the presets: the presets' shape at about these object counts (for tests).
+    #[arg(long, value_delimiter = ',', hide = true, conflicts_with = "presets", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    objects: Vec<u64>,
+    /// Seed of every stream.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Partition counts, each replayed on a fresh graph; the ratio is the last's events/s over the
+    /// first's.
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u16).range(1..=256))]
+    partitions: Vec<u16>,
+    /// Timed rounds per size; above one, the table shows medians and the range of events/s.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
+    runs: u16,
+    /// Where streams are kept as `<preset>-seed<seed>.jsonl.zst`, generated when missing.
+    #[arg(long, default_value = "target/loadgen-curve")]
+    streams_dir: PathBuf,
+    /// Write the curve as JSON to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Plot the curve to this SVG file [default: <streams-dir>/curve.svg].
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// Replay nothing: print and plot the curve a `--report` file holds.
+    #[arg(long, conflicts_with = "report")]
+    from_report: Option<PathBuf>,
+    /// No progress bars or progress lines.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct PerfGateArgs {
+    /// Fail when the builders' median events/s at P = 2 over P = 1 is below this.
+    #[arg(long, default_value_t = loadgen::perf_gate::DEFAULT_MIN_SCALING)]
+    min_scaling: f64,
+    /// Fail when the builders' median events/s at P = 2 over the Go model's build events/s is
+    /// below this.
+    #[arg(long, default_value_t = loadgen::perf_gate::DEFAULT_MIN_VS_GO)]
+    min_vs_go: f64,
+    /// The Go model's directory (holding run-model.sh); its check is skipped when it is absent.
+    #[arg(long, env = "KUBE_GC_GO_MODEL", default_value = "../shared/anchors/go-graphbuilder")]
+    go_model: PathBuf,
+    /// Where the small stream (seed 7, plain JSON Lines) is kept, generated when missing.
+    #[arg(long, default_value = "target/perf-gate")]
+    streams_dir: PathBuf,
+    /// No progress bars.
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// What a replay drives.
@@ -242,10 +322,14 @@ impl TopologyFlags {
 }
 
 fn main() -> ExitCode {
+    replay::keep_freed_memory();
     let result = match Cli::parse().command {
         Command::Generate(args) => generate(*args),
         Command::Record(args) => record(args),
         Command::Replay(args) => replay(args),
+        Command::Curve(args) => curve(args),
+        Command::PerfGate(args) => perf_gate(args),
+        Command::CurveSize(args) => curve_size(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -351,7 +435,6 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
         skip_bad: args.skip_bad,
         quiet: args.quiet,
     };
-    replay::keep_freed_memory();
     let report = match args.mode {
         Mode::Builder => {
             let full_only = [
@@ -388,5 +471,118 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     if args.require_outcome_ok && report.outcome_ok != Some(true) {
         anyhow::bail!("the cluster does not end as the oracle expects (--require-outcome-ok)");
     }
+    Ok(())
+}
+
+fn curve(args: CurveArgs) -> anyhow::Result<()> {
+    let sizes: Vec<Size> = if args.objects.is_empty() {
+        args.presets.iter().copied().map(Size::preset).collect()
+    } else {
+        args.objects
+            .iter()
+            .map(|&n| usize::try_from(n).map(Size::objects))
+            .collect::<Result<_, _>>()
+            .context("--objects: a count too large for this machine")?
+    };
+    let svg_path = args.svg.clone().unwrap_or_else(|| args.streams_dir.join("curve.svg"));
+    std::fs::create_dir_all(&args.streams_dir)
+        .with_context(|| format!("creating the streams directory {}", args.streams_dir.display()))?;
+    // Both outputs are opened before the replays, so an unwritable path fails in a second, not
+    // after a run of many minutes.
+    let report_file = args.report.as_deref().map(create_output).transpose()?;
+    let svg_file = create_output(&svg_path)?;
+    let options = CurveOptions {
+        sizes,
+        seed: args.seed,
+        partitions: args.partitions.iter().copied().map(usize::from).collect(),
+        runs: usize::from(args.runs),
+        streams_dir: args.streams_dir,
+        quiet: args.quiet,
+    };
+    let measured = match &args.from_report {
+        Some(path) => {
+            let json = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            serde_json::from_slice(&json).with_context(|| format!("{}: not a curve report", path.display()))?
+        }
+        None => curve::measure(&options, |stream, label| replay_size(stream, label, &options))?,
+    };
+    if let (Some(mut file), Some(path)) = (report_file, &args.report) {
+        let json = serde_json::to_string_pretty(&measured).context("encoding the curve")?;
+        writeln!(file, "{json}").with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut file = svg_file;
+    file.write_all(curve::plot::svg(&measured)?.as_bytes())
+        .with_context(|| format!("writing {}", svg_path.display()))?;
+    say(format!("{measured}\nplot: {}", svg_path.display()))
+}
+
+/// Runs `loadgen curve-size` on one size's stream, in a process of its own (see `loadgen::curve`),
+/// its progress on this process's stderr.
+fn replay_size(stream: &std::path::Path, label: &str, options: &CurveOptions) -> anyhow::Result<curve::Measured> {
+    let partitions: Vec<String> = options.partitions.iter().map(usize::to_string).collect();
+    let runs = options.runs.to_string();
+    let mut command = std::process::Command::new(std::env::current_exe().context("finding the loadgen binary")?);
+    command
+        .arg("curve-size")
+        .arg(stream)
+        .args(["--label", label, "--partitions", &partitions.join(","), "--runs", &runs])
+        .stderr(std::process::Stdio::inherit());
+    if options.quiet {
+        command.arg("--quiet");
+    }
+    let out = command.output().context("running loadgen curve-size")?;
+    anyhow::ensure!(out.status.success(), "loadgen curve-size failed ({})", out.status);
+    serde_json::from_slice(&out.stdout).context("reading loadgen curve-size's rows")
+}
+
+fn curve_size(args: CurveSizeArgs) -> anyhow::Result<()> {
+    let options = CurveOptions {
+        sizes: Vec::new(),
+        seed: 0,
+        partitions: args.partitions.iter().copied().map(usize::from).collect(),
+        runs: usize::from(args.runs),
+        streams_dir: PathBuf::new(),
+        quiet: args.quiet,
+    };
+    let measured = curve::measure_size(&args.stream, &args.label, &options)?;
+    say(serde_json::to_string(&measured).context("encoding the rows")?)
+}
+
+/// Creates (or truncates) an output file, naming it in the error.
+fn create_output(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn perf_gate(args: PerfGateArgs) -> anyhow::Result<()> {
+    let options = GateOptions {
+        streams_dir: args.streams_dir,
+        go_model: args.go_model,
+        min_scaling: args.min_scaling,
+        min_vs_go: args.min_vs_go,
+        quiet: args.quiet,
+    };
+    let measured = perf_gate::measure(&options)?;
+    let runs: Vec<String> = measured
+        .runs
+        .iter()
+        .map(|(p, rate)| format!("P={p} {:.3}M", rate / 1e6))
+        .collect();
+    say(format!(
+        "small preset, seed {}: builder events/s {} (in order run); medians P=1 {:.3}M, P=2 {:.3}M",
+        perf_gate::SEED,
+        runs.join(", "),
+        measured.events_per_sec[0] / 1e6,
+        measured.events_per_sec[1] / 1e6
+    ))?;
+    match &measured.go_model {
+        Ok(rate) => say(format!("Go model: {:.3}M build events/s", rate / 1e6))?,
+        Err(why) => say(format!("perf-gate: the Go model's check is skipped: {why}"))?,
+    }
+    let checks = perf_gate::judge(&measured, options.min_scaling, options.min_vs_go);
+    for check in &checks {
+        say(check)?;
+    }
+    let failed = checks.iter().filter(|c| !c.passed()).count();
+    anyhow::ensure!(failed == 0, "{failed} of {} performance checks failed", checks.len());
     Ok(())
 }

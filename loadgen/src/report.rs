@@ -5,7 +5,7 @@
 
 use hdrhistogram::Histogram;
 use kube_gc::queue::{DurationHistogram, DURATION_BUCKETS};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// What a replay measured.
@@ -118,7 +118,7 @@ impl Report {
 }
 
 /// Percentiles of a latency, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Percentiles {
     /// Median.
     pub p50: u64,

@@ -13,8 +13,10 @@
 //!
 //! - Decoding is not timed: the whole stream is read into [`GraphEvent`]s, pre-split per
 //!   partition, before the clock starts.
-//! - Throughput: events applied over the wall time from the release of all threads to the end of
-//!   the last one.
+//! - Throughput: events applied over the wall time from the first partition thread's start to
+//!   the last one's end, each thread reading the clock itself. (Timing from the reading thread's
+//!   release instead counted nothing at all when that thread was descheduled past the barrier
+//!   and the partitions finished first, as happens on a busy machine with a small stream.)
 //! - Latency: an [`Instant`] around each `process_graph_changes`, recorded in one histogram per
 //!   thread; the histograms are merged afterwards.
 //! - Memory: resident bytes (`VmRSS`) after applying, when every decoded event has been consumed
@@ -189,11 +191,12 @@ struct Applied {
     latency_by_type: [Histogram<u64>; 3],
 }
 
-/// What one partition's thread applied.
+/// What one partition's thread applied, and when it started and ended.
 struct PartitionRun {
     events: u64,
     cpu: Duration,
     latency_by_type: [Histogram<u64>; 3],
+    span: (Instant, Instant),
 }
 
 impl Shared<'_> {
@@ -216,22 +219,25 @@ impl Shared<'_> {
             drop(senders);
             self.abort.store(read.is_err(), Ordering::SeqCst);
             self.start.wait();
-            let began = Instant::now();
             let results: Vec<_> = threads.into_iter().map(thread::ScopedJoinHandle::join).collect();
-            let elapsed = began.elapsed();
             let (added, skipped_bad) = read?;
             let mut merged = Applied {
                 events: 0,
                 added,
                 skipped_bad,
-                elapsed,
+                elapsed: Duration::ZERO,
                 cpu: Duration::ZERO,
                 latency: new_histogram(),
                 latency_by_type: new_histograms(),
             };
+            let mut span: Option<(Instant, Instant)> = None;
             for result in results {
-                merged.add(result.map_err(|_| anyhow::anyhow!("a builder thread panicked"))??)?;
+                let applied = result.map_err(|_| anyhow::anyhow!("a builder thread panicked"))??;
+                let (began, ended) = applied.span;
+                span = Some(span.map_or((began, ended), |(b, e)| (b.min(began), e.max(ended))));
+                merged.add(applied)?;
             }
+            merged.elapsed = span.map_or(Duration::ZERO, |(began, ended)| ended - began);
             Ok(merged)
         })
     }
@@ -244,12 +250,14 @@ impl Shared<'_> {
         drop(names);
         let mut latency = new_histograms();
         self.start.wait();
+        let began = Instant::now();
         let events = converted?;
         if self.abort.load(Ordering::SeqCst) {
             return Ok(PartitionRun {
                 events: 0,
                 cpu: Duration::ZERO,
                 latency_by_type: latency,
+                span: (began, began),
             });
         }
         let count = events.iter().map(Vec::len).sum::<usize>() as u64;
@@ -277,6 +285,7 @@ impl Shared<'_> {
             events: count,
             cpu: thread_cpu_time().saturating_sub(cpu_before),
             latency_by_type: latency,
+            span: (began, Instant::now()),
         })
     }
 
