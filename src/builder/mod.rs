@@ -28,10 +28,11 @@ use references::{alternate_owner_identity, partition_dependents, references_diff
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// Events a builder has received and not applied yet, whose first lines in the graph's map (their
-/// object's slot and each owner's) it has begun to load: a lookup in a map of millions waits on
-/// memory, and with a few events in hand the builder waits for several at once instead of one
-/// after the other. Events leave in the order they came.
+/// Events a builder has received and not applied yet, whose lines in the graph it has begun to
+/// load: a lookup in a map of millions waits on memory, and with a few events in hand the builder
+/// waits for several at once instead of one after the other. Loading is in two stages, since a
+/// node's address is in its map slot: an event's slots (its object's and each owner's) as it comes
+/// in, its nodes halfway to its turn. Events leave in the order they came.
 #[derive(Default)]
 pub struct Lookahead(VecDeque<GraphEvent>);
 
@@ -41,13 +42,19 @@ impl Lookahead {
     /// enough that it is still in cache then.
     pub const DEPTH: usize = 8;
 
-    /// Takes `event` in and starts loading its lines of `graph`.
+    /// Takes `event` in and starts loading its map slots in `graph`, and the nodes of the event
+    /// halfway through.
     pub fn push(&mut self, graph: &Graph, event: GraphEvent) {
-        graph.prefetch(&event.object.uid);
-        for owner in &event.object.owners {
-            graph.prefetch(&owner.uid);
-        }
+        let each_uid = |e: &GraphEvent, f: &dyn Fn(&Uid)| {
+            f(&e.object.uid);
+            e.object.owners.iter().for_each(|r| f(&r.uid));
+        };
+        each_uid(&event, &|uid| graph.prefetch(uid));
         self.0.push_back(event);
+        let halfway = self.0.len().checked_sub(Self::DEPTH / 2 + 1);
+        if let Some(e) = halfway.and_then(|i| self.0.get(i)) {
+            each_uid(e, &|uid| graph.prefetch_node(uid));
+        }
     }
 
     /// The oldest event.

@@ -201,6 +201,30 @@ impl UidTable {
         prefetch_line(std::ptr::from_ref(&group.nodes[i % GROUP]).cast());
     }
 
+    /// Starts loading the node a lookup of a UID hashed to `hash` would find: the first node in
+    /// its probe whose fragment matches, unconfirmed, since confirming would wait for the node.
+    /// Best made once [`prefetch`](Self::prefetch) had time to bring in the slots. A hint only.
+    pub(super) fn prefetch_node(&self, hash: u64) {
+        let guard = self.retired.enter();
+        // SAFETY: as in `find_raw`.
+        let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
+        let fragment = fragment(hash);
+        for i in table.probe(fragment).take(GROUP) {
+            // Never dereferenced: a prefetch of a node freed meanwhile reads nothing.
+            let p = table.node(i).load(Ordering::Relaxed);
+            if p.is_null() {
+                return;
+            }
+            if p != tombstone() && table.fragment_at(i).load(Ordering::Relaxed) == fragment {
+                let first = p.cast::<i8>().cast_const();
+                prefetch_line(first);
+                // A node spans two lines: its identity, then its state and edges.
+                prefetch_line(first.wrapping_add(64));
+                return;
+            }
+        }
+    }
+
     /// The slot pointer for `uid`: it carries a strong reference that is released only after
     /// `guard` is dropped.
     fn find_raw(&self, guard: &Guard, uid: &Uid) -> Option<*mut Node> {
