@@ -7,7 +7,7 @@
 
 use crate::api::{self, validate_owner_references, InvalidOwnerReference, ObjectMeta};
 use crate::graph::{
-    Graph, Identity, Name, Observation, ObservedFinalizers, OwnerRef, ResourceVersion, Sym, TypeMeta, Uid,
+    Graph, Identity, Name, Observation, ObservedFinalizers, OwnerRef, OwnerRefs, ResourceVersion, Sym, TypeMeta, Uid,
 };
 use thiserror::Error;
 
@@ -45,7 +45,7 @@ pub struct EventObject {
     /// Namespace (`""` when cluster-scoped).
     pub namespace: Sym,
     /// `metadata.ownerReferences`, verbatim.
-    pub owners: Vec<OwnerRef>,
+    pub owners: OwnerRefs,
     /// resourceVersion, deletionTimestamp and finalizers, as far as the GC tells them apart.
     pub observation: Observation,
 }
@@ -157,7 +157,7 @@ impl GraphEvent {
                 uid: identity.uid,
                 name: identity.name.clone(),
                 namespace: identity.namespace,
-                owners: Vec::new(),
+                owners: OwnerRefs::default(),
                 observation: Observation::default(),
             },
             type_meta: identity.type_meta,

@@ -63,6 +63,69 @@ impl OwnerRef {
     }
 }
 
+/// An ownerReferences list as the graph and its events keep it: inline when it has one entry, as
+/// almost every object's has, so that the list costs no allocation of its own. Derefs to a slice.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OwnerRefs(Repr);
+
+#[derive(Clone, PartialEq, Eq)]
+enum Repr {
+    One(OwnerRef),
+    Other(Box<[OwnerRef]>),
+}
+
+impl OwnerRefs {
+    /// The refs, in order.
+    pub fn as_slice(&self) -> &[OwnerRef] {
+        match &self.0 {
+            Repr::One(r) => std::slice::from_ref(r),
+            Repr::Other(refs) => refs,
+        }
+    }
+}
+
+impl Default for OwnerRefs {
+    fn default() -> Self {
+        OwnerRefs(Repr::Other(Box::default()))
+    }
+}
+
+impl std::ops::Deref for OwnerRefs {
+    type Target = [OwnerRef];
+    fn deref(&self) -> &[OwnerRef] {
+        self.as_slice()
+    }
+}
+
+impl fmt::Debug for OwnerRefs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+impl From<&[OwnerRef]> for OwnerRefs {
+    fn from(refs: &[OwnerRef]) -> Self {
+        match refs {
+            [r] => OwnerRefs(Repr::One(r.clone())),
+            _ => OwnerRefs(Repr::Other(refs.into())),
+        }
+    }
+}
+
+impl FromIterator<OwnerRef> for OwnerRefs {
+    fn from_iter<I: IntoIterator<Item = OwnerRef>>(iter: I) -> Self {
+        let mut iter = iter.into_iter();
+        match (iter.next(), iter.next()) {
+            (None, _) => OwnerRefs::default(),
+            (Some(r), None) => OwnerRefs(Repr::One(r)),
+            (Some(a), Some(b)) => {
+                let refs: Vec<OwnerRef> = [a, b].into_iter().chain(iter).collect();
+                OwnerRefs(Repr::Other(refs.into_boxed_slice()))
+            }
+        }
+    }
+}
+
 /// An object reference: the five fields that identify a node, a cache key or an event's object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Identity {

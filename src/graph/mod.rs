@@ -87,7 +87,7 @@ pub use absent_owner_cache::{AbsentOwnerCache, DEFAULT_CAPACITY as DEFAULT_ABSEN
 use crossbeam_utils::CachePadded;
 use edges::Adrift;
 pub use edges::Linked;
-pub use identity::{Identity, OwnerRef};
+pub use identity::{Identity, OwnerRef, OwnerRefs};
 pub use intern::{Sym, TypeMeta};
 pub use name::Name;
 pub use node::{Handle, Node, Observation, Observed, ObservedFinalizers};

@@ -24,7 +24,7 @@
 //! or a patch conditioned on the version its decision was made from.
 
 use super::dependents::Dependents;
-use super::identity::{Identity, OwnerRef};
+use super::identity::{Identity, OwnerRef, OwnerRefs};
 use super::resource_version::ResourceVersion;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use std::fmt;
@@ -132,33 +132,9 @@ pub struct Node {
 
 struct Edges {
     /// Last observed ownerReferences; empty for virtual nodes.
-    owners: Owners,
+    owners: OwnerRefs,
     /// Dependents, by handle identity.
     dependents: Dependents,
-}
-
-/// An owners list, inline when it has one entry, as almost every object's has.
-enum Owners {
-    One(OwnerRef),
-    Other(Box<[OwnerRef]>),
-}
-
-impl Owners {
-    fn as_slice(&self) -> &[OwnerRef] {
-        match self {
-            Owners::One(r) => std::slice::from_ref(r),
-            Owners::Other(refs) => refs,
-        }
-    }
-}
-
-impl From<&[OwnerRef]> for Owners {
-    fn from(refs: &[OwnerRef]) -> Self {
-        match refs {
-            [r] => Owners::One(r.clone()),
-            _ => Owners::Other(refs.into()),
-        }
-    }
 }
 
 /// A shared pointer to a node; equality and hashing are by pointer (spec §1.2, "queue identity is
@@ -173,7 +149,7 @@ impl Handle {
         Handle::assemble(identity, u64::from(flags), owners.into(), Dependents::default())
     }
 
-    fn assemble(identity: Identity, state: u64, owners: Owners, dependents: Dependents) -> Handle {
+    fn assemble(identity: Identity, state: u64, owners: OwnerRefs, dependents: Dependents) -> Handle {
         Handle(Arc::new(Node {
             identity,
             state: AtomicU64::new(state),
@@ -440,7 +416,7 @@ mod tests {
             std::mem::size_of::<Node>()
         );
         assert_eq!(
-            std::mem::size_of::<Owners>(),
+            std::mem::size_of::<OwnerRefs>(),
             std::mem::size_of::<OwnerRef>(),
             "one owner inline"
         );
