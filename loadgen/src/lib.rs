@@ -6,7 +6,8 @@
 //! - [`record`]: a real cluster's watch events, metadata only, recorded into a stream;
 //! - [`replay`]: a stream applied to the graph builders alone, or to the whole collector against
 //!   the in-memory cluster, measured in a [`report`];
-//! - [`progress`]: progress bars for the long steps.
+//! - [`progress`]: progress bars for the long steps;
+//! - [`sync`]: `kube-gc run` syncing a simulated cluster over HTTP, timed and measured.
 
 pub mod generate;
 pub mod progress;
@@ -14,3 +15,4 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod stream;
+pub mod sync;
