@@ -50,6 +50,7 @@ use crate::event::{EventType, GraphEvent};
 use crate::graph::{Graph, Name, Sym, Uid};
 use crate::router::Router;
 use futures::StreamExt;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -246,10 +247,21 @@ impl<C: ClusterApi> Watcher<C> {
             return;
         };
         let uid = event.object.uid;
-        if unseen.remove(&uid).is_some() || self.known.contains_key(&uid) {
-            event.event_type = EventType::Update;
+        let known_before = unseen.remove(&uid).is_some();
+        // One lookup in the known set both answers and remembers, as `send` would.
+        match self.known.entry(uid) {
+            Entry::Occupied(_) => event.event_type = EventType::Update,
+            Entry::Vacant(slot) => {
+                if known_before {
+                    event.event_type = EventType::Update;
+                }
+                slot.insert(Known {
+                    name: event.object.name.clone(),
+                    namespace: event.object.namespace,
+                });
+            }
         }
-        self.send(event);
+        self.router.route(event);
     }
 
     /// Routes a delete for every object a whole read did not show.
