@@ -47,7 +47,10 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Simulate(args) => runtime.block_on(cli::simulate::run(args)),
         Command::SimApiserver(args) => runtime.block_on(cli::sim_apiserver::run(*args)),
-        Command::Run(args) => runtime.block_on(cli::run::run(*args)),
+        Command::Run(args) => {
+            cli::allocator::no_huge_pages();
+            runtime.block_on(cli::run::run(*args))
+        }
         Command::ShadowReport(args) => cli::shadow_report::run(args),
         Command::Tree(args) => runtime.block_on(cli::tree::run(args)),
     }

@@ -8,6 +8,7 @@
 //!   the in-memory cluster, measured in a [`report`];
 //! - [`curve`]: builder replays of several stream sizes, as a table, a JSON report and an SVG;
 //! - [`perf_gate`]: CI's scaling and Go-model checks, ratios measured in one run;
+//! - [`sync`]: `kube-gc run` syncing a simulated cluster over HTTP, timed and measured;
 //! - [`progress`]: progress bars for the long steps.
 
 pub mod curve;
@@ -18,3 +19,4 @@ pub mod record;
 pub mod replay;
 pub mod report;
 pub mod stream;
+pub mod sync;

@@ -47,6 +47,8 @@ enum Command {
     /// One size of `curve`, in a process of its own; prints its rows as JSON.
     #[command(hide = true)]
     CurveSize(CurveSizeArgs),
+    /// Time `kube-gc run` syncing a simulated cluster over HTTP, with its peak memory and CPU.
+    Sync(SyncArgs),
 }
 
 #[derive(Args)]
@@ -117,6 +119,29 @@ struct PerfGateArgs {
     /// No progress bars.
     #[arg(long)]
     quiet: bool,
+}
+
+#[derive(Args)]
+struct SyncArgs {
+    /// The simulated cluster's size (`kube-gc sim-apiserver --preset`).
+    #[arg(long, value_enum)]
+    preset: Preset,
+    /// Measurements to make, one after the other; more than one prints their median and range.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=100))]
+    runs: u16,
+    /// The kube-gc binary [default: the one beside loadgen].
+    #[arg(long)]
+    kube_gc: Option<PathBuf>,
+    /// Directory for each run's kubeconfig and logs [default: a new one under the temporary
+    /// directory].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Give up when the simulator is not serving, or the collector not ready, after this long.
+    #[arg(long, default_value = "5m", value_parser = kube_gc::duration::parse_positive)]
+    timeout: Duration,
+    /// More flags for `kube-gc run` (after `--`), e.g. `-- --feature-gates WatchListClient=false`.
+    #[arg(last = true)]
+    run_args: Vec<String>,
 }
 
 /// What a replay drives.
@@ -330,6 +355,7 @@ fn main() -> ExitCode {
         Command::Curve(args) => curve(args),
         Command::PerfGate(args) => perf_gate(args),
         Command::CurveSize(args) => curve_size(args),
+        Command::Sync(args) => sync(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -422,6 +448,41 @@ async fn stop(duration: Option<Duration>) {
         },
         None => ctrl_c.await,
     }
+}
+
+fn sync(args: SyncArgs) -> anyhow::Result<()> {
+    let kube_gc = match args.kube_gc {
+        Some(path) => path,
+        None => loadgen::sync::sibling_kube_gc()
+            .context("no kube-gc beside loadgen (build it with `cargo build --release`, or pass --kube-gc)")?,
+    };
+    loadgen::sync::check_binary(&kube_gc)?;
+    let preset = args
+        .preset
+        .to_possible_value()
+        .map(|value| value.get_name().to_owned())
+        .context("naming the preset")?;
+    let options = loadgen::sync::SyncOptions {
+        kube_gc,
+        preset,
+        run_args: args.run_args,
+        dir: args.dir.unwrap_or_else(loadgen::sync::scratch_dir),
+        timeout: args.timeout,
+    };
+    say(format!(
+        "kube-gc run {} against sim-apiserver --preset {}; files in {}",
+        loadgen::sync::UNTHROTTLED.join(" "),
+        options.preset,
+        options.dir.display()
+    ))?;
+    let mut said = Ok(());
+    let runs = loadgen::sync::measure(&options, usize::from(args.runs), |index, run| {
+        if said.is_ok() {
+            said = say(loadgen::sync::line(index, run));
+        }
+    })?;
+    said?;
+    say(loadgen::sync::summary(&runs))
 }
 
 fn replay(args: ReplayArgs) -> anyhow::Result<()> {

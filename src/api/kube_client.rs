@@ -24,9 +24,8 @@
 use super::outage::Outage;
 use super::{
     ApiError, ApiResource, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
-    Patch, StatusReason, TransportError, WatchEvent, WatchEventType, WatchStream,
+    Patch, StatusReason, TransportError, WatchStream,
 };
-use futures::StreamExt;
 use http::{header, Method, Request};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use parking_lot::RwLock;
@@ -122,31 +121,13 @@ impl KubeApi {
         ];
         query.extend_from_slice(start);
         let uri = with_query(&path(gvr, "", None), &query);
-        let req = request(Method::GET, &uri, ACCEPT_METADATA, None)?;
-        let events = self.call(self.client.request_events::<PartialObjectMeta>(req)).await?;
-        let api_version = gvr.api_version();
+        let mut req = request(Method::GET, &uri, ACCEPT_METADATA, None)?;
+        // As kube-rs asks for its watches: an event stream is read as it comes, uncompressed.
+        req.headers_mut()
+            .insert(header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
+        let body = self.call(self.client.request_stream(req)).await?;
         let kind = self.kinds.read().get(gvr).cloned().unwrap_or_default();
-        let stream = StreamExt::map(
-            events,
-            move |event: Result<::kube::core::WatchEvent<PartialObjectMeta>, ::kube::Error>| {
-                let (event_type, mut object) = match event.map_err(api_error)? {
-                    ::kube::core::WatchEvent::Added(o) => (WatchEventType::Added, o),
-                    ::kube::core::WatchEvent::Modified(o) => (WatchEventType::Modified, o),
-                    ::kube::core::WatchEvent::Deleted(o) => (WatchEventType::Deleted, o),
-                    ::kube::core::WatchEvent::Bookmark(b) => {
-                        let mut object = PartialObjectMeta::default();
-                        object.metadata.resource_version = b.metadata.resource_version;
-                        object.metadata.annotations = b.metadata.annotations;
-                        (WatchEventType::Bookmark, object)
-                    }
-                    ::kube::core::WatchEvent::Error(status) => return Err(api_error(::kube::Error::Api(status))),
-                };
-                object.api_version.clone_from(&api_version);
-                object.kind.clone_from(&kind);
-                Ok(WatchEvent { event_type, object })
-            },
-        );
-        Ok(stream.boxed())
+        Ok(super::watch_wire::events(body, gvr.api_version(), kind))
     }
 }
 
@@ -205,7 +186,7 @@ fn unreachable(err: &::kube::Error) -> bool {
 
 /// A `Status` answer keeps its reason and the wait it asked for (`details.retryAfterSeconds`,
 /// which the API server writes whenever it sends a Retry-After header).
-fn api_error(err: ::kube::Error) -> ApiError {
+pub(super) fn api_error(err: ::kube::Error) -> ApiError {
     match err {
         ::kube::Error::Api(status) => {
             let error = ApiError::status(StatusReason::from_status(&status.reason, status.code), status.message);

@@ -16,6 +16,7 @@ mod outage;
 pub mod time;
 mod types;
 mod validation;
+mod watch_wire;
 
 pub use connect::{connect, ConnectError};
 pub use error::{one_line, ApiError, StatusCause, StatusReason, TransportError};

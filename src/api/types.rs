@@ -168,7 +168,7 @@ impl ObjectMeta {
     }
 }
 
-fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+pub(super) fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Default + Deserialize<'de>,

@@ -1,5 +1,6 @@
 //! The `kube-gc` command line: one module per subcommand.
 
+pub mod allocator;
 pub mod run;
 pub mod serving;
 pub mod shadow_report;

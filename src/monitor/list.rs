@@ -4,10 +4,8 @@
 //! Invariant: one page at a time is held and routed before the next is asked for, and the
 //! deletes of the objects the list did not show wait for its last page.
 
-use super::{Known, Watcher, LIST_PAGE_SIZE};
+use super::{KnownSet, Watcher, LIST_PAGE_SIZE};
 use crate::api::{ClusterApi, PartialObjectMeta};
-use crate::graph::Uid;
-use std::collections::HashMap;
 
 impl<C: ClusterApi> Watcher<C> {
     /// Lists the resource page by page until a whole list is routed, and returns its
@@ -16,7 +14,7 @@ impl<C: ClusterApi> Watcher<C> {
     /// last page is in, the rest are routed as deletes ([`Watcher::route_vanished`]). A failed
     /// page is asked for again from its own continue token; a 410 means the token expired, and the
     /// list starts again from its first page, with every object it had routed unseen again.
-    pub(super) async fn list(&mut self, mut unseen: HashMap<Uid, Known>) -> String {
+    pub(super) async fn list(&mut self, mut unseen: KnownSet) -> String {
         let mut token = String::new();
         let mut resource_version = None;
         loop {
@@ -48,7 +46,7 @@ impl<C: ClusterApi> Watcher<C> {
     }
 
     /// Routes one list page, taking each object it shows out of `unseen`.
-    fn route_page(&mut self, items: Vec<PartialObjectMeta>, unseen: &mut HashMap<Uid, Known>) {
+    fn route_page(&mut self, items: Vec<PartialObjectMeta>, unseen: &mut KnownSet) {
         for item in items {
             self.route_listed(item.metadata, unseen);
         }

@@ -19,12 +19,11 @@
 //!   [`INITIAL_EVENTS_END_WAIT`] before the bookmark, is read by paginated LIST from then on:
 //!   [`Refused`] says why, and the monitor logs it once.
 
-use super::{Known, Watcher, ROOM_CHECK_EVERY};
+use super::{KnownSet, Watcher, ROOM_CHECK_EVERY};
 use crate::api::{ApiError, ClusterApi, StatusReason, WatchStream};
 use crate::event::EventType;
 use crate::graph::Uid;
 use futures::StreamExt;
-use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -85,7 +84,7 @@ pub(super) struct Synced {
 impl<C: ClusterApi> Watcher<C> {
     /// Reads the whole resource by watch-list, routing as [`Watcher::list`] does; see the
     /// [module docs](self). On a refusal, every object stays known, for the list that follows.
-    pub(super) async fn watch_list(&mut self, mut unseen: HashMap<Uid, Known>) -> Result<Synced, Refused> {
+    pub(super) async fn watch_list(&mut self, mut unseen: KnownSet) -> Result<Synced, Refused> {
         loop {
             let mut stream = match self.api.watch_list(&self.gvr, "").await {
                 Ok(stream) => stream,
@@ -121,7 +120,7 @@ impl<C: ClusterApi> Watcher<C> {
     }
 
     /// Gives every object of `unseen` back to the monitor's known set and returns `why`.
-    fn refused(&mut self, why: Refused, unseen: HashMap<Uid, Known>) -> Refused {
+    fn refused(&mut self, why: Refused, unseen: KnownSet) -> Refused {
         self.known.extend(unseen);
         why
     }
@@ -131,7 +130,7 @@ impl<C: ClusterApi> Watcher<C> {
     /// a stream delivers back to back), so neither a bookmark without the annotation nor the wait
     /// for room in the router counts against it, and the clock is read once per check, not once
     /// per object.
-    async fn initial_events(&mut self, stream: &mut WatchStream, unseen: &mut HashMap<Uid, Known>) -> Initial {
+    async fn initial_events(&mut self, stream: &mut WatchStream, unseen: &mut KnownSet) -> Initial {
         let mut routed: u64 = 0;
         let mut quiet_after = Instant::now() + INITIAL_EVENTS_END_WAIT;
         loop {
