@@ -338,10 +338,23 @@ async fn wait_until_graph_has<C: crate::api::ClusterApi>(
     Ok(())
 }
 
-/// Waits until `quiet` holds at two checks in a row, 50 ms apart, showing how many nodes remain;
-/// false if `timeout` passes first. `quiet` is [`GarbageCollector::is_quiet`] for the demo; a
-/// caller whose cluster may keep items retrying forever passes a condition built on
-/// [`GarbageCollector::is_settled`].
+/// How often [`wait_until_quiet`] checks its condition.
+pub const QUIET_CHECK_PERIOD: Duration = Duration::from_millis(5);
+
+/// How long [`wait_until_quiet`]'s condition must hold, at every check, before the wait ends: a
+/// watch event may be in flight at any one check, so quiet is a span, not an instant. The span is
+/// what two checks 50 ms apart gave before; checking every 5 ms instead of every 50 ms lets a
+/// caller time the moment quiet began to within 5 ms rather than within 100 ms (the replay's
+/// convergence time, about a second, was overstated by 5–10 %).
+pub const QUIET_FOR: Duration = Duration::from_millis(100);
+
+/// How many checks pass between two updates of the progress spinner.
+const CHECKS_PER_PROGRESS: u32 = 10;
+
+/// Waits until `quiet` has held at every check for [`QUIET_FOR`], checking every
+/// [`QUIET_CHECK_PERIOD`] and showing how many nodes remain; false if `timeout` passes first.
+/// `quiet` is [`GarbageCollector::is_quiet`] for the demo; a caller whose cluster may keep items
+/// retrying forever passes a condition built on [`GarbageCollector::is_settled`].
 pub async fn wait_until_quiet<C: crate::api::ClusterApi>(
     gc: &GarbageCollector<C>,
     timeout: Duration,
@@ -354,21 +367,26 @@ pub async fn wait_until_quiet<C: crate::api::ClusterApi>(
         indicatif::ProgressBar::hidden()
     };
     let deadline = Instant::now() + timeout;
-    // Quiet must hold twice in a row: a watch event may be in flight between two checks.
-    let mut quiet_checks = 0;
-    while quiet_checks < 2 {
-        if Instant::now() > deadline {
+    let mut quiet_since: Option<Instant> = None;
+    for check in 0u32.. {
+        let now = Instant::now();
+        if now > deadline {
             bar.abandon_with_message("timed out");
             return false;
         }
-        quiet_checks = if quiet(gc) { quiet_checks + 1 } else { 0 };
-        bar.set_message(format!(
-            "collecting: {} objects in the graph, {} queued for deletion",
-            gc.graph().len(),
-            gc.attempt_to_delete().len()
-        ));
-        bar.tick();
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        quiet_since = if quiet(gc) { quiet_since.or(Some(now)) } else { None };
+        if quiet_since.is_some_and(|since| now - since >= QUIET_FOR) {
+            break;
+        }
+        if check % CHECKS_PER_PROGRESS == 0 {
+            bar.set_message(format!(
+                "collecting: {} objects in the graph, {} queued for deletion",
+                gc.graph().len(),
+                gc.attempt_to_delete().len()
+            ));
+            bar.tick();
+        }
+        tokio::time::sleep(QUIET_CHECK_PERIOD).await;
     }
     bar.finish_and_clear();
     true

@@ -82,8 +82,10 @@ impl ClusterApi for SimCluster {
     }
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
+        // The user face's delete, without the presented copy of the object that it answers with
+        // and this face does not.
         self.counted(Request::on(Verb::Delete, gvr), || {
-            self.delete_object(gvr, namespace, name, options).map(drop)
+            self.state.lock().delete_stored(gvr, namespace, name, options).map(drop)
         })
     }
 

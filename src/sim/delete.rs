@@ -8,14 +8,15 @@
 //! `foregroundDeletion` or `orphan` again. Namespaces and CRDs wait for their contents
 //! ([`super::lifecycle`]).
 
-use super::lifecycle;
+use super::lifecycle::{self, Container};
 use super::status::conflict;
-use super::store::{present, State};
+use super::store::{present, State, Writer};
 use crate::api::{
     ApiError, DeleteOptions, Gvr, PartialObjectMeta, Preconditions, PropagationPolicy, StatusReason, WatchEventType,
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// What a DELETE did.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,6 +41,15 @@ impl Deletion {
     }
 }
 
+/// What a DELETE did, in stored form: the trait face, which answers with nothing, never pays for
+/// a presented copy.
+pub(super) enum Deleted {
+    /// The object stays, marked as deleting: as it is stored now.
+    Marked(Arc<PartialObjectMeta>),
+    /// The object is gone: as it was last stored.
+    Removed(Arc<PartialObjectMeta>),
+}
+
 impl State {
     /// Deletes an object; see [`super::SimCluster::delete_object`].
     pub(super) fn delete(
@@ -49,6 +59,22 @@ impl State {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<Deletion, ApiError> {
+        let deleted = self.delete_stored(gvr, namespace, name, opts)?;
+        let def = &self.type_of(gvr)?.def;
+        Ok(match deleted {
+            Deleted::Marked(o) => Deletion::Marked(present(&o, gvr, def)),
+            Deleted::Removed(o) => Deletion::Removed(present(&o, gvr, def)),
+        })
+    }
+
+    /// [`delete`](Self::delete), answering with the stored object.
+    pub(super) fn delete_stored(
+        &mut self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Deleted, ApiError> {
         let mut w = self.writer(gvr)?;
         validate_options(opts)?;
         let old = w.existing(namespace, name)?;
@@ -56,27 +82,13 @@ impl State {
             check_preconditions(preconditions, &old)
                 .map_err(|detail| conflict(&w.ty.def, name, &format!("Precondition failed: {detail}")))?;
         }
-        let mut marked = PartialObjectMeta::clone(&old);
-        marked.metadata.finalizers = deletion_finalizers(&old.metadata.finalizers, opts, w.ty.def.default_policy);
-        let container = lifecycle::mark_for_deletion(gvr, &mut marked);
-        let held = lifecycle::held_by_spec(&gvr.group, &gvr.resource, &marked);
-        let out = if marked.metadata.finalizers.is_empty() && !held {
+        let finalizers = deletion_finalizers(&old.metadata.finalizers, opts, w.ty.def.default_policy);
+        let (out, container) = if finalizers.is_empty() && !lifecycle::is_container_type(gvr) {
+            // The common case, with no copy of the object: nothing holds it, so it goes as it is.
             w.remove(namespace, name);
-            Deletion::Removed(present(&old, gvr, &w.ty.def))
+            (Deleted::Removed(old), None)
         } else {
-            let meta = &mut marked.metadata;
-            meta.deletion_timestamp
-                .get_or_insert_with(crate::api::time::now_rfc3339);
-            // Held by finalizers alone, an object is given no grace period.
-            meta.deletion_grace_period_seconds.get_or_insert(0);
-            // Nothing to write when the object was already marked the same way: etcd skips no-op
-            // updates.
-            let marked = if marked == *old {
-                old
-            } else {
-                w.store(marked, WatchEventType::Modified)
-            };
-            Deletion::Marked(present(&marked, gvr, &w.ty.def))
+            mark(&mut w, gvr, old, finalizers)
         };
         if let Some(container) = container {
             self.begin_termination(container);
@@ -84,6 +96,38 @@ impl State {
         self.after_write(gvr);
         Ok(out)
     }
+}
+
+/// Deletes `old`, which its `finalizers` (what the DELETE leaves of them) or its container rules
+/// may hold: marked as deleting if anything holds it, removed if not. Also returns the container
+/// whose termination the DELETE begins, if any.
+fn mark(
+    w: &mut Writer<'_>,
+    gvr: &Gvr,
+    old: Arc<PartialObjectMeta>,
+    finalizers: Vec<String>,
+) -> (Deleted, Option<Container>) {
+    let mut marked = PartialObjectMeta::clone(&old);
+    marked.metadata.finalizers = finalizers;
+    let container = lifecycle::mark_for_deletion(gvr, &mut marked);
+    let held = lifecycle::held_by_spec(&gvr.group, &gvr.resource, &marked);
+    if marked.metadata.finalizers.is_empty() && !held {
+        w.remove(&old.metadata.namespace, &old.metadata.name);
+        return (Deleted::Removed(old), container);
+    }
+    let meta = &mut marked.metadata;
+    meta.deletion_timestamp
+        .get_or_insert_with(crate::api::time::now_rfc3339);
+    // Held by finalizers alone, an object is given no grace period.
+    meta.deletion_grace_period_seconds.get_or_insert(0);
+    // Nothing to write when the object was already marked the same way: etcd skips no-op
+    // updates.
+    let stored = if marked == *old {
+        old
+    } else {
+        w.store(marked, WatchEventType::Modified)
+    };
+    (Deleted::Marked(stored), container)
 }
 
 /// `ValidateDeleteOptions`: the legacy flag and the policy are mutually exclusive.

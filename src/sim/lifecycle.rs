@@ -63,6 +63,12 @@ fn is_crd_type(gvr: &Gvr) -> bool {
     gvr.group == CRD_GROUP && gvr.resource == CRD_RESOURCE
 }
 
+/// True for the types whose objects are containers (namespaces and CRDs): only their deletion
+/// has rules of its own here ([`mark_for_deletion`], [`held_by_spec`]).
+pub(super) fn is_container_type(gvr: &Gvr) -> bool {
+    is_namespace_type(gvr) || is_crd_type(gvr)
+}
+
 /// `(group, plural)` of the type a CRD object describes.
 fn crd_type(crd: &PartialObjectMeta) -> Option<(String, String)> {
     let spec = crd.rest.get("spec")?;

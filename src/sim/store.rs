@@ -706,12 +706,11 @@ impl Writer<'_> {
         }
         *self.last_rv += 1;
         let rv = *self.last_rv;
-        let mut gone = Arc::unwrap_or_clone(last);
-        gone.metadata.resource_version = rv.to_string();
+        // The object goes out as it was stored; its delivery stamps `rv` on it ([`Change`]).
         self.ty.hub.publish(Change {
             rv,
             event_type: WatchEventType::Deleted,
-            object: Arc::new(gone),
+            object: last,
         });
         Some(rv)
     }

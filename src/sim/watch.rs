@@ -30,7 +30,9 @@ pub(super) struct Change {
     /// ADDED, MODIFIED or DELETED.
     pub(super) event_type: WatchEventType,
     /// The object after the change (its last state for DELETED), in stored form: `apiVersion` and
-    /// `kind` are filled in per watcher, since each watches through its own version.
+    /// `kind` are filled in per watcher, since each watches through its own version. A DELETED
+    /// change keeps the object exactly as it was stored, so that removing it copies nothing; its
+    /// delivery replaces the resourceVersion with `rv`, as etcd reports a delete.
     pub(super) object: Arc<PartialObjectMeta>,
 }
 
@@ -47,6 +49,9 @@ impl Change {
 
     fn into_event(self, api_version: &str, kind: &str) -> WatchEvent {
         let mut object = Arc::unwrap_or_clone(self.object);
+        if self.event_type == WatchEventType::Deleted {
+            object.metadata.resource_version = self.rv.to_string();
+        }
         object.api_version = api_version.to_string();
         object.kind = kind.to_string();
         WatchEvent {

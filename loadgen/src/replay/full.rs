@@ -17,13 +17,15 @@
 //!    to settle: garbage present from the start (dangling owners, invalid cross-namespace
 //!    references) is collected then.
 //! 5. The clock starts; the actions are applied as a user would, as fast as they come; the clock
-//!    stops at the first check that finds the collector settled for good (checks are 50 ms apart,
-//!    so the time is late by at most one period).
+//!    stops at the first check that finds the collector settled for good (checks are
+//!    [`QUIET_CHECK_PERIOD`](kube_gc::simulate::QUIET_CHECK_PERIOD) apart, so the time is late by
+//!    at most about one period).
 //! 6. The cluster's objects are compared with the model's outcome.
 //!
 //! "Settled" means: no event in flight, no queued or running item, and no API call by the
-//! collector between two checks 50 ms apart, twice in a row. Items retrying with backoff may
-//! remain (an owner of a kind nobody serves is retried forever); they make no API call.
+//! collector since the previous check, at every check for
+//! [`QUIET_FOR`](kube_gc::simulate::QUIET_FOR). Items retrying with backoff may remain (an owner
+//! of a kind nobody serves is retried forever); they make no API call.
 
 use super::oracle;
 use super::script::{Action, Script, Target};
