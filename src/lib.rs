@@ -27,6 +27,7 @@
 // them with `cargo doc --document-private-items`, where every such link resolves.
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub mod allocator;
 pub mod api;
 pub mod audit;
 pub mod builder;

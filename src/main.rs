@@ -48,7 +48,7 @@ fn main() -> anyhow::Result<()> {
         Command::Simulate(args) => runtime.block_on(cli::simulate::run(args)),
         Command::SimApiserver(args) => runtime.block_on(cli::sim_apiserver::run(*args)),
         Command::Run(args) => {
-            cli::allocator::no_huge_pages();
+            kube_gc::allocator::no_huge_pages();
             runtime.block_on(cli::run::run(*args))
         }
         Command::ShadowReport(args) => cli::shadow_report::run(args),

@@ -347,6 +347,7 @@ impl TopologyFlags {
 }
 
 fn main() -> ExitCode {
+    kube_gc::allocator::no_huge_pages();
     replay::keep_freed_memory();
     let result = match Cli::parse().command {
         Command::Generate(args) => generate(*args),

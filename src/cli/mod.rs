@@ -1,6 +1,5 @@
 //! The `kube-gc` command line: one module per subcommand.
 
-pub mod allocator;
 pub mod run;
 pub mod serving;
 pub mod shadow_report;

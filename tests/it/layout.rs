@@ -7,6 +7,7 @@ use std::path::Path;
 
 /// Each top-level module of `src/` and its layer; a module may import only lower layers.
 const LAYERS: &[(&str, u8)] = &[
+    ("allocator", 0),
     ("sync", 0),
     ("rate", 0),
     ("duration", 0),

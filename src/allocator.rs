@@ -1,4 +1,5 @@
-//! Memory settings of the `kube-gc run` process, made once at its start.
+//! Memory settings of the `kube-gc run` process, made once at its start, and of the loadgen
+//! replays that measure it, so that their figures are the ones it shows.
 //!
 //! The collector's heap is mimalloc's, which asks the kernel for transparent huge pages on its
 //! arenas. A huge page is resident whole from its first touch, so while the graph grows, each
