@@ -1,18 +1,9 @@
 //! The `loadgen` command as scripts use it: exit codes, error messages and the JSON report.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn loadgen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loadgen"))
-        .args(args)
-        .output()
-        .expect("run loadgen")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+mod support;
+use support::{loadgen, stderr};
 
 fn data(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,18 +2,10 @@
 //! two tiny sizes, streams reused, and clear errors for bad flags.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn loadgen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loadgen"))
-        .args(args)
-        .output()
-        .expect("run loadgen")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+mod support;
+use support::{loadgen, stderr};
 
 /// Objects the curve's stream of about `size` objects creates (seed 7, the default).
 fn objects_of(size: usize) -> u64 {

@@ -2,7 +2,9 @@
 //! figures printed, and both processes gone afterwards.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+mod support;
+use support::loadgen;
 
 /// The kube-gc that cargo built beside loadgen (`cargo test --workspace` builds both).
 fn kube_gc() -> PathBuf {
@@ -14,13 +16,6 @@ fn kube_gc() -> PathBuf {
         path.display()
     );
     path
-}
-
-fn loadgen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loadgen"))
-        .args(args)
-        .output()
-        .expect("run loadgen")
 }
 
 #[test]
