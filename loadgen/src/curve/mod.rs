@@ -133,7 +133,7 @@ pub struct SizeSummary {
     pub ratio: Option<f64>,
     /// Nanoseconds per event at the first partition count (module docs).
     pub ns_per_event: f64,
-    /// Resident bytes per graph node, the largest of all the size's runs, warm-up included.
+    /// Resident bytes per graph node, measured by the size's warm-up, a fresh process's first run.
     pub rss_bytes_per_object: Option<f64>,
 }
 
@@ -406,7 +406,7 @@ impl fmt::Display for Curve {
         for s in &self.sizes {
             writeln!(
                 f,
-                "{}: {:.0} ns/event at P = {first}, {} resident bytes per node (largest of its runs, in a fresh process)",
+                "{}: {:.0} ns/event at P = {first}, {} resident bytes per node (its warm-up, in a fresh process)",
                 s.size,
                 s.ns_per_event,
                 s.rss_bytes_per_object.map_or("unknown".into(), |b| format!("{b:.0}")),

@@ -74,7 +74,7 @@ fn latency(curve: &Curve) -> Vec<Series> {
 
 fn memory(curve: &Curve) -> Vec<Series> {
     vec![Series {
-        label: "largest of all runs".into(),
+        label: "warm-up run, fresh process".into(),
         points: curve
             .sizes
             .iter()
