@@ -28,19 +28,20 @@ pub const ROUNDS: usize = 3;
 /// The stream's seed.
 pub const SEED: u64 = 7;
 
-/// Default floor of the P = 2 / P = 1 ratio. Measured on the 2-core development machine while
-/// other builds shared it (load 5–8): nineteen gate runs gave 0.26–2.64, six of them under
-/// `nice -n -19`, since one replay of the small stream lasts a few milliseconds and a time slice
-/// lost by either thread moves it a lot. The floor sits below that: on such a machine the gate
-/// only fails builders whose two partitions are several times slower than one. The figures are
-/// printed on every run, so a floor can be raised from what a quiet CI machine measures (the 1M
-/// stream's ratio was 1.23–1.61 in quieter runs).
-pub const DEFAULT_MIN_SCALING: f64 = 0.2;
+/// Default floor of the P = 2 / P = 1 ratio. On the quiet 2-core development machine three gate
+/// runs gave 0.99–1.16: the small stream's 10,000 events take a few milliseconds, too short for a
+/// second thread to pay for itself, so the check guards against partitions that get in each
+/// other's way, not for the 1M stream's scaling (1.26–1.31, README). While other builds shared
+/// the machine (load 5–8) nineteen runs gave 0.26–2.64, since a time slice lost by either thread
+/// moves a replay that short a lot; the floor sits between: it fails two partitions clearly
+/// slower than one on a machine CI has to itself.
+pub const DEFAULT_MIN_SCALING: f64 = 0.4;
 
-/// Default floor of kube-gc's P = 2 events/s over the Go model's build events/s. Measured in
-/// the same nineteen runs: 1.09–7.52 (the model runs once per gate, on two cores others were
-/// using too). The floor fails a builder slower than the model, not one that had a slow minute.
-pub const DEFAULT_MIN_VS_GO: f64 = 0.8;
+/// Default floor of kube-gc's P = 2 events/s over the Go model's build events/s, on the same
+/// small stream in the same run: 2.21–3.28 in three quiet runs, 1.09–7.52 in nineteen busy ones
+/// (the model runs once per gate). The floor fails a builder slower than the upstream-shaped
+/// model, whatever minute it had.
+pub const DEFAULT_MIN_VS_GO: f64 = 1.0;
 
 /// One check: a figure and the floor it must reach.
 #[derive(Clone, Debug, PartialEq)]
