@@ -45,6 +45,7 @@ impl Lookahead {
     /// Takes `event` in and starts loading its map slots in `graph`, and the nodes of the event
     /// halfway through.
     pub fn push(&mut self, graph: &Graph, event: GraphEvent) {
+        let _pinned = graph.pin();
         let each_uid = |e: &GraphEvent, f: &dyn Fn(&Uid)| {
             f(&e.object.uid);
             e.object.owners.iter().for_each(|r| f(&r.uid));
