@@ -234,7 +234,7 @@ fn is_ready(addr: SocketAddr) -> bool {
 }
 
 /// A `/proc/PID/status` field given in kB, in bytes.
-fn status_bytes(pid: u32, field: &str) -> anyhow::Result<u64> {
+pub(crate) fn status_bytes(pid: u32, field: &str) -> anyhow::Result<u64> {
     let path = format!("/proc/{pid}/status");
     let status = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
     let kb = status

@@ -144,7 +144,11 @@ impl Graph {
     }
 
     fn shard_index(uid: &Uid) -> usize {
-        (uid.hash64() % SHARDS as u64) as usize
+        Self::shard_of_hash(uid.hash64())
+    }
+
+    fn shard_of_hash(hash: u64) -> usize {
+        (hash % SHARDS as u64) as usize
     }
 
     fn shard(&self, uid: &Uid) -> &UidTable {
@@ -162,14 +166,14 @@ impl Graph {
     /// [`GraphBuilder`]: crate::builder::GraphBuilder
     pub fn prefetch(&self, uid: &Uid) {
         let hash = uid.hash64();
-        self.shards[(hash % SHARDS as u64) as usize].prefetch(hash);
+        self.shards[Self::shard_of_hash(hash)].prefetch(hash);
     }
 
     /// Starts loading the node of `uid`, best once [`prefetch`](Self::prefetch) brought in its
     /// map lines: a hint, with no effect but on speed.
     pub fn prefetch_node(&self, uid: &Uid) {
         let hash = uid.hash64();
-        self.shards[(hash % SHARDS as u64) as usize].prefetch_node(hash);
+        self.shards[Self::shard_of_hash(hash)].prefetch_node(hash);
     }
 
     /// Keeps the graph's lookups protected from reclamation until the returned value is dropped,

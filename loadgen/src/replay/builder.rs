@@ -85,7 +85,8 @@ pub fn run(
     quiet: bool,
     measure_memory: bool,
 ) -> anyhow::Result<BuilderRun> {
-    let resident = || resident_bytes_in_use().filter(|_| measure_memory);
+    // Only a measuring run asks the allocator for its free pages back (module docs).
+    let resident = || measure_memory.then(resident_bytes_in_use).flatten();
     let before = resident();
     let graph = Arc::new(Graph::new());
     let builder = GraphBuilder::detached(graph.clone());

@@ -112,14 +112,5 @@ pub fn resident_bytes_in_use() -> Option<u64> {
     // SAFETY: `mi_collect` only walks and releases the allocator's own free pages; any thread
     // may call it at any time.
     unsafe { libmimalloc_sys::mi_collect(true) };
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(kb * 1024)
+    crate::sync::status_bytes(std::process::id(), "VmRSS").ok()
 }
