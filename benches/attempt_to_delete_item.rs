@@ -38,13 +38,12 @@ use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO
 use kube_gc::recorder::{EventRecorder, EventSink};
 use kube_gc::router::{PartitionReceiver, Router};
 use kube_gc::sim::{ApiCalls, SimCluster};
-use mimalloc::MiMalloc;
 use std::sync::Arc;
 use tokio::runtime::Runtime;
 
 /// The binary's allocator, so the figures are the ones kube-gc would show.
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: kube_gc::allocator::Allocator = kube_gc::allocator::Allocator;
 
 const NAMESPACE: &str = "bench";
 /// Unrelated pods in the cluster's store.

@@ -14,13 +14,12 @@ use kube_gc::builder::GraphBuilder;
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::Graph;
 use kube_gc::router::partition;
-use mimalloc::MiMalloc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The binary's allocator, so the figures are the ones kube-gc would show.
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: kube_gc::allocator::Allocator = kube_gc::allocator::Allocator;
 
 const PODS_PER_SET: usize = 10;
 

@@ -21,7 +21,6 @@ use kube_gc::graph::AbsentOwnerCache;
 use kube_gc::graph::{Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::recorder::EventRecorder;
-use mimalloc::MiMalloc;
 use parking_lot::RwLock;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -32,7 +31,7 @@ use std::time::{Duration, Instant};
 
 /// The binary's allocator, so the figures (memory above all) are the ones kube-gc would show.
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: kube_gc::allocator::Allocator = kube_gc::allocator::Allocator;
 
 /// Entries in the map before timing starts.
 const PREFILLED: u64 = 100_000;

@@ -15,7 +15,6 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE};
-use mimalloc::MiMalloc;
 use std::sync::Arc;
 use std::sync::Barrier;
 use std::thread;
@@ -23,7 +22,7 @@ use std::time::{Duration, Instant};
 
 /// The binary's allocator, so the figures are the ones kube-gc would show.
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: kube_gc::allocator::Allocator = kube_gc::allocator::Allocator;
 
 /// One add in this many is a duplicate (25 %).
 const DUPLICATE_EVERY: u64 = 4;

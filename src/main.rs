@@ -6,10 +6,9 @@ mod cli;
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches};
 use cli::{Cli, Command};
-use mimalloc::MiMalloc;
 
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: kube_gc::allocator::Allocator = kube_gc::allocator::Allocator;
 
 /// The file name kubectl runs for `kubectl gc …`: kubectl looks up `kubectl-NAME` on `PATH` and
 /// passes it the arguments after NAME.

@@ -10,7 +10,6 @@ use loadgen::record;
 use loadgen::replay::full::FullOptions;
 use loadgen::replay::{self, ReplayOptions};
 use loadgen::stream::StreamWriter;
-use mimalloc::MiMalloc;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// The allocator of the `kube-gc` binary, so that speed and memory figures are the ones it shows.
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: kube_gc::allocator::Allocator = kube_gc::allocator::Allocator;
 
 /// Generate Kubernetes watch streams for kube-gc.
 ///
