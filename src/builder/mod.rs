@@ -19,7 +19,7 @@ pub use metrics::{GraphEventMetrics, GraphEventStats};
 
 use crate::event::{EventObject, EventType, GraphEvent};
 use crate::graph::AbsentOwnerCache;
-use crate::graph::{Graph, Handle, Linked, Observation, ObservedFinalizers, OwnerRef, Uid};
+use crate::graph::{Graph, Handle, Linked, Node, Observation, ObservedFinalizers, OwnerRef, Uid};
 use crate::journal::{witness::Change, Journal};
 use crate::queue::{RateLimiterConfig, WorkQueue};
 use crate::recorder::EventRecorder;
@@ -268,13 +268,10 @@ impl GraphBuilder {
         let mut suspicious = false;
         for r in refs {
             let virtual_owner = || Handle::new(r.identity_in(&node.identity().namespace), &[], true);
-            match self.graph.link(&r.uid, node, virtual_owner) {
+            let check = |owner: &Node| !suspicious && self.is_suspicious_ref(node, owner, r);
+            match self.graph.link(&r.uid, node, virtual_owner, check) {
                 Linked::CreatedVirtual(owner) => self.attempt_to_delete.add(owner),
-                Linked::Existing(owner) => {
-                    if !suspicious {
-                        suspicious = self.is_suspicious_ref(node, &owner, r);
-                    }
-                }
+                Linked::Existing(found_suspicious) => suspicious |= found_suspicious,
             }
         }
         if suspicious {
@@ -283,7 +280,7 @@ impl GraphBuilder {
     }
 
     /// The three checks of spec §3.2 (a, b, c), first match wins.
-    fn is_suspicious_ref(&self, node: &Handle, owner: &Handle, r: &OwnerRef) -> bool {
+    fn is_suspicious_ref(&self, node: &Handle, owner: &Node, r: &OwnerRef) -> bool {
         let (owner_id, node_ns) = (owner.identity(), &node.identity().namespace);
         let owner_is_namespaced = !owner_id.namespace.is_empty();
         if owner_is_namespaced && owner_id.namespace != *node_ns {

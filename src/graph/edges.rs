@@ -42,13 +42,14 @@
 //! virtual owner (`RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib graph::`).
 
 use super::dependents::Dependents;
-use super::{Graph, Handle, Identity, Uid};
+use super::{Graph, Handle, Identity, Node, Uid};
 use std::collections::HashMap;
 
 /// What [`Graph::link`] found for the owner.
-pub enum Linked {
-    /// The owner was in the graph; the edge is on it.
-    Existing(Handle),
+pub enum Linked<R = Handle> {
+    /// The owner was in the graph; the edge is on it, and this is what the caller's function
+    /// made of it.
+    Existing(R),
     /// No owner was in the graph; this new virtual node now holds the edge, and the edges the
     /// owner's last node left adrift.
     CreatedVirtual(Handle),
@@ -59,17 +60,28 @@ pub enum Linked {
 pub(super) struct Adrift(HashMap<Uid, Dependents, foldhash::fast::FixedState>);
 
 impl Graph {
-    /// Adds `dependent` to the dependents of the live node for `owner_uid`, or, when there is
-    /// none, inserts `make_virtual()` with the edge already on it, and every edge adrift for
-    /// `owner_uid`.
-    pub fn link(&self, owner_uid: &Uid, dependent: &Handle, make_virtual: impl Fn() -> Handle) -> Linked {
+    /// Adds `dependent` to the dependents of the live node for `owner_uid` and returns what
+    /// `existing` makes of that node, or, when there is none, inserts `make_virtual()` with the
+    /// edge already on it, and every edge adrift for `owner_uid`.
+    ///
+    /// An existing owner is borrowed, not cloned: most owners have their dependents spread over
+    /// every partition, so a reference taken and dropped here would be two more writes, per
+    /// dependent, to a cache line that every builder's core writes.
+    pub fn link<R>(
+        &self,
+        owner_uid: &Uid,
+        dependent: &Handle,
+        make_virtual: impl Fn() -> Handle,
+        existing: impl Fn(&Node) -> R,
+    ) -> Linked<R> {
         loop {
-            match self.get(owner_uid) {
-                Some(owner) => {
-                    if owner.add_dependent(dependent.clone()) {
-                        return Linked::Existing(owner);
-                    }
-                }
+            let linked = self.read(owner_uid, |owner| {
+                owner.add_dependent(dependent.clone()).then(|| existing(owner))
+            });
+            match linked {
+                Some(Some(found)) => return Linked::Existing(found),
+                // Retired meanwhile: the map holds its clone, or nothing, by now.
+                Some(None) => {}
                 None => {
                     let owner = make_virtual();
                     owner.add_dependent(dependent.clone());
@@ -85,19 +97,14 @@ impl Graph {
     /// edges adrift for `owner_uid` when it has no node.
     pub fn unlink(&self, owner_uid: &Uid, dependent: &Handle) {
         loop {
-            match self.get(owner_uid) {
-                Some(owner) => {
-                    if owner.remove_dependent(dependent) {
-                        return;
-                    }
-                }
-                None => {
-                    if self.edit_adrift(owner_uid, |set| {
-                        set.remove(dependent);
-                    }) {
-                        return;
-                    }
-                }
+            let done = match self.read(owner_uid, |owner| owner.remove_dependent(dependent)) {
+                Some(removed) => removed,
+                None => self.edit_adrift(owner_uid, |set| {
+                    set.remove(dependent);
+                }),
+            };
+            if done {
+                return;
             }
         }
     }
@@ -116,8 +123,9 @@ impl Graph {
             );
         };
         loop {
-            let done = match self.get(owner_uid) {
-                Some(owner) => owner.with_live_dependents(replace).is_some(),
+            let live = |owner: &Node| owner.with_live_dependents(replace).is_some();
+            let done = match self.read(owner_uid, live) {
+                Some(done) => done,
                 None => self.edit_adrift(owner_uid, replace),
             };
             if done {
@@ -229,7 +237,9 @@ mod tests {
         graph.insert(owner.clone());
         let clone = graph.replace(&owner, identity("o"));
         let dep = Handle::new(identity("d"), &[], false);
-        assert!(matches!(graph.link(&Uid::parse("o"), &dep, || unreachable!()), Linked::Existing(h) if h == clone));
+        assert!(
+            matches!(graph.link(&Uid::parse("o"), &dep, || unreachable!(), Node::handle), Linked::Existing(h) if h == clone)
+        );
         assert!(owner.dependents().is_empty(), "no edge on the retired handle");
         assert_eq!(clone.dependents(), vec![dep]);
     }
@@ -242,7 +252,7 @@ mod tests {
         assert!(graph.remove_node(&owner).is_empty());
         let dep = Handle::new(identity("d"), &[], false);
         let virtual_owner = || Handle::new(identity("o"), &[], true);
-        let Linked::CreatedVirtual(created) = graph.link(&Uid::parse("o"), &dep, virtual_owner) else {
+        let Linked::CreatedVirtual(created) = graph.link(&Uid::parse("o"), &dep, virtual_owner, Node::handle) else {
             panic!("expected a new virtual owner");
         };
         assert!(created.is_virtual());
@@ -268,7 +278,8 @@ mod tests {
 
         let newcomer = Handle::new(identity("new"), &[], false);
         let virtual_owner = || Handle::new(identity("o"), &[], true);
-        let Linked::CreatedVirtual(created) = graph.link(&Uid::parse("o"), &newcomer, virtual_owner) else {
+        let Linked::CreatedVirtual(created) = graph.link(&Uid::parse("o"), &newcomer, virtual_owner, Node::handle)
+        else {
             panic!("expected a new virtual owner");
         };
         let mut dependents = created.dependents();
@@ -335,7 +346,7 @@ mod tests {
                 // raced it a few times, within a bounded number of rounds.
                 for _ in 0..1_000 {
                     for d in &deps {
-                        graph.link(&uid, d, || Handle::new(identity("o"), &[], true));
+                        graph.link(&uid, d, || Handle::new(identity("o"), &[], true), |_| ());
                     }
                     if removals.load(std::sync::atomic::Ordering::Relaxed) >= 20 {
                         break;

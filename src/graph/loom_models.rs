@@ -15,7 +15,7 @@
 //! its builder (which re-queues it), and never written to a handle after it was retired.
 
 use super::table::{self, UidTable};
-use super::{Graph, Handle, Identity, Linked, Name, Sym, TypeMeta, Uid};
+use super::{Graph, Handle, Identity, Linked, Name, Node, Sym, TypeMeta, Uid};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -71,7 +71,7 @@ fn graph_with_owner() -> (Arc<Graph>, Handle) {
 /// Runs `link(OWNER, dependent)` on another thread.
 fn spawn_link(graph: &Arc<Graph>, dependent: &Handle, make_virtual: fn() -> Handle) -> thread::JoinHandle<Linked> {
     let (graph, dependent) = (graph.clone(), dependent.clone());
-    thread::spawn(move || graph.link(&owner_uid(), &dependent, make_virtual))
+    thread::spawn(move || graph.link(&owner_uid(), &dependent, make_virtual, Node::handle))
 }
 
 /// A graph holding the observed owner and an observed `dependent` that another thread is linking
@@ -187,7 +187,7 @@ fn two_links_to_an_absent_owner_create_one_virtual_owner_holding_both_edges() {
         let graph = Arc::new(Graph::new());
         let (first, second) = (observed("first"), observed("second"));
         let other = spawn_link(&graph, &second, virtual_owner);
-        let mine = graph.link(&owner_uid(), &first, virtual_owner);
+        let mine = graph.link(&owner_uid(), &first, virtual_owner, Node::handle);
         let theirs = other.join().expect("linker");
 
         let created = match (mine, theirs) {

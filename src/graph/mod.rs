@@ -189,9 +189,14 @@ impl Graph {
         self.shard(uid).get(uid)
     }
 
+    /// Runs `f` on the current node for `uid` without taking a reference to it.
+    pub fn read<R>(&self, uid: &Uid, f: impl FnOnce(&Node) -> R) -> Option<R> {
+        self.shard(uid).read(uid, f)
+    }
+
     /// True when the graph has a node for `uid` (upstream's `GraphHasUID`).
     pub fn contains(&self, uid: &Uid) -> bool {
-        self.shard(uid).read(uid, |_| ()).is_some()
+        self.read(uid, |_| ()).is_some()
     }
 
     /// Builder only: writes `handle` as the node for its UID, replacing any other.

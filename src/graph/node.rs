@@ -232,6 +232,14 @@ impl fmt::Debug for Node {
 }
 
 impl Node {
+    /// A new handle on this node.
+    pub fn handle(&self) -> Handle {
+        // SAFETY: every node lives inside the `Arc` that `Handle::assemble`, the only place a
+        // node is built, allocated for it, so `self` is the data pointer `Arc::into_raw` would
+        // give; `&self` shows that allocation is alive, so its count may be raised.
+        Handle(unsafe { triomphe::ArcBorrow::from_ptr(std::ptr::from_ref(self)) }.clone_arc())
+    }
+
     /// The node's identity.
     pub fn identity(&self) -> &Identity {
         &self.identity
