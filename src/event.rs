@@ -179,11 +179,11 @@ impl GraphEvent {
 /// owner's node when the graph has it.
 pub fn owner_ref(graph: &impl SharedNames, r: &api::OwnerReference) -> OwnerRef {
     let uid = Uid::parse(&r.uid);
-    OwnerRef {
-        type_meta: TypeMeta::new(Sym::new(&r.api_version), Sym::new(&r.kind)),
-        name: graph.shared_name(&uid, &r.name),
+    OwnerRef::new(
+        TypeMeta::new(Sym::new(&r.api_version), Sym::new(&r.kind)),
+        graph.shared_name(&uid, &r.name),
         uid,
-        controller: r.controller,
-        block_owner_deletion: r.block_owner_deletion,
-    }
+        r.controller,
+        r.block_owner_deletion,
+    )
 }

@@ -209,12 +209,14 @@ mod tests {
 
     /// Refs drawn from eight UIDs, so that lists share, repeat and change refs.
     fn refs(max: usize) -> impl Strategy<Value = Vec<OwnerRef>> {
-        let one = (0u8..8, any::<Option<bool>>(), any::<Option<bool>>()).prop_map(|(u, controller, block)| OwnerRef {
-            type_meta: TypeMeta::new(Sym::new("apps/v1"), Sym::new("ReplicaSet")),
-            name: Name::new(&format!("rs-{u}")),
-            uid: Uid::new_v4(u128::from(u) + 1),
-            controller,
-            block_owner_deletion: block,
+        let one = (0u8..8, any::<Option<bool>>(), any::<Option<bool>>()).prop_map(|(u, controller, block)| {
+            OwnerRef::new(
+                TypeMeta::new(Sym::new("apps/v1"), Sym::new("ReplicaSet")),
+                Name::new(&format!("rs-{u}")),
+                Uid::new_v4(u128::from(u) + 1),
+                controller,
+                block,
+            )
         });
         proptest::collection::vec(one, 0..max)
     }

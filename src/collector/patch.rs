@@ -77,13 +77,13 @@ mod tests {
     use crate::graph::{Name, Sym, TypeMeta};
 
     fn owner(uid: &str, block: Option<bool>) -> OwnerRef {
-        OwnerRef {
-            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("ReplicationController")),
-            name: Name::new(&format!("rc-{uid}")),
-            uid: Uid::parse(uid),
-            controller: None,
-            block_owner_deletion: block,
-        }
+        OwnerRef::new(
+            TypeMeta::new(Sym::new("v1"), Sym::new("ReplicationController")),
+            Name::new(&format!("rc-{uid}")),
+            Uid::parse(uid),
+            None,
+            block,
+        )
     }
 
     #[test]

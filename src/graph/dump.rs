@@ -346,13 +346,13 @@ mod tests {
     }
 
     fn owner_ref(owner: &Identity) -> OwnerRef {
-        OwnerRef {
-            type_meta: TypeMeta::new(owner.api_version(), owner.kind()),
-            name: owner.name.clone(),
-            uid: owner.uid,
-            controller: Some(true),
-            block_owner_deletion: None,
-        }
+        OwnerRef::new(
+            TypeMeta::new(owner.api_version(), owner.kind()),
+            owner.name.clone(),
+            owner.uid,
+            Some(true),
+            None,
+        )
     }
 
     /// Upstream's fixture: alpha is owned by bravo and charlie, delta by foxtrot, foxtrot by golf;

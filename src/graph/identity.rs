@@ -4,46 +4,75 @@
 //! compares all five. An [`OwnerRef`] is one entry of `metadata.ownerReferences`; its
 //! *coordinates* are (uid, name, kind, apiVersion), and namespace is never part of it.
 
-use super::intern::{Sym, TypeMeta};
+use super::intern::{Sym, TaggedTypeMeta, TypeMeta};
 use super::name::Name;
 use super::uid::Uid;
 use std::fmt;
 
-/// One `metadata.ownerReferences` entry, stored verbatim (controller and blockOwnerDeletion too).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// One `metadata.ownerReferences` entry, stored verbatim (controller and blockOwnerDeletion too),
+/// in 32 bytes: the two optional flags ride in the low bits of the type's pointer
+/// ([`TaggedTypeMeta`]), so that a node with one owner fits a smaller allocation.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct OwnerRef {
-    /// The owner's apiVersion and kind.
-    pub type_meta: TypeMeta,
     /// The owner's name.
     pub name: Name,
     /// The owner's UID.
     pub uid: Uid,
-    /// `controller`.
-    pub controller: Option<bool>,
-    /// `blockOwnerDeletion`.
-    pub block_owner_deletion: Option<bool>,
+    /// The owner's apiVersion and kind, with `controller` and `blockOwnerDeletion`.
+    type_and_flags: TaggedTypeMeta,
 }
 
 impl OwnerRef {
+    /// An owner reference.
+    pub fn new(
+        type_meta: TypeMeta,
+        name: Name,
+        uid: Uid,
+        controller: Option<bool>,
+        block_owner_deletion: Option<bool>,
+    ) -> OwnerRef {
+        let tag = flag_bits(controller) | flag_bits(block_owner_deletion) << 2;
+        OwnerRef {
+            name,
+            uid,
+            type_and_flags: type_meta.tagged(tag),
+        }
+    }
+
+    /// The owner's apiVersion and kind.
+    pub fn type_meta(&self) -> TypeMeta {
+        self.type_and_flags.type_meta()
+    }
+
+    /// `controller`.
+    pub fn controller(&self) -> Option<bool> {
+        flag_of(self.type_and_flags.tag())
+    }
+
+    /// `blockOwnerDeletion`.
+    pub fn block_owner_deletion(&self) -> Option<bool> {
+        flag_of(self.type_and_flags.tag() >> 2)
+    }
+
     /// The owner's apiVersion.
     pub fn api_version(&self) -> Sym {
-        self.type_meta.api_version()
+        self.type_meta().api_version()
     }
 
     /// The owner's kind.
     pub fn kind(&self) -> Sym {
-        self.type_meta.kind()
+        self.type_meta().kind()
     }
 
     /// True when `blockOwnerDeletion` is set to true.
     pub fn blocks_owner_deletion(&self) -> bool {
-        self.block_owner_deletion == Some(true)
+        self.block_owner_deletion() == Some(true)
     }
 
     /// The identity this ref names when read from a dependent in `namespace`.
     pub fn identity_in(&self, namespace: &Sym) -> Identity {
         Identity {
-            type_meta: self.type_meta,
+            type_meta: self.type_meta(),
             name: self.name.clone(),
             uid: self.uid,
             namespace: *namespace,
@@ -57,9 +86,38 @@ impl OwnerRef {
             kind: self.kind().to_string(),
             name: self.name.to_string(),
             uid: self.uid.to_string(),
-            controller: self.controller,
-            block_owner_deletion: self.block_owner_deletion,
+            controller: self.controller(),
+            block_owner_deletion: self.block_owner_deletion(),
         }
+    }
+}
+
+/// Two bits for an optional flag: 0 unset, 1 false, 2 true.
+fn flag_bits(flag: Option<bool>) -> u8 {
+    match flag {
+        None => 0,
+        Some(false) => 1,
+        Some(true) => 2,
+    }
+}
+
+fn flag_of(bits: u8) -> Option<bool> {
+    match bits & 0b11 {
+        1 => Some(false),
+        2 => Some(true),
+        _ => None,
+    }
+}
+
+impl fmt::Debug for OwnerRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnerRef")
+            .field("type_meta", &self.type_meta())
+            .field("name", &self.name)
+            .field("uid", &self.uid)
+            .field("controller", &self.controller())
+            .field("block_owner_deletion", &self.block_owner_deletion())
+            .finish()
     }
 }
 
@@ -152,7 +210,7 @@ impl Identity {
 
     /// True when `r` has exactly these coordinates (uid, name, kind, apiVersion).
     pub fn matches_coordinates(&self, r: &OwnerRef) -> bool {
-        self.uid == r.uid && self.name == r.name && self.type_meta == r.type_meta
+        self.uid == r.uid && self.name == r.name && self.type_meta == r.type_meta()
     }
 
     /// This identity with another namespace.
@@ -182,5 +240,28 @@ impl fmt::Display for Identity {
             self.name,
             self.uid
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_ref_should_give_back_every_combination_of_its_flags() {
+        let type_meta = TypeMeta::new(Sym::new("apps/v1"), Sym::new("ReplicaSet"));
+        let flags = [None, Some(false), Some(true)];
+        for controller in flags {
+            for block in flags {
+                let r = OwnerRef::new(type_meta, Name::new("rs"), Uid::parse("u"), controller, block);
+                assert_eq!(
+                    (r.type_meta(), r.controller(), r.block_owner_deletion()),
+                    (type_meta, controller, block)
+                );
+                let wire = r.to_wire();
+                assert_eq!((wire.controller, wire.block_owner_deletion), (controller, block));
+                assert_eq!(r.blocks_owner_deletion(), block == Some(true));
+            }
+        }
     }
 }

@@ -79,7 +79,16 @@ impl Hash for Sym {
 
 /// An interned (apiVersion, kind) pair.
 #[derive(Clone, Copy)]
-pub struct TypeMeta(&'static (Sym, Sym));
+pub struct TypeMeta(&'static Pair);
+
+/// The pair a [`TypeMeta`] points to, aligned so that its address leaves [`TAG_BITS`] low bits
+/// free for [`TaggedTypeMeta`].
+#[repr(align(16))]
+struct Pair(Sym, Sym);
+
+/// Low bits of a pair's address that are always zero.
+const TAG_BITS: u32 = 4;
+const TAG_MASK: usize = (1 << TAG_BITS) - 1;
 
 static TYPES: Table<(Sym, Sym), TypeMeta> = LazyLock::new(Default::default);
 
@@ -88,7 +97,16 @@ impl TypeMeta {
     pub fn new(api_version: Sym, kind: Sym) -> TypeMeta {
         let key = (api_version, kind);
         // Leaked on purpose, as symbols are.
-        intern(&TYPES, &key, || (key, TypeMeta(Box::leak(Box::new(key)))))
+        intern(&TYPES, &key, || {
+            (key, TypeMeta(Box::leak(Box::new(Pair(key.0, key.1)))))
+        })
+    }
+
+    /// This type and `tag` (less than 16) in one word.
+    pub(super) fn tagged(self, tag: u8) -> TaggedTypeMeta {
+        debug_assert!(usize::from(tag) <= TAG_MASK, "a tag has {TAG_BITS} bits");
+        let p = std::ptr::NonNull::from(self.0).cast::<u8>();
+        TaggedTypeMeta(p.map_addr(|a| a | (usize::from(tag) & TAG_MASK)))
     }
 
     /// The apiVersion.
@@ -99,6 +117,34 @@ impl TypeMeta {
     /// The kind.
     pub fn kind(self) -> Sym {
         self.0 .1
+    }
+}
+
+/// A [`TypeMeta`] and 4 bits of its holder's in one word, which an owner reference uses for its
+/// two optional flags: the pair's alignment leaves its address's low bits free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct TaggedTypeMeta(std::ptr::NonNull<u8>);
+
+// SAFETY: the word points to an interned pair, which is immutable and lives as long as the
+// process; sharing or sending the pointer shares nothing else.
+unsafe impl Send for TaggedTypeMeta {}
+// SAFETY: as above.
+unsafe impl Sync for TaggedTypeMeta {}
+
+impl TaggedTypeMeta {
+    /// The type.
+    pub(super) fn type_meta(self) -> TypeMeta {
+        let p = self
+            .0
+            .map_addr(|a| std::num::NonZeroUsize::new(a.get() & !TAG_MASK).expect("a pair's address is not zero"));
+        // SAFETY: `tagged` made this from a `&'static Pair` by setting low bits its alignment
+        // leaves zero; clearing them gives back that reference, with its provenance.
+        TypeMeta(unsafe { p.cast::<Pair>().as_ref() })
+    }
+
+    /// The tag.
+    pub(super) fn tag(self) -> u8 {
+        (self.0.addr().get() & TAG_MASK) as u8
     }
 }
 
@@ -145,5 +191,16 @@ mod tests {
         assert_eq!(a, TypeMeta::new(Sym::new("apps/v1"), Sym::new("ReplicaSet")));
         assert_ne!(a, TypeMeta::new(rs, apps));
         assert_eq!((a.api_version(), a.kind()), (apps, rs));
+    }
+
+    #[test]
+    fn a_tagged_type_meta_should_give_back_its_type_and_tag() {
+        let a = TypeMeta::new(Sym::new("apps/v1"), Sym::new("ReplicaSet"));
+        for tag in 0..16 {
+            let tagged = a.tagged(tag);
+            assert_eq!((tagged.type_meta(), tagged.tag()), (a, tag));
+        }
+        assert_ne!(a.tagged(1), a.tagged(2));
+        assert_eq!(std::mem::size_of::<Option<TaggedTypeMeta>>(), 8);
     }
 }

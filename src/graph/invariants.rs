@@ -115,13 +115,13 @@ mod tests {
 
     fn owner_ref(uid: &str) -> OwnerRef {
         let id = identity(uid);
-        OwnerRef {
-            type_meta: TypeMeta::new(id.api_version(), id.kind()),
-            name: id.name,
-            uid: id.uid,
-            controller: None,
-            block_owner_deletion: Some(true),
-        }
+        OwnerRef::new(
+            TypeMeta::new(id.api_version(), id.kind()),
+            id.name,
+            id.uid,
+            None,
+            Some(true),
+        )
     }
 
     /// Inserts an observed node `uid` owned by `owners`, without touching the owners' nodes.

@@ -10,12 +10,13 @@
 //! and without a graph-wide lock, so a reader may see `owners`, `dependents` and flags from
 //! slightly different moments (spec §11); the re-queue rules, not locking, make that safe.
 //!
-//! Layout: a graph holds millions of nodes, so a node is one 112-byte allocation (a test keeps it
-//! so): the identity (UID, interned strings, a shared name), one state word, and one lock over the
-//! owners (inline when there is one) and the dependents (one pointer until there are any). The
-//! state word holds the flags in its low byte and, above them, the resourceVersion the object was
-//! last observed at: the word took the padding the flags byte left, so the version costs nothing.
-//! The `retired` mark of the edge protocol is a flag bit, written and read under that lock.
+//! Layout: a graph holds millions of nodes, so a node is one 96-byte allocation (a test keeps it
+//! so): the identity (UID, interned strings, a shared name), one state word, and the owners
+//! (inline when there is one) and the dependents (one pointer until there are any). The state
+//! word holds the flags in its low byte, above them the resourceVersion the object was last
+//! observed at, and in its two top bits the lock over the owners and dependents
+//! ([`WordLock`]): neither the version nor the lock costs a byte of its own. The `retired` mark of
+//! the edge protocol is a flag bit, written and read under that lock.
 //!
 //! What the builder last observed of an object (its owners, resourceVersion, GC-relevant
 //! finalizers and deletion mark) is written by [`Node::observe`] in one critical section of the
@@ -26,7 +27,7 @@
 use super::dependents::Dependents;
 use super::identity::{Identity, OwnerRef, OwnerRefs};
 use super::resource_version::ResourceVersion;
-use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::sync::{Ordering, WordLock};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
@@ -122,12 +123,12 @@ pub struct Observed {
 /// One object of the graph, observed or virtual.
 pub struct Node {
     identity: Identity,
-    /// Bits of [`bit`] in the low byte, the observed [`ResourceVersion`] above. Relaxed suffices
-    /// because no other memory is published through the word: owners and dependents have their
-    /// lock, which also orders [`bit::RETIRED`] and the observation that [`Node::observe`] writes.
-    state: AtomicU64,
-    /// Owners and dependents under one lock, which is what makes the edge protocol sound.
-    edges: Mutex<Edges>,
+    /// Bits of [`bit`] in the low byte, the observed [`ResourceVersion`] above, and the lock
+    /// over the owners and dependents in the word's two top bits: one lock over both is what makes
+    /// the edge protocol sound. The flags are read and written with Relaxed because no other
+    /// memory is published through them: owners and dependents have the lock, which also orders
+    /// [`bit::RETIRED`] and the observation that [`Node::observe`] writes.
+    state: WordLock<Edges>,
 }
 
 struct Edges {
@@ -152,15 +153,14 @@ impl Handle {
     fn assemble(identity: Identity, state: u64, owners: OwnerRefs, dependents: Dependents) -> Handle {
         Handle(Arc::new(Node {
             identity,
-            state: AtomicU64::new(state),
-            edges: Mutex::new(Edges { owners, dependents }),
+            state: WordLock::new(state, Edges { owners, dependents }),
         }))
     }
 
     /// A new handle with `identity` and copies of this node's flags, owners and dependents. The
     /// copy is not in the graph; builders replace a node with [`super::Graph::replace`].
     pub fn clone_with_identity(&self, identity: Identity) -> Handle {
-        let edges = self.edges.lock();
+        let edges = self.state.lock();
         self.clone_with(identity, &edges.dependents, edges.owners.as_slice())
     }
 
@@ -283,7 +283,7 @@ impl Node {
     /// The latest observation and the owners it listed, as one consistent snapshot; `None` for a
     /// virtual node, or when the observed resourceVersion is unknown.
     pub fn observed(&self) -> Option<Observed> {
-        let edges = self.edges.lock();
+        let edges = self.state.lock();
         let observation = self.observation();
         (!self.is_virtual() && observation.resource_version.is_known()).then(|| Observed {
             observation,
@@ -304,7 +304,7 @@ impl Node {
     /// Builder only: records an observation, and the owners it listed when they changed, in one
     /// critical section of the edges lock (module docs). beingDeleted is never cleared.
     pub fn observe(&self, owners: Option<&[OwnerRef]>, seen: Observation) {
-        let mut edges = self.edges.lock();
+        let mut edges = self.state.lock();
         if let Some(owners) = owners {
             edges.owners = owners.into();
         }
@@ -313,9 +313,7 @@ impl Node {
         // The version and the finalizers are replaced; the other flags (virtual,
         // deletingDependents) change outside the lock and are kept, beingDeleted included.
         let kept = u64::from(!bit::FINALIZERS);
-        let _ = self
-            .state
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| Some((old & kept) | new));
+        self.state.update(Ordering::Relaxed, |old| (old & kept) | new);
     }
 
     /// A copy of the owners list.
@@ -325,22 +323,22 @@ impl Node {
 
     /// Runs `f` over the owners without copying them.
     pub fn with_owners<R>(&self, f: impl FnOnce(&[OwnerRef]) -> R) -> R {
-        f(self.edges.lock().owners.as_slice())
+        f(self.state.lock().owners.as_slice())
     }
 
     /// A snapshot of the dependents.
     pub fn dependents(&self) -> Vec<Handle> {
-        self.edges.lock().dependents.iter().cloned().collect()
+        self.state.lock().dependents.iter().cloned().collect()
     }
 
     /// Number of dependents.
     pub fn dependents_len(&self) -> usize {
-        self.edges.lock().dependents.len()
+        self.state.lock().dependents.len()
     }
 
     /// True once the node was replaced or removed from the graph.
     pub fn is_retired(&self) -> bool {
-        let _edges = self.edges.lock();
+        let _edges = self.state.lock();
         self.has(bit::RETIRED)
     }
 
@@ -357,13 +355,13 @@ impl Node {
 
     /// Runs `f` on the dependents unless the node is retired.
     pub(super) fn with_live_dependents<R>(&self, f: impl FnOnce(&mut Dependents) -> R) -> Option<R> {
-        let mut edges = self.edges.lock();
+        let mut edges = self.state.lock();
         (!self.has(bit::RETIRED)).then(|| f(&mut edges.dependents))
     }
 
     /// Retires the node while `f` runs under its edges lock with its dependents.
     pub(super) fn retire<R>(&self, f: impl FnOnce(&mut Dependents) -> R) -> R {
-        let mut edges = self.edges.lock();
+        let mut edges = self.state.lock();
         self.mark_retired();
         f(&mut edges.dependents)
     }
@@ -372,7 +370,7 @@ impl Node {
     /// lock is still held, so that the clone holds every edge written before the mark and edge
     /// writers that find the mark find the clone.
     pub(super) fn retire_into_clone(&self, identity: Identity, publish: impl FnOnce(&Handle)) -> Handle {
-        let edges = self.edges.lock();
+        let edges = self.state.lock();
         self.mark_retired();
         let clone = self.clone_with(identity, &edges.dependents, edges.owners.as_slice());
         publish(&clone);
@@ -418,16 +416,13 @@ mod tests {
     #[test]
     fn node_should_fit_the_layout_its_memory_budget_assumes() {
         // The handle's allocation is the node plus one reference count.
-        assert!(
-            std::mem::size_of::<Node>() + 8 <= 112,
-            "{}",
-            std::mem::size_of::<Node>()
-        );
+        assert!(std::mem::size_of::<Node>() + 8 <= 96, "{}", std::mem::size_of::<Node>());
         assert_eq!(
             std::mem::size_of::<OwnerRefs>(),
             std::mem::size_of::<OwnerRef>(),
             "one owner inline"
         );
+        assert_eq!(std::mem::size_of::<OwnerRef>(), 32);
         assert_eq!(std::mem::size_of::<Dependents>(), 8);
         assert_eq!(std::mem::size_of::<Handle>(), 8);
     }
@@ -468,13 +463,13 @@ mod tests {
         node.observe(None, seen("3", false, &[]));
         assert_eq!(node.observed(), None, "a virtual node was never observed");
         node.mark_observed();
-        let owner = OwnerRef {
-            type_meta: crate::graph::TypeMeta::new(crate::graph::Sym::new("v1"), crate::graph::Sym::new("Pod")),
-            name: crate::graph::Name::new("o"),
-            uid: crate::graph::Uid::parse("o"),
-            controller: None,
-            block_owner_deletion: None,
-        };
+        let owner = OwnerRef::new(
+            crate::graph::TypeMeta::new(crate::graph::Sym::new("v1"), crate::graph::Sym::new("Pod")),
+            crate::graph::Name::new("o"),
+            crate::graph::Uid::parse("o"),
+            None,
+            None,
+        );
         node.observe(
             Some(std::slice::from_ref(&owner)),
             seen("4", false, &["foregroundDeletion"]),

@@ -1,14 +1,14 @@
-//! The resourceVersion a node was last observed at, in 56 bits.
+//! The resourceVersion a node was last observed at, in 54 bits.
 //!
 //! Kubernetes calls resourceVersions opaque, but every API server backed by etcd hands out etcd
 //! revisions, printed in decimal: those are kept as numbers. Anything else (empty, not decimal, a
-//! leading zero that would not print back the same, 2^56 or more) is [`ResourceVersion::UNKNOWN`],
+//! leading zero that would not print back the same, 2^54 or more) is [`ResourceVersion::UNKNOWN`],
 //! and a collector that needs the version of such an object reads it live instead. Invariant: a
 //! known version prints back to exactly the string it was parsed from, so a precondition built
 //! from it names the version the server sent.
 //!
-//! 56 bits leave a node's flags and its version one atomic word (see [`super::node`]); at a
-//! million writes per second, etcd needs two thousand years to reach 2^56.
+//! 54 bits leave a node's flags, its version and its lock one atomic word (see [`super::node`]);
+//! at a million writes per second, etcd needs five hundred years to reach 2^54.
 
 use std::fmt;
 
@@ -18,13 +18,13 @@ pub struct ResourceVersion(u64);
 
 impl ResourceVersion {
     /// Number of bits a known version fits in.
-    pub const BITS: u32 = 56;
+    pub const BITS: u32 = 54;
 
     /// No version known.
     pub const UNKNOWN: ResourceVersion = ResourceVersion(0);
 
     /// The version `s` names, or [`UNKNOWN`](Self::UNKNOWN) when it is not a canonical decimal
-    /// number in `1..2^56`.
+    /// number in `1..2^54`.
     pub fn parse(s: &str) -> ResourceVersion {
         let canonical = !s.is_empty() && !s.starts_with('0') && s.bytes().all(|b| b.is_ascii_digit());
         match s.parse::<u64>() {
@@ -35,7 +35,7 @@ impl ResourceVersion {
 
     /// The version from its bits, as [`bits`](Self::bits) gave them.
     pub(super) fn from_bits(bits: u64) -> ResourceVersion {
-        debug_assert!(bits < 1 << Self::BITS, "a resourceVersion fits in 56 bits");
+        debug_assert!(bits < 1 << Self::BITS, "a resourceVersion fits in 54 bits");
         ResourceVersion(bits)
     }
 
@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn resource_version_should_keep_canonical_decimals_and_forget_the_rest() {
-        for s in ["1", "42", "72057594037927935"] {
+        for s in ["1", "42", "18014398509481983"] {
             let rv = ResourceVersion::parse(s);
             assert!(rv.is_known(), "{s}");
             assert_eq!(rv.to_string(), s);
@@ -85,7 +85,7 @@ mod tests {
             "-1",
             "12a",
             "abc",
-            "72057594037927936",
+            "18014398509481984",
             "99999999999999999999",
         ] {
             assert_eq!(ResourceVersion::parse(s), ResourceVersion::UNKNOWN, "{s:?}");

@@ -2032,13 +2032,13 @@ fn s42_alternate_owner_identity_cases() {
                     .iter()
                     .map(|o| {
                         let o = identity(*o);
-                        OwnerRef {
-                            type_meta: TypeMeta::new(o.api_version(), o.kind()),
-                            name: o.name.clone(),
-                            uid: o.uid,
-                            controller: None,
-                            block_owner_deletion: None,
-                        }
+                        OwnerRef::new(
+                            TypeMeta::new(o.api_version(), o.kind()),
+                            o.name.clone(),
+                            o.uid,
+                            None,
+                            None,
+                        )
                     })
                     .collect();
                 Handle::new(identity(*child), &refs, false)

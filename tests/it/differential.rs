@@ -844,8 +844,8 @@ fn graph_mirror(h: &Harness, cluster: &BTreeMap<String, Object>) -> Vec<String> 
                 kind: r.kind().to_string(),
                 name: r.name.to_string(),
                 uid: r.uid.to_string(),
-                controller: r.controller,
-                block_owner_deletion: r.block_owner_deletion,
+                controller: r.controller(),
+                block_owner_deletion: r.block_owner_deletion(),
             })
             .collect();
         if owners != o.owner_references {
