@@ -38,7 +38,7 @@ impl<C: ClusterApi> Watcher<C> {
             self.router.room().await;
             self.route_page(page.items, &mut unseen);
             if page.continue_token.is_empty() {
-                self.route_vanished(unseen);
+                self.route_vanished(unseen).await;
                 return resource_version;
             }
             token = page.continue_token;

@@ -4,8 +4,10 @@
 //! Invariant: a monitor routes the events of its resource in the order the server sent them, and
 //! after reading the whole resource again it routes a delete for every object that vanished while
 //! it was not watching, so the graph never keeps a node for an object its monitor no longer sees.
-//! It keeps only each object's UID, name and namespace for that purpose: kube-gc has no informer
-//! object cache.
+//! It keeps only each object's UID for that purpose (kube-gc has no informer object cache): a
+//! vanished object's delete is named from its graph node, read once the builders have applied
+//! every event routed before the read's end, so a node whose add is still on its way to a builder
+//! is never missed.
 //!
 //! # Reading the whole resource
 //!
@@ -18,7 +20,10 @@
 //!   or the server refused a watch-list, which it is then never asked for again.
 //!
 //! Either way, objects are routed as they arrive, the deletes for objects the read did not show
-//! wait for its end, as an informer's replace does, and the monitor reports synced only then.
+//! wait for its end, as an informer's replace does, and the monitor reports synced only then. A
+//! read that found objects vanished ends only once the builders caught up with what was routed
+//! before its end (`Watcher::route_vanished`); a first read, with nothing known before it,
+//! never waits.
 //!
 //! # Keeping the view under faults
 //!
@@ -39,6 +44,8 @@
 mod backoff;
 mod list;
 mod status;
+#[cfg(test)]
+mod tests;
 mod watch_list;
 
 pub use backoff::Backoff;
@@ -47,11 +54,10 @@ pub use watch_list::INITIAL_EVENTS_END_WAIT;
 
 use crate::api::{ApiError, ClusterApi, Gvk, Gvr, ObjectMeta, WatchStream};
 use crate::event::{EventType, GraphEvent};
-use crate::graph::{Graph, Name, Sym, Uid};
+use crate::graph::{Graph, Sym, Uid};
 use crate::router::Router;
 use futures::StreamExt;
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -68,6 +74,10 @@ const LIST_PAGE_SIZE: usize = 500;
 /// as a failure (client-go's reflector calls it a very short watch); one that stayed open longer
 /// made progress, even on a resource where nothing happened.
 const SHORT_WATCH: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long one wait for the builders to apply the events routed before a read's end lasts before
+/// it is logged and started again ([`Watcher::wait_applied`]).
+const APPLIED_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A running monitor of one resource.
 pub struct Monitor {
@@ -105,17 +115,13 @@ impl Drop for Monitor {
     }
 }
 
-/// What a monitor remembers of an object: enough to route its delete after a relist.
-/// The strings are the event's own, which the graph node shares, so remembering an object costs
-/// the map entry and two pointers.
-struct Known {
-    name: Name,
-    namespace: Sym,
-}
-
-/// The objects a monitor knows, by UID. UIDs are random, so the map hashes them with foldhash's
-/// fast hasher rather than SipHash, which showed as 1–2 % of a million-object sync's CPU.
-type KnownSet = HashMap<Uid, Known, foldhash::fast::RandomState>;
+/// The UIDs of the objects a monitor knows. A UID is all it keeps of an object: the name and
+/// namespace a routed delete needs are the graph node's ([`Watcher::route_vanished`]), so an
+/// entry costs 16 bytes and a control byte, where one that also held the name and namespace cost
+/// 32 and one, and took an atomic reference count on the name. UIDs are random, so the set hashes
+/// them with foldhash's fast hasher rather than SipHash, which showed as 1–2 % of a
+/// million-object sync's CPU.
+type KnownSet = HashSet<Uid, foldhash::fast::RandomState>;
 
 /// What a monitor's task needs.
 struct Watcher<C> {
@@ -246,36 +252,51 @@ impl<C: ClusterApi> Watcher<C> {
             unseen.remove(&Uid::parse(&meta.uid));
             return;
         };
-        let uid = event.object.uid;
-        let known_before = unseen.remove(&uid).is_some();
+        let known_before = unseen.remove(&event.object.uid);
         // One lookup in the known set both answers and remembers, as `send` would.
-        match self.known.entry(uid) {
-            Entry::Occupied(_) => event.event_type = EventType::Update,
-            Entry::Vacant(slot) => {
-                if known_before {
-                    event.event_type = EventType::Update;
-                }
-                if std::env::var_os("NOKNOWN").is_none() {
-                    slot.insert(Known {
-                        name: event.object.name.clone(),
-                        namespace: event.object.namespace,
-                    });
-                }
-            }
+        let known_in_read = !self.known.insert(event.object.uid);
+        if known_before || known_in_read {
+            event.event_type = EventType::Update;
         }
         self.router.route(event);
     }
 
-    /// Routes a delete for every object a whole read did not show.
-    fn route_vanished(&mut self, unseen: KnownSet) {
-        for (uid, known) in unseen {
+    /// Routes a delete for every object a whole read did not show, named as its graph node is.
+    ///
+    /// The node is read only once the builders have applied every event routed before
+    /// ([`Watcher::wait_applied`]), this monitor's add of the object included, so a node is never
+    /// missed for being still in flight. A UID with no node then is one the graph already let go
+    /// (a worker found the object deleted and routed a virtual delete): the builder would drop a
+    /// delete for it, so none is routed. A UID whose node is virtual (let go, then named again by
+    /// a dependent) is deleted under the name its dependents give it: a real delete removes a
+    /// virtual node whatever its name.
+    async fn route_vanished(&mut self, unseen: KnownSet) {
+        if unseen.is_empty() {
+            return;
+        }
+        self.wait_applied().await;
+        for uid in unseen {
+            let Some(node) = self.graph.get(&uid) else {
+                tracing::trace!(resource = %self.gvr, %uid, "vanished object already gone from the graph");
+                continue;
+            };
+            let identity = node.identity();
             let meta = ObjectMeta {
-                name: known.name.to_string(),
-                namespace: known.namespace.to_string(),
+                name: identity.name.to_string(),
+                namespace: identity.namespace.to_string(),
                 uid: uid.to_string(),
                 ..Default::default()
             };
             self.route(EventType::Delete, meta);
+        }
+    }
+
+    /// Waits until the builders have applied every event routed so far. They never wait on a
+    /// monitor, so the wait ends; it is retried rather than given up, since no delete may be
+    /// skipped, and is long only when the builders are [`crate::router::MAX_IN_FLIGHT`] behind.
+    async fn wait_applied(&self) {
+        while !self.router.caught_up(APPLIED_PATIENCE).await {
+            tracing::debug!(resource = %self.gvr, "still waiting for the builders before routing vanished objects' deletes");
         }
     }
 
@@ -367,13 +388,7 @@ impl<C: ClusterApi> Watcher<C> {
         if event.event_type == EventType::Delete {
             self.known.remove(&event.object.uid);
         } else {
-            // A UID's name and namespace never change: remember them once.
-            if std::env::var_os("NOKNOWN").is_none() {
-                self.known.entry(event.object.uid).or_insert_with(|| Known {
-                    name: event.object.name.clone(),
-                    namespace: event.object.namespace,
-                });
-            }
+            self.known.insert(event.object.uid);
         }
         self.router.route(event);
     }

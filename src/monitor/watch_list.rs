@@ -98,7 +98,7 @@ impl<C: ClusterApi> Watcher<C> {
             };
             match self.initial_events(&mut stream, &mut unseen).await {
                 Initial::Ended(resource_version) => {
-                    self.route_vanished(unseen);
+                    self.route_vanished(unseen).await;
                     return Ok(Synced {
                         resource_version,
                         stream,
