@@ -108,9 +108,40 @@ impl<T: SharedNames + ?Sized> SharedNames for std::sync::Arc<T> {
     }
 }
 
+/// Names of their own, shared with nothing: what a delete's names are made from. A delete's names
+/// outlive it nowhere (the builder removes the node, keeping its own identity and owners), so
+/// looking up a copy to share would only cost a lookup in the graph: a cache miss per name, on
+/// the node the builder is about to look up itself, which was a quarter of a million-object
+/// replay's conversion of a watch event.
+struct UnsharedNames;
+
+impl SharedNames for UnsharedNames {
+    fn shared_name(&self, _uid: &Uid, name: &str) -> Name {
+        Name::new(name)
+    }
+}
+
 impl GraphEvent {
     /// An event for an object a watch delivered, with the monitor's apiVersion and kind.
+    ///
+    /// An add or an update takes its names from `graph`, so that the node and everything naming
+    /// it share one copy; a delete's names are its own ([`UnsharedNames`]), equal by text.
     pub fn observed(
+        graph: &impl SharedNames,
+        event_type: EventType,
+        meta: &ObjectMeta,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<GraphEvent, InvalidObject> {
+        if event_type == EventType::Delete {
+            Self::observed_with(&UnsharedNames, event_type, meta, api_version, kind)
+        } else {
+            Self::observed_with(graph, event_type, meta, api_version, kind)
+        }
+    }
+
+    /// [`observed`](Self::observed), with every name from `graph`.
+    fn observed_with(
         graph: &impl SharedNames,
         event_type: EventType,
         meta: &ObjectMeta,
@@ -186,4 +217,74 @@ pub fn owner_ref(graph: &impl SharedNames, r: &api::OwnerReference) -> OwnerRef 
         r.controller,
         r.block_owner_deletion,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::OwnerReference;
+    use crate::graph::Handle;
+
+    const POD_UID: &str = "d0a9b805-ab50-49cf-b1a3-d9bfc61926a1";
+    const RS_UID: &str = "85a86e72-4ef8-4350-8e50-0821a4e748fe";
+
+    fn pod() -> ObjectMeta {
+        ObjectMeta {
+            name: "web-0000-l6lcpphwrk-cwckq".into(),
+            namespace: "team-0000".into(),
+            uid: POD_UID.into(),
+            resource_version: "1002".into(),
+            owner_references: vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "ReplicaSet".into(),
+                name: "web-0000-l6lcpphwrk".into(),
+                uid: RS_UID.into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn event(graph: &Graph, event_type: EventType) -> GraphEvent {
+        GraphEvent::observed(graph, event_type, &pod(), "v1", "Pod").expect("a readable object")
+    }
+
+    #[test]
+    fn an_update_should_share_the_nodes_name_and_a_delete_should_carry_an_equal_one() {
+        let graph = Graph::new();
+        let added = event(&graph, EventType::Add);
+        graph.insert(Handle::new(added.identity(), &added.object.owners, false));
+        let node_name = graph
+            .get(&Uid::parse(POD_UID))
+            .expect("the node")
+            .identity()
+            .name
+            .clone();
+
+        let updated = event(&graph, EventType::Update);
+        assert!(
+            Name::ptr_eq(&updated.object.name, &node_name),
+            "an update shares the node's name"
+        );
+
+        let deleted = event(&graph, EventType::Delete);
+        assert!(
+            !Name::ptr_eq(&deleted.object.name, &node_name),
+            "a delete looks nothing up"
+        );
+        assert_eq!(deleted.object.name, node_name);
+        assert_eq!(deleted.identity(), updated.identity());
+        assert_eq!(deleted.object.owners, updated.object.owners);
+        assert_eq!(deleted.object.owners.as_slice()[0].name.as_str(), "web-0000-l6lcpphwrk");
+    }
+
+    #[test]
+    fn a_delete_should_be_refused_for_the_same_reasons_as_an_add() {
+        let graph = Graph::new();
+        let mut meta = pod();
+        meta.uid.clear();
+        let refused = GraphEvent::observed(&graph, EventType::Delete, &meta, "v1", "Pod");
+        assert!(matches!(refused, Err(InvalidObject::MissingUid { .. })), "{refused:?}");
+    }
 }

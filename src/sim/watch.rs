@@ -17,6 +17,7 @@ use super::status::bad_request;
 use crate::api::{ApiError, PartialObjectMeta, StatusReason, WatchEvent, WatchEventType, WatchStream};
 use futures::stream::{self, StreamExt};
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +51,11 @@ impl Change {
     fn into_event(self, api_version: &str, kind: &str) -> WatchEvent {
         let mut object = Arc::unwrap_or_clone(self.object);
         if self.event_type == WatchEventType::Deleted {
-            object.metadata.resource_version = self.rv.to_string();
+            // Written into the copy's own string, which has room for it: no allocation.
+            let rv = &mut object.metadata.resource_version;
+            rv.clear();
+            // Writing to a `String` cannot fail.
+            let _ = write!(rv, "{}", self.rv);
         }
         object.api_version = api_version.to_string();
         object.kind = kind.to_string();
@@ -196,44 +201,62 @@ impl Subscription {
     /// The watch stream, stamping every object with `api_version` and `kind`.
     pub(super) fn into_stream(self, api_version: String, kind: String) -> WatchStream {
         let Subscription { replay, live, controls } = self;
-        let live = stream::unfold(live, |mut rx| async move { rx.recv().await.map(|change| (change, rx)) });
-        let stamp: Arc<(String, String)> = Arc::new((api_version, kind));
-        let events = stream::iter(replay)
-            .chain(live)
-            .then({
-                let controls = Arc::clone(&controls);
-                move |change| {
-                    let delay = controls.delay();
-                    async move {
-                        if !delay.is_zero() {
-                            tokio::time::sleep(delay).await;
-                        }
-                        change
-                    }
-                }
-            })
-            // `broken`: an event was lost in a blackout, so the next one is a 410 instead.
-            .scan(false, move |broken, change| {
-                let out = if controls.is_dark() {
-                    *broken = true;
-                    None
-                } else if *broken {
-                    Some(Err(ApiError::status(StatusReason::Gone, "watch events were lost")))
-                } else {
-                    Some(Ok(change.into_event(&stamp.0, &stamp.1)))
-                };
-                futures::future::ready(Some(out))
-            })
-            .filter_map(futures::future::ready);
-        // A stream ends with its first error, as a server closes a watch after an ERROR event.
-        stream::unfold((events.boxed(), false), |(mut events, ended)| async move {
-            if ended {
-                return None;
-            }
-            let event = events.next().await?;
-            let ended = event.is_err();
-            Some((event, (events, ended)))
+        let delivery = Delivery {
+            replay: replay.into_iter(),
+            live,
+            controls,
+            api_version,
+            kind,
+            broken: false,
+            ended: false,
+        };
+        stream::unfold(delivery, |mut delivery| async move {
+            let event = delivery.next().await?;
+            Some((event, delivery))
         })
         .boxed()
+    }
+}
+
+/// One watch stream's state: the replay, then the live channel, under the type's
+/// [`StreamControls`]. A single step function rather than a chain of stream adapters, so that
+/// each event is moved once on its way out rather than once per adapter.
+struct Delivery {
+    replay: std::vec::IntoIter<Change>,
+    live: mpsc::Receiver<Change>,
+    controls: Arc<StreamControls>,
+    api_version: String,
+    kind: String,
+    /// An event was lost in a blackout, so the next one is a 410 instead.
+    broken: bool,
+    /// The stream ended with an error, as a server closes a watch after an ERROR event.
+    ended: bool,
+}
+
+impl Delivery {
+    /// The next event, after the type's delay; `None` once the stream has ended.
+    async fn next(&mut self) -> Option<Result<WatchEvent, ApiError>> {
+        if self.ended {
+            return None;
+        }
+        loop {
+            let change = match self.replay.next() {
+                Some(change) => change,
+                None => self.live.recv().await?,
+            };
+            let delay = self.controls.delay();
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            if self.controls.is_dark() {
+                self.broken = true;
+                continue;
+            }
+            if self.broken {
+                self.ended = true;
+                return Some(Err(ApiError::status(StatusReason::Gone, "watch events were lost")));
+            }
+            return Some(Ok(change.into_event(&self.api_version, &self.kind)));
+        }
     }
 }
