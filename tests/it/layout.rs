@@ -1,6 +1,7 @@
 //! The layout of `src/` follows the data-flow diagram: every module imports only modules below it
 //! (README, "How it is built"), so there is no import cycle and no arrow against the flow. Test
-//! code (from a file's first `#[cfg(test)]` on) may reach further, to build its fixtures.
+//! code (from a file's first `#[cfg(test)]` on, and a whole `tests.rs`, which this crate declares
+//! only as `#[cfg(test)] mod tests;`) may reach further, to build its fixtures.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -48,6 +49,8 @@ fn imports(src: &Path) -> BTreeMap<String, Vec<(String, String)>> {
             let module = relative.components().next().expect("a component");
             let module = module.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
             let text = std::fs::read_to_string(&path).expect("read file");
+            let test_file = path.file_name().is_some_and(|name| name == "tests.rs");
+            let text = if test_file { "" } else { text.as_str() };
             let code = text.split("#[cfg(test)]").next().unwrap_or_default();
             let code = code.split("#[cfg(all(test").next().unwrap_or_default();
             for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
