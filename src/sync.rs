@@ -14,14 +14,10 @@
 //! [loom]: https://docs.rs/loom
 
 #[cfg(not(all(test, kube_gc_loom)))]
-pub(crate) use std::sync::atomic::{
-    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 #[cfg(all(test, kube_gc_loom))]
-pub(crate) use loom::sync::atomic::{
-    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// A mutex whose `lock` returns the guard directly, as `parking_lot`'s does; never held across an
 /// `.await`.

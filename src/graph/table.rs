@@ -1,21 +1,23 @@
 //! One shard of the graph's `uid → handle` map: an open-addressing table whose lookups take no
 //! lock, built to hold millions of handles in little memory.
 //!
-//! Layout: a slot is a 32-bit hash fragment and a node pointer (12 bytes), stored in groups of
-//! eight fragments then eight pointers so that a probe finds both in one or two cache lines;
-//! linear probing, at most 3/4 full counting removed slots and at least 3/8 full
-//! after a resize. A slot owns one strong reference to its node (`Handle::into_raw`). The fragment
-//! is bits 6..38 of the UID's [`Uid::hash64`] (bits 0..6 pick the shard) and also gives the slot a
-//! lookup starts from, so a resize moves entries without reading a single node.
+//! Layout: a slot is one word, the node's pointer with 19 bits of the UID's hash in the bits an
+//! address leaves unused: the 3 low bits that the node's alignment keeps zero and the 16 high bits
+//! above a user-space address (below 2^48 on x86-64 and AArch64 Linux, checked when a slot is
+//! written). Eight slots fill a cache line; linear probing, at most 3/4 full counting removed
+//! slots and at least 3/8 full after a resize. A slot owns one strong reference to its node
+//! (`Handle::into_raw`). The fragment is bits 6..25 of the UID's [`Uid::hash64`] (bits 0..6 pick
+//! the shard), and a lookup starts at the slot those same bits give, so a resize moves the entries
+//! of a table of up to 2^19 slots (about 25 million objects over the 64 shards) without reading a
+//! single node; beyond, it reads each node's UID for the bits its slot lacks.
 //!
 //! Concurrency. Writers (builders) hold the shard's lock; readers take no lock. Readers are
 //! protected by deferred reclamation ([`super::reclaim`]): a writer that takes a node out of a
 //! slot (remove, replace) or a table out of service (resize) retires it, and it is released only
-//! once every reader that could have loaded it has dropped its guard. A writer fills a slot by storing the
-//! fragment, then the pointer with Release; a reader loads the pointer with Acquire, then the
-//! fragment. A fragment that does not belong to the pointer beside it (the slot was emptied and
-//! reused meanwhile) only makes the reader skip the slot or compare UIDs, and every match is
-//! confirmed on the node's own UID, so a lookup never returns another object's node.
+//! once every reader that could have loaded it has dropped its guard. A writer fills a slot with
+//! one Release store of the tagged pointer, a reader loads it with Acquire: the fragment a reader
+//! compares always belongs to the pointer beside it, and every match is confirmed on the node's own
+//! UID, so a lookup never returns another object's node.
 //!
 //! Linearizability: each operation is atomic on its own (a sequence of them is not). A lookup
 //! returns a state the shard had at some moment during the lookup. Slot writes are single atomic
@@ -27,22 +29,24 @@
 //! `loom_models.rs` explore this table's insert, replace, remove and resize against its readers.
 //! Loom takes a new table's slots as initialised wherever it is read, so it cannot see whether a
 //! resize publishes the table after its contents; Miri's race detector can, and the readers-vs-
-//! churn test below fails under Miri when the table pointer is stored `Relaxed`.
+//! churn test below fails under Miri when the table pointer is stored `Relaxed`. The tags keep the
+//! pointer's provenance (`map_addr`), so Miri checks every access through a tagged slot too.
 
 use super::node::Node;
 use super::reclaim::{Guard, Reclaim, Retirements};
 use super::{Handle, Uid};
-use crate::sync::{AtomicPtr, AtomicU32, AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicPtr, AtomicUsize, Mutex, Ordering};
 use std::ptr::NonNull;
 
-/// Smallest table; a power of two, at least a [`GROUP`]. Loom models use the smallest, so that a
-/// few inserts make the table resize.
+/// Smallest table; a power of two, at least a cache line of slots. Loom models use the smallest,
+/// so that a few inserts make the table resize.
 #[cfg(not(all(test, kube_gc_loom)))]
 const MIN_SLOTS: usize = 16;
 #[cfg(all(test, kube_gc_loom))]
-pub(super) const MIN_SLOTS: usize = GROUP;
+pub(super) const MIN_SLOTS: usize = 8;
 
-/// Marks a slot whose entry was removed: probing continues past it, inserts may reuse it.
+/// Marks a slot whose entry was removed: probing continues past it, inserts may reuse it. Never a
+/// tagged pointer: those keep a real node's address, which is never the dangling one.
 fn tombstone() -> *mut Node {
     NonNull::dangling().as_ptr()
 }
@@ -50,12 +54,13 @@ fn tombstone() -> *mut Node {
 /// A node taken out of a slot gives back the slot's strong reference.
 impl Reclaim for Node {
     unsafe fn reclaim(p: *mut Node) {
-        // SAFETY: slot pointers come from `Handle::into_raw`, and a retired one is reclaimed once.
+        // SAFETY: retired pointers are untagged slot pointers, which come from
+        // `Handle::into_raw`, and a retired one is reclaimed once.
         drop(unsafe { Handle::from_raw(p) });
     }
 }
 
-/// A table taken out of service frees its arrays; its node references moved to the new table.
+/// A table taken out of service frees its slots; its node references moved to the new table.
 impl Reclaim for Table {
     unsafe fn reclaim(p: *mut Table) {
         // SAFETY: tables come from `Box::into_raw`, and a retired one is reclaimed once.
@@ -63,14 +68,60 @@ impl Reclaim for Table {
     }
 }
 
+/// Hash bits a slot keeps beside its pointer.
+const FRAGMENT_BITS: u32 = 19;
+/// Low address bits that a node's alignment keeps zero.
+const LOW_BITS: u32 = 3;
+/// Bits of a user-space address; the ones above hold the rest of the fragment.
+const ADDRESS_BITS: u32 = 48;
+/// The bits of a tagged slot that are the node's address.
+const ADDRESS_MASK: usize = ((1 << ADDRESS_BITS) - 1) & !((1 << LOW_BITS) - 1);
+const _: () = assert!(usize::BITS == 64, "a slot packs its fragment into a 64-bit pointer");
+const _: () = assert!(std::mem::align_of::<Node>() >= 1 << LOW_BITS);
+const _: () = assert!(FRAGMENT_BITS == LOW_BITS + (usize::BITS - ADDRESS_BITS));
+
 /// The fragment of a UID's hash that a shard keeps: the bits above those that chose the shard
 /// (`SHARDS` = 64).
 pub(super) fn fragment(hash: u64) -> u32 {
-    (hash >> 6) as u32
+    ((hash >> 6) & ((1 << FRAGMENT_BITS) - 1)) as u32
 }
 
-/// Slots per group.
-const GROUP: usize = 8;
+/// The slot a lookup of a UID hashed to `hash` starts from in a table of `mask + 1` slots: the
+/// fragment's low bits, and the hash's next bits in a table too large for the fragment.
+fn home(hash: u64, mask: usize) -> usize {
+    (hash >> 6) as usize & mask
+}
+
+/// `node` with `fragment` in its unused bits.
+fn tag(node: *mut Node, fragment: u32) -> *mut Node {
+    assert_eq!(
+        node.addr() & !ADDRESS_MASK,
+        0,
+        "the graph needs nodes at user-space addresses below 2^{ADDRESS_BITS}, aligned to {} bytes",
+        1 << LOW_BITS
+    );
+    let fragment = fragment as usize;
+    let low = fragment & ((1 << LOW_BITS) - 1);
+    let high = (fragment >> LOW_BITS) << ADDRESS_BITS;
+    node.map_addr(|a| a | low | high)
+}
+
+/// The node of a tagged slot pointer.
+fn untag(slot: *mut Node) -> *mut Node {
+    slot.map_addr(|a| a & ADDRESS_MASK)
+}
+
+/// The fragment of a tagged slot pointer.
+fn fragment_of(slot: *mut Node) -> u32 {
+    let a = slot.addr();
+    ((a & ((1 << LOW_BITS) - 1)) | ((a >> ADDRESS_BITS) << LOW_BITS)) as u32
+}
+
+/// True when `slot` holds a node (it is neither empty nor a tombstone) whose fragment is
+/// `fragment`.
+fn holds(slot: *mut Node, fragment: u32) -> bool {
+    !slot.is_null() && slot != tombstone() && fragment_of(slot) == fragment
+}
 
 /// Asks the processor to bring the cache line of `p` into its nearest cache; never faults, whatever
 /// `p` is.
@@ -86,65 +137,52 @@ fn prefetch_line(p: *const i8) {
     let _ = p;
 }
 
-/// Eight slots: their fragments, then their pointers.
-struct Group {
-    fragments: [AtomicU32; GROUP],
-    nodes: [AtomicPtr<Node>; GROUP],
-}
-
-impl Default for Group {
-    fn default() -> Self {
-        Group {
-            fragments: std::array::from_fn(|_| AtomicU32::new(0)),
-            nodes: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
-        }
-    }
-}
-
+/// The slots of one table: each null (empty), a tombstone, or a tagged node pointer.
 struct Table {
     mask: usize,
-    groups: Box<[Group]>,
+    slots: Box<[AtomicPtr<Node>]>,
 }
 
 impl Table {
     fn new(slots: usize) -> Table {
         Table {
             mask: slots - 1,
-            groups: (0..slots / GROUP).map(|_| Group::default()).collect(),
+            slots: (0..slots).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
         }
     }
 
-    fn node(&self, i: usize) -> &AtomicPtr<Node> {
-        &self.groups[i / GROUP].nodes[i % GROUP]
-    }
-
-    fn fragment_at(&self, i: usize) -> &AtomicU32 {
-        &self.groups[i / GROUP].fragments[i % GROUP]
-    }
-
-    /// Every slot's pointer, in slot order.
-    fn nodes(&self) -> impl Iterator<Item = &AtomicPtr<Node>> {
-        self.groups.iter().flat_map(|g| g.nodes.iter())
-    }
-
-    fn slots(&self) -> usize {
+    fn len(&self) -> usize {
         self.mask + 1
     }
 
-    /// The slots a lookup of `fragment` visits, in order; the table always has an empty slot, so
-    /// a probe that stops at the first null ends.
-    fn probe(&self, fragment: u32) -> impl Iterator<Item = usize> + '_ {
-        let start = fragment as usize & self.mask;
-        (0..self.slots()).map(move |i| (start + i) & self.mask)
+    /// The slots a lookup of a UID hashed to `hash` visits, in order; the table always has an
+    /// empty slot, so a probe that stops at the first null ends.
+    fn probe(&self, hash: u64) -> impl Iterator<Item = &AtomicPtr<Node>> + '_ {
+        self.probe_from(home(hash, self.mask))
+    }
+
+    fn probe_from(&self, start: usize) -> impl Iterator<Item = &AtomicPtr<Node>> + '_ {
+        (0..self.len()).map(move |i| &self.slots[(start + i) & self.mask])
+    }
+
+    /// Where a lookup of the node in tagged slot `slot` starts in this table; reads the node only
+    /// when the table is too large for the fragment alone. The caller keeps the node alive.
+    fn home_of(&self, slot: *mut Node) -> usize {
+        if self.mask >> FRAGMENT_BITS == 0 {
+            fragment_of(slot) as usize & self.mask
+        } else {
+            // SAFETY: the caller keeps the node referenced (a writer under the lock).
+            home(unsafe { &*untag(slot) }.identity().uid.hash64(), self.mask)
+        }
     }
 }
 
 /// Where a writer's probe for a UID ended.
-enum Slot {
+enum Slot<'t> {
     /// The slot holding the UID's node.
-    Found(usize),
+    Found(&'t AtomicPtr<Node>),
     /// The UID is absent; the slot an insert should fill.
-    Vacant(usize),
+    Vacant(&'t AtomicPtr<Node>),
 }
 
 /// Counts kept by writers, under the shard's lock.
@@ -188,17 +226,14 @@ impl UidTable {
         self.find_raw(&guard, uid).map(|p| unsafe { Handle::clone_from_raw(p) })
     }
 
-    /// Starts loading the lines a lookup of a UID hashed to `hash` probes first (its group's
-    /// fragments and its slot's pointer), so that the lookup, made a few events later, finds them
-    /// in cache instead of waiting on memory. Loads nothing the caller could see: a hint only.
+    /// Starts loading the line of the slot a lookup of a UID hashed to `hash` probes first, so
+    /// that the lookup, made a few events later, finds it in cache instead of waiting on memory.
+    /// Loads nothing the caller could see: a hint only.
     pub(super) fn prefetch(&self, hash: u64) {
         let guard = self.retired.enter();
         // SAFETY: as in `find_raw`.
         let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
-        let i = fragment(hash) as usize & table.mask;
-        let group = &table.groups[i / GROUP];
-        prefetch_line(std::ptr::from_ref(&group.fragments[0]).cast());
-        prefetch_line(std::ptr::from_ref(&group.nodes[i % GROUP]).cast());
+        prefetch_line(std::ptr::from_ref(&table.slots[home(hash, table.mask)]).cast());
     }
 
     /// Starts loading the node a lookup of a UID hashed to `hash` would find: the first node in
@@ -209,14 +244,14 @@ impl UidTable {
         // SAFETY: as in `find_raw`.
         let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
         let fragment = fragment(hash);
-        for i in table.probe(fragment).take(GROUP) {
+        for slot in table.probe(hash).take(8) {
             // Never dereferenced: a prefetch of a node freed meanwhile reads nothing.
-            let p = table.node(i).load(Ordering::Relaxed);
+            let p = slot.load(Ordering::Relaxed);
             if p.is_null() {
                 return;
             }
-            if p != tombstone() && table.fragment_at(i).load(Ordering::Relaxed) == fragment {
-                let first = p.cast::<i8>().cast_const();
+            if holds(p, fragment) {
+                let first = untag(p).cast::<i8>().cast_const();
                 prefetch_line(first);
                 // A node spans two lines: its identity, then its state and edges.
                 prefetch_line(first.wrapping_add(64));
@@ -225,55 +260,56 @@ impl UidTable {
         }
     }
 
-    /// The slot pointer for `uid`: it carries a strong reference that is released only after
-    /// `guard` is dropped.
+    /// The (untagged) slot pointer for `uid`: it carries a strong reference that is released only
+    /// after `guard` is dropped.
     fn find_raw(&self, guard: &Guard, uid: &Uid) -> Option<*mut Node> {
-        let fragment = fragment(uid.hash64());
+        let hash = uid.hash64();
+        let fragment = fragment(hash);
         // SAFETY: the table pointer is never null, and a table is retired through the collector
         // only after it was swapped out, so it stays allocated while `guard` is held.
         let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
-        for i in table.probe(fragment) {
-            let p = guard.protect(table.node(i), Ordering::Acquire);
+        for slot in table.probe(hash) {
+            let p = guard.protect(slot, Ordering::Acquire);
             if p.is_null() {
                 return None;
             }
-            if p != tombstone() && table.fragment_at(i).load(Ordering::Relaxed) == fragment {
-                // SAFETY: a non-null, non-tombstone slot pointer came from `Handle::into_raw`,
-                // and its strong reference is released through the collector only after it left
-                // the slot, so the node is alive while `guard` is held.
-                if unsafe { &*p }.identity().uid == *uid {
-                    return Some(p);
+            if holds(p, fragment) {
+                let node = untag(p);
+                // SAFETY: a tagged slot pointer came from `Handle::into_raw`, and its strong
+                // reference is released through the collector only after it left the slot, so
+                // the node is alive while `guard` is held.
+                if unsafe { &*node }.identity().uid == *uid {
+                    return Some(node);
                 }
             }
         }
         None
     }
 
-    /// Every handle, in no order.
+    /// Every handle, in no order; weakly consistent, as [`for_each`](Self::for_each).
     pub(super) fn handles(&self) -> Vec<Handle> {
-        let guard = &self.retired.enter();
-        // SAFETY: as in `find`.
-        let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
-        table
-            .nodes()
-            .map(|slot| guard.protect(slot, Ordering::Acquire))
-            .filter(|p| !p.is_null() && *p != tombstone())
-            // SAFETY: as in `find`; the clone takes its own strong reference.
-            .map(|p| unsafe { Handle::clone_from_raw(p) })
-            .collect()
+        let mut handles = Vec::new();
+        // SAFETY: as in `find_raw`; the clone takes its own strong reference.
+        self.for_each_raw(|p| handles.push(unsafe { Handle::clone_from_raw(p) }));
+        handles
     }
 
-    /// Runs `f` on every node, taking no reference to any; weakly consistent, as
-    /// [`handles`](Self::handles).
+    /// Runs `f` on every node, taking no reference to any: weakly consistent, a node inserted or
+    /// removed meanwhile may or may not be visited.
     pub(super) fn for_each(&self, mut f: impl FnMut(&Node)) {
+        // SAFETY: as in `find_raw`; the reference does not outlive the walk's guard.
+        self.for_each_raw(|p| f(unsafe { &*p }));
+    }
+
+    /// Runs `f` on the (untagged) pointer of every node, each alive while `f` runs.
+    fn for_each_raw(&self, mut f: impl FnMut(*mut Node)) {
         let guard = &self.retired.enter();
         // SAFETY: as in `find_raw`.
         let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
-        for slot in table.nodes() {
+        for slot in table.slots.iter() {
             let p = guard.protect(slot, Ordering::Acquire);
             if !p.is_null() && p != tombstone() {
-                // SAFETY: as in `find_raw`; the reference does not outlive `guard`.
-                f(unsafe { &*p });
+                f(untag(p));
             }
         }
     }
@@ -298,30 +334,30 @@ impl UidTable {
     fn write(&self, handle: &Handle, only_if_absent: bool) -> bool {
         let mut occupancy = self.writer.lock();
         let uid = &handle.identity().uid;
-        let fragment = fragment(uid.hash64());
+        let hash = uid.hash64();
         let mut table = self.table_for_writer();
-        let mut slot = Self::locate(table, uid, fragment);
-        if let Slot::Vacant(i) = slot {
-            let fills_empty = table.node(i).load(Ordering::Relaxed).is_null();
-            if fills_empty && (occupancy.used + 1) * 4 > table.slots() * 3 {
+        let mut slot = Self::locate(table, uid, hash);
+        if let Slot::Vacant(vacant) = slot {
+            let fills_empty = vacant.load(Ordering::Relaxed).is_null();
+            if fills_empty && (occupancy.used + 1) * 4 > table.len() * 3 {
                 table = self.resize(&mut occupancy);
-                slot = Self::locate(table, uid, fragment);
+                slot = Self::locate(table, uid, hash);
             }
         }
+        let tagged = || tag(handle.clone().into_raw(), fragment(hash));
         match slot {
             Slot::Found(_) if only_if_absent => false,
-            Slot::Found(i) => {
-                let old = table.node(i).swap(handle.clone().into_raw(), Ordering::AcqRel);
+            Slot::Found(found) => {
+                let old = untag(found.swap(tagged(), Ordering::AcqRel));
                 // SAFETY: `old` left the slot, so readers that enter from now on cannot load it.
                 unsafe { self.retired.retire(old) };
                 true
             }
-            Slot::Vacant(i) => {
-                if table.node(i).load(Ordering::Relaxed).is_null() {
+            Slot::Vacant(vacant) => {
+                if vacant.load(Ordering::Relaxed).is_null() {
                     occupancy.used += 1;
                 }
-                table.fragment_at(i).store(fragment, Ordering::Relaxed);
-                table.node(i).store(handle.clone().into_raw(), Ordering::Release);
+                vacant.store(tagged(), Ordering::Release);
                 self.live.fetch_add(1, Ordering::Relaxed);
                 true
             }
@@ -332,10 +368,10 @@ impl UidTable {
     pub(super) fn remove(&self, uid: &Uid) -> Option<Handle> {
         let _occupancy = self.writer.lock();
         let table = self.table_for_writer();
-        let Slot::Found(i) = Self::locate(table, uid, fragment(uid.hash64())) else {
+        let Slot::Found(found) = Self::locate(table, uid, uid.hash64()) else {
             return None;
         };
-        let old = table.node(i).swap(tombstone(), Ordering::AcqRel);
+        let old = untag(found.swap(tombstone(), Ordering::AcqRel));
         self.live.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: the slot's strong reference is still held until the retirement below runs.
         let handle = unsafe { Handle::clone_from_raw(old) };
@@ -352,19 +388,20 @@ impl UidTable {
     }
 
     /// A writer's probe: the UID's slot, or the first reusable slot on its path.
-    fn locate(table: &Table, uid: &Uid, fragment: u32) -> Slot {
+    fn locate<'t>(table: &'t Table, uid: &Uid, hash: u64) -> Slot<'t> {
+        let fragment = fragment(hash);
         let mut reusable = None;
-        for i in table.probe(fragment) {
-            let p = table.node(i).load(Ordering::Relaxed);
+        for slot in table.probe(hash) {
+            let p = slot.load(Ordering::Relaxed);
             if p.is_null() {
-                return Slot::Vacant(reusable.unwrap_or(i));
+                return Slot::Vacant(reusable.unwrap_or(slot));
             }
             if p == tombstone() {
-                reusable.get_or_insert(i);
-            } else if table.fragment_at(i).load(Ordering::Relaxed) == fragment {
+                reusable.get_or_insert(slot);
+            } else if holds(p, fragment) {
                 // SAFETY: the writer lock keeps every node in the table referenced by its slot.
-                if unsafe { &*p }.identity().uid == *uid {
-                    return Slot::Found(i);
+                if unsafe { &*untag(p) }.identity().uid == *uid {
+                    return Slot::Found(slot);
                 }
             }
         }
@@ -380,24 +417,23 @@ impl UidTable {
         // Exact: only writers change it, and the caller holds the writer lock.
         let live = self.live.load(Ordering::Relaxed);
         let grown = Table::new(((live + 1) * 2).next_power_of_two().max(MIN_SLOTS));
-        for i in 0..old_table.slots() {
-            let p = old_table.node(i).load(Ordering::Relaxed);
+        for slot in old_table.slots.iter() {
+            let p = slot.load(Ordering::Relaxed);
             if p.is_null() || p == tombstone() {
                 continue;
             }
-            let fragment = old_table.fragment_at(i).load(Ordering::Relaxed);
-            let j = grown
-                .probe(fragment)
-                .find(|&j| grown.node(j).load(Ordering::Relaxed).is_null())
-                .expect("the new table has room");
-            grown.fragment_at(j).store(fragment, Ordering::Relaxed);
-            grown.node(j).store(p, Ordering::Relaxed);
+            // The writer lock keeps `p`'s node referenced, as `home_of` asks.
+            grown
+                .probe_from(grown.home_of(p))
+                .find(|free| free.load(Ordering::Relaxed).is_null())
+                .expect("the new table has room")
+                .store(p, Ordering::Relaxed);
         }
         occupancy.used = live;
         // Release publishes the new table's slots with it.
         self.table.store(Box::into_raw(Box::new(grown)), Ordering::Release);
         // SAFETY: the old table left service above; its node references moved to the new table,
-        // so reclaiming it frees only its arrays.
+        // so reclaiming it frees only its slots.
         unsafe { self.retired.retire(old) };
         self.table_for_writer()
     }
@@ -409,11 +445,11 @@ impl Drop for UidTable {
         // SAFETY: `&mut self` means no reader or writer is left; the table and every node
         // reference in it are owned here. Retired tables and nodes belong to `retired`.
         let table = unsafe { Box::from_raw(table) };
-        for slot in table.nodes() {
+        for slot in table.slots.iter() {
             let p = slot.load(Ordering::Relaxed);
             if !p.is_null() && p != tombstone() {
                 // SAFETY: the slot owned this strong reference.
-                drop(unsafe { Handle::from_raw(p) });
+                drop(unsafe { Handle::from_raw(untag(p)) });
             }
         }
     }
@@ -484,6 +520,44 @@ mod tests {
             .skip(2)
             .all(|h| shard.get(&h.identity().uid).as_ref() == Some(h)));
         assert_eq!(shard.len(), ENTRIES as usize);
+    }
+
+    #[test]
+    fn a_tagged_slot_should_give_back_its_node_and_its_fragment() {
+        let h = handle(&uid(1));
+        let node = h.clone().into_raw();
+        for fragment in [0, 1, 0b111, 0b1000, (1 << FRAGMENT_BITS) - 1, fragment(uid(2).hash64())] {
+            let tagged = tag(node, fragment);
+            assert_eq!(untag(tagged), node);
+            assert_eq!(fragment_of(tagged), fragment);
+            assert!(holds(tagged, fragment));
+            assert!(!holds(tagged, fragment ^ 1));
+        }
+        assert!(!holds(tombstone(), fragment_of(tombstone())));
+        assert!(!holds(std::ptr::null_mut(), 0));
+        // SAFETY: the reference taken by `into_raw` above, given back once.
+        drop(unsafe { Handle::from_raw(node) });
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "hundreds of thousands of entries")]
+    fn a_table_too_large_for_the_fragment_should_resize_by_the_nodes_hashes() {
+        // One more entry than a table of 2^19 slots holds makes the shard grow to 2^20 slots,
+        // whose lookups start from hash bits that no slot keeps: the resize reads them from the
+        // nodes, and every entry must still be found where lookups start.
+        let entries = (1u64 << FRAGMENT_BITS) * 3 / 4 + 1;
+        let shard = UidTable::default();
+        for i in 0..entries {
+            assert!(shard.try_insert(&handle(&uid(i))));
+        }
+        assert_eq!(shard.table_for_writer().len(), 1 << (FRAGMENT_BITS + 1));
+        for i in (0..entries).step_by(97) {
+            let found = shard.get(&uid(i)).expect("present after the resize");
+            assert_eq!(found.identity().uid, uid(i));
+        }
+        assert!(shard.remove(&uid(entries - 1)).is_some());
+        assert_eq!(shard.get(&uid(entries - 1)), None);
+        assert_eq!(shard.len(), entries as usize - 1);
     }
 
     #[test]
