@@ -96,9 +96,8 @@ use table::UidTable;
 pub use tombstones::{Tombstones, DEFAULT_CAPACITY as DEFAULT_TOMBSTONE_CAPACITY};
 pub use uid::Uid;
 
-/// Number of shards of the `uid → handle` map. A power of two, so that any partition count that
-/// is also a power of two (up to 64) maps each shard to exactly one builder, and writers of
-/// different partitions never share a shard's lock.
+/// Number of shards of the `uid → handle` map. Builders of different partitions may write one
+/// shard (the router partitions by namespace, the map by UID); its writer lock serialises them.
 pub const SHARDS: usize = 64;
 
 /// The graph: a sharded concurrent `uid → handle` map whose lookups take no lock ([`table`]),

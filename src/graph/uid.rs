@@ -69,8 +69,7 @@ impl Uid {
     }
 
     /// A well-mixed 64-bit hash, stable for the life of the process and the same on every thread.
-    /// The router partitions by it and the graph shards by it, so one builder's UIDs land in the
-    /// shards that builder writes.
+    /// The graph shards by it, and the router partitions cluster-scoped objects by it.
     pub fn hash64(&self) -> u64 {
         // Packed UUIDs are already random (v4) or time-ordered (v1); one multiply-fold spreads
         // either kind, and table indexes too.

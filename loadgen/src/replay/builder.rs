@@ -40,10 +40,10 @@ use kube_gc::builder::{GraphBuilder, Lookahead};
 use kube_gc::event::{EventType, GraphEvent, SharedNames};
 use kube_gc::graph::{Graph, Name, Uid};
 use kube_gc::router::partition;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::collections::HashMap;
 use std::sync::{Arc, Barrier, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -152,7 +152,8 @@ fn read_stream(
             continue;
         };
         added += u64::from(event_type == EventType::Add);
-        let p = partition(&Uid::parse(&record.event.object.metadata.uid), senders.len());
+        let metadata = &record.event.object.metadata;
+        let p = partition(&metadata.namespace, &Uid::parse(&metadata.uid), senders.len());
         batches[p].push((record.line, event_type, record.event.object));
         if batches[p].len() == BATCH {
             let full = std::mem::replace(&mut batches[p], Vec::with_capacity(BATCH));
