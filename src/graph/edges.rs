@@ -200,7 +200,7 @@ impl Graph {
 
     /// Number of owner UIDs that have edges adrift (module docs).
     pub fn adrift_owners(&self) -> usize {
-        self.adrift.iter().map(|a| a.lock().0.len()).sum()
+        self.shards.iter().map(|s| s.beside().lock().0.len()).sum()
     }
 
     /// The dependents adrift for `owner_uid`, in no order.

@@ -103,13 +103,13 @@ pub const SHARDS: usize = 64;
 /// The graph: a sharded concurrent `uid → handle` map whose lookups take no lock ([`table`]),
 /// and the tombstones of deleted owners.
 ///
-/// Each shard's table and adrift lock sit on cache lines of their own: a builder writes its
-/// shards' locks and counts at every insert, and shards next to each other in memory belong to
-/// different partitions, so unpadded they would make the builders of two cores write one line.
+/// Each shard sits on cache lines of its own, apart from its neighbours: a builder writes a
+/// shard's locks and count at every insert, and unpadded, two shards that different builders
+/// write would share a line.
 pub struct Graph {
-    shards: Box<[CachePadded<UidTable>]>,
-    /// Per shard of `shards`, the edges of owners that have no node ([`edges`]).
-    adrift: Box<[CachePadded<Mutex<Adrift>>]>,
+    /// Each shard keeps, beside its writer lock, the edges of its owners that have no node
+    /// ([`edges`]).
+    shards: Box<[CachePadded<UidTable<Adrift>>]>,
     tombstones: Tombstones,
 }
 
@@ -130,9 +130,6 @@ impl Graph {
     pub fn with_tombstones(capacity: usize) -> Self {
         Graph {
             shards: (0..SHARDS).map(|_| CachePadded::default()).collect(),
-            adrift: (0..SHARDS)
-                .map(|_| CachePadded::new(Mutex::new(Adrift::default())))
-                .collect(),
             tombstones: Tombstones::new(capacity),
         }
     }
@@ -150,13 +147,13 @@ impl Graph {
         (hash % SHARDS as u64) as usize
     }
 
-    fn shard(&self, uid: &Uid) -> &UidTable {
+    fn shard(&self, uid: &Uid) -> &UidTable<Adrift> {
         &self.shards[Self::shard_index(uid)]
     }
 
     /// The lock over the adrift edges of the owners in `uid`'s shard ([`edges`]).
     fn adrift(&self, uid: &Uid) -> &Mutex<Adrift> {
-        &self.adrift[Self::shard_index(uid)]
+        self.shard(uid).beside()
     }
 
     /// Starts loading the map lines a lookup of `uid` reads first (see [`GraphBuilder`]'s

@@ -36,6 +36,7 @@ use super::node::Node;
 use super::reclaim::{Guard, Reclaim, Retirements};
 use super::{Handle, Uid};
 use crate::sync::{AtomicPtr, AtomicUsize, Mutex, Ordering};
+use crossbeam_utils::CachePadded;
 use std::ptr::NonNull;
 
 /// Smallest table; a power of two, at least a cache line of slots. Loom models use the smallest,
@@ -193,25 +194,40 @@ struct Occupancy {
 }
 
 /// One shard of the graph's map. See the module docs for the protocol.
-pub(super) struct UidTable {
-    table: AtomicPtr<Table>,
+///
+/// `A` is data its user keeps per shard behind a lock of its own (the graph's adrift edges), held
+/// here so that this lock shares a cache line with the writer lock and the count: an insert
+/// that takes both then moves one line between cores, not two.
+#[repr(C)]
+pub(super) struct UidTable<A = ()> {
+    /// Read by every lookup and written only by a resize, so it has cache lines of its own: next to
+    /// the writer lock and the count, which inserts write, a builder's every lookup in this shard
+    /// would miss each time another core's builder had inserted into it.
+    table: CachePadded<AtomicPtr<Table>>,
     writer: Mutex<Occupancy>,
     live: AtomicUsize,
+    beside: Mutex<A>,
     retired: Retirements,
 }
 
-impl Default for UidTable {
+impl<A: Default> Default for UidTable<A> {
     fn default() -> Self {
         UidTable {
-            table: AtomicPtr::new(Box::into_raw(Box::new(Table::new(MIN_SLOTS)))),
+            table: CachePadded::new(AtomicPtr::new(Box::into_raw(Box::new(Table::new(MIN_SLOTS))))),
             writer: Mutex::new(Occupancy::default()),
             live: AtomicUsize::new(0),
+            beside: Mutex::new(A::default()),
             retired: Retirements::default(),
         }
     }
 }
 
-impl UidTable {
+impl<A> UidTable<A> {
+    /// The user's data kept beside the writer lock (see the type's docs).
+    pub(super) fn beside(&self) -> &Mutex<A> {
+        &self.beside
+    }
+
     /// Runs `f` on the node for `uid`, without taking a reference to it.
     pub(super) fn read<R>(&self, uid: &Uid, f: impl FnOnce(&Node) -> R) -> Option<R> {
         let guard = self.retired.enter();
@@ -439,7 +455,7 @@ impl UidTable {
     }
 }
 
-impl Drop for UidTable {
+impl<A> Drop for UidTable<A> {
     fn drop(&mut self) {
         let table = self.table.load(Ordering::Relaxed);
         // SAFETY: `&mut self` means no reader or writer is left; the table and every node
@@ -482,7 +498,7 @@ mod tests {
 
     #[test]
     fn shard_should_keep_every_entry_across_resizes_removals_and_replacements() {
-        let shard = UidTable::default();
+        let shard = UidTable::<()>::default();
         let handles: Vec<Handle> = (0..ENTRIES).map(|i| handle(&uid(i))).collect();
         for h in &handles {
             assert!(shard.try_insert(h));
@@ -546,7 +562,7 @@ mod tests {
         // whose lookups start from hash bits that no slot keeps: the resize reads them from the
         // nodes, and every entry must still be found where lookups start.
         let entries = (1u64 << FRAGMENT_BITS) * 3 / 4 + 1;
-        let shard = UidTable::default();
+        let shard = UidTable::<()>::default();
         for i in 0..entries {
             assert!(shard.try_insert(&handle(&uid(i))));
         }
@@ -565,7 +581,7 @@ mod tests {
         // One writer keeps inserting, replacing and removing churn entries (forcing resizes and
         // tombstones); readers must always find the stable entries, and any node they get back
         // must carry the UID they asked for.
-        let shard = UidTable::default();
+        let shard = UidTable::<()>::default();
         let stable: Vec<Handle> = (0..ENTRIES / 10).map(|i| handle(&uid(i))).collect();
         for h in &stable {
             shard.insert(h.clone());
