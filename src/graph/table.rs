@@ -167,12 +167,15 @@ impl Table {
     }
 
     /// Where a lookup of the node in tagged slot `slot` starts in this table; reads the node only
-    /// when the table is too large for the fragment alone. The caller keeps the node alive.
-    fn home_of(&self, slot: *mut Node) -> usize {
+    /// when the table is too large for the fragment alone.
+    ///
+    /// # Safety
+    /// `slot` is a tagged pointer to a node that stays alive during the call.
+    unsafe fn home_of(&self, slot: *mut Node) -> usize {
         if self.mask >> FRAGMENT_BITS == 0 {
             fragment_of(slot) as usize & self.mask
         } else {
-            // SAFETY: the caller keeps the node referenced (a writer under the lock).
+            // SAFETY: the caller keeps the node alive.
             home(unsafe { &*untag(slot) }.identity().uid.hash64(), self.mask)
         }
     }
@@ -438,9 +441,10 @@ impl<A> UidTable<A> {
             if p.is_null() || p == tombstone() {
                 continue;
             }
-            // The writer lock keeps `p`'s node referenced, as `home_of` asks.
+            // SAFETY: `p` came from a slot, and the writer lock keeps its node referenced.
+            let home = unsafe { grown.home_of(p) };
             grown
-                .probe_from(grown.home_of(p))
+                .probe_from(home)
                 .find(|free| free.load(Ordering::Relaxed).is_null())
                 .expect("the new table has room")
                 .store(p, Ordering::Relaxed);
