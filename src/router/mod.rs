@@ -58,13 +58,11 @@ pub fn partition(namespace: &str, uid: &Uid, partitions: usize) -> usize {
     (hash % partitions.max(1) as u64) as usize
 }
 
-/// FNV-1a over the namespace's bytes, its high half folded into the low one that the modulo
-/// reads: stable across processes, so a stream split ahead of time matches the router.
+/// The namespace's hash under foldhash's fixed seed (the hasher the graph's own sets use): the
+/// same in every process, so a stream split ahead of time matches the router.
 fn namespace_hash(namespace: &str) -> u64 {
-    let h = namespace.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    h ^ (h >> 32)
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one(namespace)
 }
 
 /// Events in flight above which monitors wait for the builders ([`Router::room`]): about a
