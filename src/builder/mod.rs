@@ -24,7 +24,7 @@ use crate::journal::{witness::Change, Journal};
 use crate::queue::{RateLimiterConfig, WorkQueue};
 use crate::recorder::EventRecorder;
 use crate::router::PartitionReceiver;
-use references::{alternate_owner_identity, partition_dependents, references_diffs, ChangedRef};
+use references::{alternate_owner_identity, partition_dependents, references_diffs, ReferenceDiff};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -202,7 +202,7 @@ impl GraphBuilder {
             // apply the event to that node instead, as if it had been there all along.
             return self.apply(event);
         }
-        self.add_dependent_to_owners(&node, &object.owners);
+        self.add_dependent_to_owners(&node, object.owners.iter());
         self.process_transitions(None, object, &node);
     }
 
@@ -214,20 +214,23 @@ impl GraphBuilder {
             self.follow_kind_change(node, event)
         };
         let object = &event.object;
-        let diff = node.with_owners(|old| references_diffs(old, &object.owners));
-        if let Some(witness) = &self.witness {
-            let unblocked: Vec<Uid> = diff
-                .changed
-                .iter()
-                .filter(|c| c.unblocks())
-                .map(|c| c.new.uid)
-                .collect();
+        // The witness needs copies of the removed refs, which are gone once the node is updated.
+        let (diff, removed) = node.with_owners(|old| {
+            let diff = references_diffs(old, &object.owners);
+            let removed = self
+                .witness
+                .as_ref()
+                .map(|_| -> Vec<OwnerRef> { diff.removed.iter().map(|r| old[r.old].clone()).collect() });
+            (diff, removed)
+        });
+        if let Some((witness, removed)) = self.witness.as_ref().zip(removed) {
+            let unblocked: Vec<Uid> = diff.changed.iter().filter(|c| c.unblocks).map(|c| c.uid).collect();
             let change = Change {
                 identity: node.identity(),
                 prior,
                 now: object.observation,
                 owners: &object.owners,
-                removed: &diff.removed,
+                removed: &removed,
                 unblocked: &unblocked,
                 gone: false,
             };
@@ -236,9 +239,9 @@ impl GraphBuilder {
         if diff.is_empty() {
             node.observe(None, object.observation);
         } else {
-            self.add_unblocked_owners_to_delete_queue(&diff.removed, &diff.changed);
+            self.add_unblocked_owners_to_delete_queue(&diff);
             node.observe(Some(&object.owners), object.observation);
-            self.add_dependent_to_owners(&node, &diff.added);
+            self.add_dependent_to_owners(&node, diff.added.iter().map(|&i| &object.owners[i]));
             for r in &diff.removed {
                 self.graph.unlink(&r.uid, &node);
             }
@@ -264,7 +267,7 @@ impl GraphBuilder {
 
     /// Spec §3.2 addDependentToOwners: links `node` under each of `refs`, creating virtual owners
     /// for unknown UIDs, and queues `node` for verification when a ref looks wrong.
-    fn add_dependent_to_owners(&self, node: &Handle, refs: &[OwnerRef]) {
+    fn add_dependent_to_owners<'r>(&self, node: &Handle, refs: impl IntoIterator<Item = &'r OwnerRef>) {
         let mut suspicious = false;
         for r in refs {
             let virtual_owner = || Handle::new(r.identity_in(&node.identity().namespace), &[], true);
@@ -302,10 +305,8 @@ impl GraphBuilder {
 
     /// Queues the owners a dependent stopped blocking (upstream's
     /// `addUnblockedOwnersToDeleteQueue`), before the dependent's owners list is updated.
-    fn add_unblocked_owners_to_delete_queue(&self, removed: &[OwnerRef], changed: &[ChangedRef]) {
-        let removed = removed.iter().filter(|r| r.blocks_owner_deletion());
-        let unblocked = changed.iter().filter(|c| c.unblocks());
-        for uid in removed.map(|r| &r.uid).chain(unblocked.map(|c| &c.new.uid)) {
+    fn add_unblocked_owners_to_delete_queue(&self, diff: &ReferenceDiff) {
+        for uid in diff.unblocked_owners() {
             if let Some(owner) = self.graph.get(uid) {
                 self.attempt_to_delete.add(owner);
             }

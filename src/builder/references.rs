@@ -4,29 +4,39 @@ use crate::graph::{Handle, Identity, OwnerRef, Uid};
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
+/// A ref whose UID an update removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemovedRef {
+    /// Its position in the old list.
+    pub old: usize,
+    /// The owner's UID.
+    pub uid: Uid,
+    /// True when the ref blocked its owner's deletion.
+    pub blocked: bool,
+}
+
 /// A ref present before and after an update whose fields changed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChangedRef {
-    /// The ref as it was.
-    pub old: OwnerRef,
-    /// The ref as it is now.
-    pub new: OwnerRef,
-}
-
-impl ChangedRef {
+    /// Its position in the old list.
+    pub old: usize,
+    /// Its position in the new list.
+    pub new: usize,
+    /// The owner's UID.
+    pub uid: Uid,
     /// True when the change stopped the ref from blocking its owner's deletion.
-    pub fn unblocks(&self) -> bool {
-        self.old.blocks_owner_deletion() && !self.new.blocks_owner_deletion()
-    }
+    pub unblocks: bool,
 }
 
-/// The difference between two ownerReferences lists (upstream's `referencesDiffs`).
+/// The difference between two ownerReferences lists (upstream's `referencesDiffs`), by position
+/// in the lists rather than by copies of the refs: a copy of a ref counts a reference to its
+/// owner's name, a write to a line of memory the builder seldom has at hand.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReferenceDiff {
-    /// Refs whose UID is new.
-    pub added: Vec<OwnerRef>,
+    /// Positions in the new list of the refs whose UID is new.
+    pub added: Vec<usize>,
     /// Refs whose UID is gone, in their old order.
-    pub removed: Vec<OwnerRef>,
+    pub removed: Vec<RemovedRef>,
     /// Same UID, some other field differs (controller and blockOwnerDeletion count).
     pub changed: Vec<ChangedRef>,
 }
@@ -35,6 +45,13 @@ impl ReferenceDiff {
     /// True when nothing changed.
     pub fn is_empty(&self) -> bool {
         self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+
+    /// The UIDs of the owners the update stopped blocking: refs that blocked and were removed,
+    /// then refs that stopped blocking.
+    pub fn unblocked_owners(&self) -> impl Iterator<Item = &Uid> {
+        let removed = self.removed.iter().filter(|r| r.blocked).map(|r| &r.uid);
+        removed.chain(self.changed.iter().filter(|c| c.unblocks).map(|c| &c.uid))
     }
 }
 
@@ -52,25 +69,31 @@ pub fn references_diffs(old: &[OwnerRef], new: &[OwnerRef]) -> ReferenceDiff {
     let index = OldRefs::new(old);
     // matched[i]: a ref of `new` matched the UID whose last ref in `old` is at `i`.
     let mut matched = vec![false; old.len()];
-    for r in new {
+    for (n, r) in new.iter().enumerate() {
         match index.last_of(&r.uid) {
             Some(i) if !matched[i] => {
                 matched[i] = true;
                 if old[i] != *r {
                     diff.changed.push(ChangedRef {
-                        old: old[i].clone(),
-                        new: r.clone(),
+                        old: i,
+                        new: n,
+                        uid: r.uid,
+                        unblocks: old[i].blocks_owner_deletion() && !r.blocks_owner_deletion(),
                     });
                 }
             }
-            _ => diff.added.push(r.clone()),
+            _ => diff.added.push(n),
         }
     }
-    for r in old {
+    for (i, r) in old.iter().enumerate() {
         let Some(last) = index.last_of(&r.uid) else { continue };
         if !matched[last] {
             matched[last] = true; // reported once, at its first ref
-            diff.removed.push(r.clone());
+            diff.removed.push(RemovedRef {
+                old: i,
+                uid: r.uid,
+                blocked: r.blocks_owner_deletion(),
+            });
         }
     }
     diff
@@ -183,28 +206,51 @@ mod tests {
     use crate::graph::{Name, Sym, TypeMeta};
     use proptest::prelude::*;
 
+    /// A diff as copies of the refs: (added, removed, changed as old and new).
+    type Resolved = (Vec<OwnerRef>, Vec<OwnerRef>, Vec<(OwnerRef, OwnerRef)>);
+
     /// The diff as spec §3.3 states it, with maps: the model the in-place search must agree with.
-    fn model(old: &[OwnerRef], new: &[OwnerRef]) -> ReferenceDiff {
+    fn model(old: &[OwnerRef], new: &[OwnerRef]) -> Resolved {
         let by_uid: HashMap<_, &OwnerRef> = old.iter().map(|r| (r.uid, r)).collect();
         let mut unmatched: HashSet<_> = by_uid.keys().copied().collect();
-        let mut diff = ReferenceDiff::default();
+        let (mut added, mut changed) = (Vec::new(), Vec::new());
         for r in new {
             if unmatched.remove(&r.uid) {
                 if by_uid[&r.uid] != r {
-                    let old = by_uid[&r.uid].clone();
-                    diff.changed.push(ChangedRef { old, new: r.clone() });
+                    changed.push((by_uid[&r.uid].clone(), r.clone()));
                 }
             } else {
-                diff.added.push(r.clone());
+                added.push(r.clone());
             }
         }
         let mut seen = HashSet::new();
-        diff.removed = old
+        let removed = old
             .iter()
             .filter(|r| unmatched.contains(&r.uid) && seen.insert(r.uid))
             .cloned()
             .collect();
-        diff
+        (added, removed, changed)
+    }
+
+    /// `diff` with its positions replaced by the refs they point at, its other fields checked
+    /// against those refs.
+    fn resolve(diff: &ReferenceDiff, old: &[OwnerRef], new: &[OwnerRef]) -> Resolved {
+        for r in &diff.removed {
+            assert_eq!((r.uid, r.blocked), (old[r.old].uid, old[r.old].blocks_owner_deletion()));
+        }
+        for c in &diff.changed {
+            let (o, n) = (&old[c.old], &new[c.new]);
+            assert_eq!(c.uid, n.uid);
+            assert_eq!(c.unblocks, o.blocks_owner_deletion() && !n.blocks_owner_deletion());
+        }
+        (
+            diff.added.iter().map(|&i| new[i].clone()).collect(),
+            diff.removed.iter().map(|r| old[r.old].clone()).collect(),
+            diff.changed
+                .iter()
+                .map(|c| (old[c.old].clone(), new[c.new].clone()))
+                .collect(),
+        )
     }
 
     /// Refs drawn from eight UIDs, so that lists share, repeat and change refs.
@@ -224,7 +270,7 @@ mod tests {
     proptest! {
         #[test]
         fn references_diffs_should_agree_with_the_map_based_model(old in refs(40), new in refs(40)) {
-            prop_assert_eq!(references_diffs(&old, &new), model(&old, &new));
+            prop_assert_eq!(resolve(&references_diffs(&old, &new), &old, &new), model(&old, &new));
         }
     }
 }
