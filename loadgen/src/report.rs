@@ -68,6 +68,9 @@ pub struct Report {
     pub objects_collected: Option<u64>,
     /// Full mode: `objects_collected / elapsed_s`.
     pub collected_per_sec: Option<f64>,
+    /// Full mode: CPU seconds the whole process (collector, simulated cluster, the replay's own
+    /// actions) spent from the first later event until the collector settled.
+    pub converge_cpu_s: Option<f64>,
     /// Full mode: the collector's API calls after the first later event, by verb.
     pub api_calls: Option<ApiCallCounts>,
     /// Full mode: `(get + patch + delete) / objects_collected`.
@@ -330,6 +333,14 @@ impl Report {
             self.objects_collected.unwrap_or_default(),
             self.collected_per_sec.unwrap_or_default()
         )?;
+        if let (Some(cpu), Some(collected)) = (self.converge_cpu_s, self.objects_collected.filter(|&n| n > 0)) {
+            writeln!(
+                f,
+                "CPU over it: {cpu:.3} s, {:.1} µs per collected object, {:.2} cores busy on average",
+                cpu * 1e6 / collected as f64,
+                cpu / self.elapsed_s.max(f64::MIN_POSITIVE)
+            )?;
+        }
         if let Some(c) = self.api_calls {
             writeln!(
                 f,

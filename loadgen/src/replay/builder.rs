@@ -30,7 +30,7 @@
 //!   in the collector. Both readings are taken after the allocator returned its free pages to the
 //!   system, so they count memory in use.
 
-use super::resident_bytes_in_use;
+use super::{cpu_time, resident_bytes_in_use};
 use crate::progress;
 use crate::stream::StreamReader;
 use anyhow::Context;
@@ -264,7 +264,7 @@ impl Shared<'_> {
             });
         }
         let count = events.iter().map(Vec::len).sum::<usize>() as u64;
-        let cpu_before = thread_cpu_time();
+        let cpu_before = cpu_time(libc::CLOCK_THREAD_CPUTIME_ID);
         let apply = |event: GraphEvent, latency: &mut [Histogram<u64>; 3]| {
             let of_type = &mut latency[type_index(event.event_type)];
             let began = Instant::now();
@@ -286,7 +286,7 @@ impl Shared<'_> {
         }
         Ok(PartitionRun {
             events: count,
-            cpu: thread_cpu_time().saturating_sub(cpu_before),
+            cpu: cpu_time(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu_before),
             latency_by_type: latency,
             span: (began, Instant::now()),
         })
@@ -343,20 +343,6 @@ impl Applied {
             merged.add(of_type).context("merging latency histograms")?;
         }
         Ok(())
-    }
-}
-
-/// The CPU time the calling thread has used.
-fn thread_cpu_time() -> Duration {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `now` is a valid timespec to write; the clock id is a constant the kernel knows.
-    let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) } == 0;
-    let secs = u64::try_from(now.tv_sec).unwrap_or(0);
-    let nanos = u32::try_from(now.tv_nsec).unwrap_or(0);
-    if ok {
-        Duration::new(secs, nanos)
-    } else {
-        Duration::ZERO
     }
 }
 

@@ -29,7 +29,7 @@
 
 use super::oracle;
 use super::script::{Action, Script, Target};
-use super::ReplayOptions;
+use super::{cpu_time, ReplayOptions};
 use crate::progress;
 use crate::report::{ApiCallCounts, BucketPercentiles, ReplayedStream, Report};
 use anyhow::Context;
@@ -295,6 +295,9 @@ struct Run {
     initial_settle: Duration,
     settled_objects: usize,
     converge: Duration,
+    /// CPU time of the whole process (collector and simulated cluster) from the first action to
+    /// the end of the settle.
+    converge_cpu: Duration,
     collected: u64,
     missed: u64,
     failed: u64,
@@ -323,6 +326,7 @@ impl Run {
             actions_failed: Some(self.failed),
             objects_collected: Some(self.collected),
             collected_per_sec: Some(self.collected as f64 / elapsed.max(f64::MIN_POSITIVE)),
+            converge_cpu_s: Some(self.converge_cpu.as_secs_f64()),
             api_calls_per_collected_object: (self.collected > 0)
                 .then(|| (calls.get + calls.patch + calls.delete) as f64 / self.collected as f64),
             api_calls: Some(calls),
@@ -351,14 +355,17 @@ async fn drive(
     let calls_before = cluster.api_calls();
     let stats_before = gc.attempt_to_delete().stats();
     let began = Instant::now();
+    let cpu_before = cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID);
     let replayed = replay_actions(cluster, types, &script.actions).await;
     let converge = settle(gc, cluster, timeout, quiet).await? - began;
+    let converge_cpu = cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(cpu_before);
     let stats_after = gc.attempt_to_delete().stats();
     let remaining = cluster.object_count() as u64;
     Ok(Run {
         initial_settle,
         settled_objects,
         converge,
+        converge_cpu,
         collected: (settled_objects as u64 + replayed.created).saturating_sub(remaining + replayed.removed_by_user),
         missed: replayed.missed,
         failed: replayed.failed,

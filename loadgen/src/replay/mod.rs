@@ -12,6 +12,7 @@ pub mod script;
 
 use crate::report::{LatencyByType, Percentiles, ReplayedStream, Report, Scaling};
 use std::path::Path;
+use std::time::Duration;
 
 /// What every replay is told.
 #[derive(Clone, Debug)]
@@ -103,6 +104,22 @@ pub fn keep_freed_memory() {
     // SAFETY: sets an allocator option; any value is valid, and it only changes when freed pages
     // are returned to the system. One hour: longer than any replay.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 3_600_000) };
+}
+
+/// CPU time of `clock`: `CLOCK_THREAD_CPUTIME_ID` for the calling thread, `CLOCK_PROCESS_CPUTIME_ID`
+/// for the whole process; zero where the clock cannot be read.
+pub fn cpu_time(clock: libc::clockid_t) -> Duration {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `now` is a valid timespec to write; the clock ids passed are constants the kernel
+    // knows.
+    let ok = unsafe { libc::clock_gettime(clock, &mut now) } == 0;
+    let secs = u64::try_from(now.tv_sec).unwrap_or(0);
+    let nanos = u32::try_from(now.tv_nsec).unwrap_or(0);
+    if ok {
+        Duration::new(secs, nanos)
+    } else {
+        Duration::ZERO
+    }
 }
 
 /// This process's resident set (`VmRSS`, which the kernel reports in kB whatever the page size),
