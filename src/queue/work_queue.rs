@@ -240,9 +240,12 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
         self.ready.notify_one();
     }
 
-    /// Applies the adds waiting in the inbox, oldest first.
+    /// Applies the adds waiting in the inbox, oldest first: at most as many as wait when it
+    /// starts, so that a producer pushing as fast as this applies cannot keep the caller here.
+    /// Every add that returned before the call is among them, or being applied by another caller.
     fn drain_inbox(&self) {
-        while let Some((item, since)) = self.inbox.pop() {
+        for _ in 0..self.inbox_len.load(Ordering::SeqCst) {
+            let Some((item, since)) = self.inbox.pop() else { return };
             self.apply_add(item, since);
             self.inbox_len.fetch_sub(1, Ordering::SeqCst);
         }
