@@ -13,6 +13,7 @@ pub mod layers;
 mod mapper;
 pub mod names;
 mod outage;
+pub mod shard;
 pub mod time;
 mod types;
 mod validation;
