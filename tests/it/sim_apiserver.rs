@@ -539,6 +539,71 @@ async fn delete_collection_should_delete_only_what_the_label_selector_matches() 
     assert_eq!(names(&cms.list(&ListParams::default()).await.unwrap().items), ["db-1"]);
 }
 
+#[tokio::test]
+async fn a_sharded_list_should_keep_the_namespaces_in_its_range_and_echo_its_selector() {
+    use kube_gc::api::shard::{fnv1a64, ShardSelector};
+    let server = TestServer::start().await;
+    let client = &server.client;
+    // Four on each side of 2^63 by FNV-1a.
+    let namespaces: Vec<String> = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "kube-public",
+        "default",
+        "prod",
+        "staging",
+    ]
+    .map(String::from)
+    .to_vec();
+    for ns in &namespaces {
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        cms.create(&PostParams::default(), &config_map("cm", &[]))
+            .await
+            .unwrap();
+    }
+    let selector = "shardRange(object.metadata.namespace, '0x0', '0x8000000000000000')";
+    let path = format!("/api/v1/configmaps?shardSelector={}", urlencode(selector));
+    let answer = raw(client, Method::GET, &path, "application/json", Vec::new()).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+    assert_eq!(answer.body["metadata"]["shardInfo"]["selector"], json!(selector));
+    let listed: BTreeSet<String> = answer.body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|o| o["metadata"]["namespace"].as_str().expect("a namespace").to_string())
+        .collect();
+    let expected: BTreeSet<String> = namespaces
+        .iter()
+        .filter(|ns| fnv1a64(ns.as_bytes()) < 1 << 63)
+        .cloned()
+        .collect();
+    assert!(
+        !expected.is_empty() && expected.len() < namespaces.len(),
+        "{expected:?}"
+    );
+    assert_eq!(listed, expected);
+    assert!(ShardSelector::parse(selector).unwrap().matches("team-x", "") == (fnv1a64(b"team-x") < 1 << 63));
+
+    let malformed = format!(
+        "/api/v1/configmaps?shardSelector={}",
+        urlencode("shardRange(object.metadata.name, '0x0', '0x1')")
+    );
+    let refused = raw(client, Method::GET, &malformed, "application/json", Vec::new()).await;
+    assert_status_body(&refused, 400, "BadRequest");
+}
+
+/// `text` as a query value.
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Metadata-only reads
 

@@ -36,6 +36,8 @@ pub(super) struct ListMeta {
     pub(super) resource_version: u64,
     pub(super) continue_token: Option<String>,
     pub(super) remaining: Option<usize>,
+    /// The `shardSelector` the list applied, as the request gave it.
+    pub(super) shard_selector: Option<String>,
 }
 
 impl ListMeta {
@@ -46,6 +48,9 @@ impl ListMeta {
         }
         if let Some(remaining) = self.remaining.filter(|&r| r > 0) {
             meta["remainingItemCount"] = json!(remaining);
+        }
+        if let Some(selector) = &self.shard_selector {
+            meta["shardInfo"] = json!({ "selector": selector });
         }
         meta
     }

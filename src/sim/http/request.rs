@@ -4,7 +4,8 @@
 
 use super::review;
 use super::selector::{FieldSelector, LabelSelector};
-use crate::api::{ApiError, Gvr, PropagationPolicy, StatusReason};
+use crate::api::shard::ShardSelector;
+use crate::api::{ApiError, Gvr, ObjectMeta, PropagationPolicy, StatusReason};
 use axum::extract::Query;
 use axum::http::request::Parts;
 use axum::http::Method;
@@ -233,6 +234,8 @@ pub(super) struct Params {
     pub(super) continue_token: Option<String>,
     pub(super) labels: LabelSelector,
     pub(super) fields: FieldSelector,
+    /// `shardSelector` (sharded list and watch).
+    pub(super) shards: ShardFilter,
     pub(super) timeout: Option<Duration>,
     pub(super) allow_bookmarks: bool,
     /// `sendInitialEvents`, when given ([`super::list_options`]).
@@ -263,6 +266,7 @@ impl Params {
             continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
             labels: LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?,
             fields: FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str))?,
+            shards: ShardFilter::parse(query.get("shardSelector"))?,
             timeout: number("timeoutSeconds")?.map(Duration::from_secs),
             allow_bookmarks: flag(query, "allowWatchBookmarks"),
             send_initial_events: query
@@ -285,6 +289,35 @@ impl Params {
             field_manager: query.get("fieldManager").filter(|m| !m.is_empty()).cloned(),
             force: query.get("force").map(|v| parse_bool("force", v)).transpose()?,
         })
+    }
+}
+
+/// A request's `shardSelector`, with the text it was given in, which a list echoes back
+/// (`metadata.shardInfo.selector`) so that the client can tell the server applied it; none
+/// selects everything.
+#[derive(Clone, Debug, Default)]
+pub(super) struct ShardFilter(Option<(ShardSelector, String)>);
+
+impl ShardFilter {
+    /// An absent or empty parameter selects everything; a malformed one is 400.
+    fn parse(given: Option<&String>) -> Result<ShardFilter, ApiError> {
+        let Some(text) = given.filter(|t| !t.is_empty()) else {
+            return Ok(ShardFilter(None));
+        };
+        let selector = ShardSelector::parse(text).map_err(|e| bad(e.to_string()))?;
+        Ok(ShardFilter(Some((selector, text.clone()))))
+    }
+
+    /// True when `meta`'s object is in the selected shards.
+    pub(super) fn matches(&self, meta: &ObjectMeta) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|(s, _)| s.matches(&meta.namespace, &meta.uid))
+    }
+
+    /// The selector as the request gave it, if any.
+    pub(super) fn given(&self) -> Option<&str> {
+        self.0.as_ref().map(|(_, text)| text.as_str())
     }
 }
 

@@ -147,6 +147,7 @@ impl Server {
             resource_version: page.listing.resource_version,
             continue_token: page.continue_token,
             remaining: Some(page.remaining),
+            shard_selector: params.shards.given().map(str::to_string),
         };
         Ok(json_response(
             StatusCode::OK,
@@ -157,9 +158,10 @@ impl Server {
     /// The objects of a collection request, filtered by its selectors.
     fn listing(&self, path: &ResourcePath, params: &Params) -> Result<Listing, ApiError> {
         let mut snapshot = self.cluster.snapshot(&path.gvr, path.namespace.as_deref())?;
-        snapshot
-            .items
-            .retain(|o| params.labels.matches(&o.metadata) && params.fields.matches(&o.metadata));
+        snapshot.items.retain(|o| {
+            let meta = &o.metadata;
+            params.labels.matches(meta) && params.fields.matches(meta) && params.shards.matches(meta)
+        });
         Ok(Listing {
             items: snapshot.items,
             resource_version: snapshot.resource_version,

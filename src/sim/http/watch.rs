@@ -201,7 +201,8 @@ impl Watch {
         let meta = &event.object.metadata;
         let in_scope = self.path.namespace.as_ref().is_none_or(|ns| *ns == meta.namespace)
             && self.params.labels.matches(meta)
-            && self.params.fields.matches(meta);
+            && self.params.fields.matches(meta)
+            && self.params.shards.matches(meta);
         if !in_scope || event.event_type == WatchEventType::Bookmark {
             return None;
         }
