@@ -12,6 +12,7 @@
 //! echoes and what a client compares with what it asked for.
 
 use std::fmt;
+use std::hash::Hasher;
 
 /// The field a selector hashes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -164,13 +165,11 @@ fn hex_bound(quoted: &str) -> Result<u128, String> {
     u128::from_str_radix(digits, 16).map_err(|_| format!("{quoted:?} is not hexadecimal"))
 }
 
-/// The 64-bit FNV-1a hash of `bytes`.
+/// The 64-bit FNV-1a hash of `bytes`, the hash the server's ranges are over.
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes
-        .iter()
-        .fold(OFFSET, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(PRIME))
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(bytes);
+    hasher.finish()
 }
 
 #[cfg(test)]
