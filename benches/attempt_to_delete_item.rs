@@ -155,6 +155,7 @@ impl Rig {
             },
             journal: Journal::disabled(),
             events: EventRecorder::new().0,
+            shard: Arc::new(kube_gc::shard::Shard::whole()),
         }
     }
 

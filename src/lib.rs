@@ -47,6 +47,7 @@ pub mod rate;
 pub mod recorder;
 pub mod router;
 pub mod server;
+pub mod shard;
 pub mod sim;
 pub mod simulate;
 mod sync;

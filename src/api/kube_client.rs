@@ -22,6 +22,7 @@
 //! the counts and without waiting for a token of the budget.
 
 use super::outage::Outage;
+use super::shard::ShardSelector;
 use super::{
     ApiError, ApiResource, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
     Patch, StatusReason, TransportError, WatchStream,
@@ -217,6 +218,15 @@ struct ListMeta {
     resource_version: String,
     #[serde(default, rename = "continue")]
     continue_token: String,
+    #[serde(default)]
+    shard_info: Option<ShardInfo>,
+}
+
+/// `ListMeta.shardInfo`: the shard selector the server applied.
+#[derive(Default, Deserialize)]
+struct ShardInfo {
+    #[serde(default)]
+    selector: String,
 }
 
 impl ClusterApi for KubeApi {
@@ -276,11 +286,21 @@ impl ClusterApi for KubeApi {
         Ok(())
     }
 
-    async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
+    async fn list_page(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        continue_token: &str,
+        limit: usize,
+    ) -> Result<ObjectList, ApiError> {
         let limit = limit.to_string();
+        let shard = shard.map(ShardSelector::to_string);
         let mut query = vec![("limit", limit.as_str())];
         if !continue_token.is_empty() {
             query.push(("continue", continue_token));
+        }
+        if let Some(selector) = &shard {
+            query.push(("shardSelector", selector));
         }
         let uri = with_query(&path(gvr, "", None), &query);
         let page: MetadataList = self
@@ -290,19 +310,35 @@ impl ClusterApi for KubeApi {
             items: page.items.into_iter().map(|o| self.stamp(gvr, o)).collect(),
             resource_version: page.metadata.resource_version,
             continue_token: page.metadata.continue_token,
+            shard_selector: page.metadata.shard_info.map(|info| info.selector),
         })
     }
 
-    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        self.open_watch(gvr, &[("resourceVersion", resource_version)]).await
+    async fn watch(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> Result<WatchStream, ApiError> {
+        let shard = shard.map(ShardSelector::to_string);
+        let mut query = vec![("resourceVersion", resource_version)];
+        query.extend(shard.as_deref().map(|s| ("shardSelector", s)));
+        self.open_watch(gvr, &query).await
     }
 
-    async fn watch_list(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        let query = [
+    async fn watch_list(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> Result<WatchStream, ApiError> {
+        let shard = shard.map(ShardSelector::to_string);
+        let mut query = vec![
             ("sendInitialEvents", "true"),
             ("resourceVersionMatch", "NotOlderThan"),
             ("resourceVersion", resource_version),
         ];
+        query.extend(shard.as_deref().map(|s| ("shardSelector", s)));
         self.open_watch(gvr, &query).await
     }
 

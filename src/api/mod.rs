@@ -30,6 +30,7 @@ pub use types::*;
 pub use validation::{validate_owner_references, InvalidOwnerReference};
 
 use futures::stream::BoxStream;
+use shard::ShardSelector;
 use std::collections::BTreeMap;
 use std::future::Future;
 
@@ -88,8 +89,10 @@ pub trait ClusterApi: Send + Sync + 'static {
         options: &DeleteOptions,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
 
-    /// LIST one page of a resource's objects, in all namespaces: at most `limit` of them (0: no
-    /// limit), from where `continue_token` says (`""`: the first page). Every page of one list
+    /// LIST one page of a resource's objects, in all namespaces (in the shards `shard` selects,
+    /// when given): at most `limit` of them (0: no limit), from where `continue_token` says
+    /// (`""`: the first page). A server that applied `shard` echoes it
+    /// ([`ObjectList::shard_selector`]); one that ignores it lists every object. Every page of one list
     /// shows the collection at the first page's resourceVersion, and the last page has no
     /// continue token. A token the server can no longer resume is answered with 410 Expired, and
     /// the list starts again from its first page.
@@ -98,12 +101,19 @@ pub trait ClusterApi: Send + Sync + 'static {
     fn list_page(
         &self,
         gvr: &Gvr,
+        shard: Option<&ShardSelector>,
         continue_token: &str,
         limit: usize,
     ) -> impl Future<Output = Result<ObjectList, ApiError>> + Send;
 
-    /// WATCH a resource in all namespaces from `resource_version` (exclusive).
-    fn watch(&self, gvr: &Gvr, resource_version: &str) -> impl Future<Output = Result<WatchStream, ApiError>> + Send;
+    /// WATCH a resource in all namespaces (in the shards `shard` selects, when given, and the
+    /// server applies it) from `resource_version` (exclusive).
+    fn watch(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> impl Future<Output = Result<WatchStream, ApiError>> + Send;
 
     /// A watch-list of a resource in all namespaces (`sendInitialEvents=true`,
     /// `resourceVersionMatch=NotOlderThan`): every object as it is at a resourceVersion not older
@@ -115,6 +125,7 @@ pub trait ClusterApi: Send + Sync + 'static {
     fn watch_list(
         &self,
         gvr: &Gvr,
+        shard: Option<&ShardSelector>,
         resource_version: &str,
     ) -> impl Future<Output = Result<WatchStream, ApiError>> + Send;
 

@@ -357,6 +357,9 @@ pub struct ObjectList {
     pub resource_version: String,
     /// The `continue` token that asks for the next page; empty on the last.
     pub continue_token: String,
+    /// The shard selector the server applied (`metadata.shardInfo.selector`); `None` when the
+    /// request had none or the server ignored it.
+    pub shard_selector: Option<String>,
 }
 
 /// How the REST mapper resolves a kind: its resource and scope.

@@ -37,6 +37,7 @@ use crate::api::{ApiError, ClusterApi, Gvk, Gvr, PartialObjectMeta, SharedRestMa
 use crate::event::{EventType, GraphEvent};
 use crate::graph::{Graph, Handle, Identity, ResourceVersion, Uid};
 use crate::router::Router;
+use crate::shard::Shard;
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -167,6 +168,8 @@ pub struct Auditor<C> {
     pub metrics: Arc<AuditMetrics>,
     /// Settings.
     pub config: AuditConfig,
+    /// The collector's part of the cluster: a page of a namespaced resource is read in it.
+    pub shard: Arc<Shard>,
     /// Per resource, where its next list page starts. Only resources monitored at the last round
     /// keep an entry, so a removed resource leaves nothing behind.
     cursors: Mutex<BTreeMap<Gvr, String>>,
@@ -192,6 +195,7 @@ impl<C: ClusterApi> Auditor<C> {
             monitored,
             metrics,
             config,
+            shard: Arc::new(Shard::whole()),
             cursors: Mutex::new(BTreeMap::new()),
         }
     }
@@ -273,7 +277,9 @@ impl<C: ClusterApi> Auditor<C> {
             return Vec::new();
         };
         let from = self.cursors.lock().get(gvr).cloned().unwrap_or_default();
-        let page = match self.api.list_page(gvr, &from, self.config.sample).await {
+        let namespaced = self.mapper.load().resource(gvr).is_some_and(|r| r.namespaced);
+        let selector = self.shard.selector().filter(|_| namespaced);
+        let page = match self.api.list_page(gvr, selector, &from, self.config.sample).await {
             Ok(page) => page,
             Err(e) => {
                 if e.is_gone() {
@@ -288,6 +294,9 @@ impl<C: ClusterApi> Auditor<C> {
         let mut suspects = Vec::new();
         for object in &page.items {
             let meta = &object.metadata;
+            if namespaced && !self.shard.keeps(&meta.namespace) {
+                continue;
+            }
             let uid = Uid::parse(&meta.uid);
             let node = self.graph.get(&uid).filter(|n| !n.is_virtual());
             if let Some((kind, seen)) = judge(node.as_ref(), Some(object), &self.graph, gvk) {

@@ -21,6 +21,8 @@ use kube_gc::leader::{LeaderElector, LeaseConfig};
 use kube_gc::monitor::SyncMode;
 use kube_gc::queue::RateLimiterConfig;
 use kube_gc::server::Slot;
+use kube_gc::shard::membership::{lease_name, Assignment, Collecting, Membership};
+use kube_gc::shard::Shard;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,6 +104,15 @@ pub struct RunArgs {
     /// Namespace of the Lease.
     #[arg(long, default_value = "kube-system")]
     leader_elect_resource_namespace: String,
+    /// Collect a shard of the cluster beside other replicas: `auto` takes ranges of the namespace
+    /// hash by a consistent hash ring over the replicas' Leases; INDEX/COUNT takes a fixed slice.
+    /// Each replica holds a Lease of its own in --leader-elect-resource-namespace, timed by the
+    /// --leader-elect-* flags (see the README's "Sharded collection").
+    #[arg(long, value_name = "auto|INDEX/COUNT", conflicts_with_all = ["leader_elect", "dry_run"])]
+    shards: Option<Assignment>,
+    /// The group of replicas that share the cluster: their Leases carry this label value.
+    #[arg(long, default_value = "kube-gc")]
+    shard_group: String,
     /// Feature gates, as NAME=true|false[,…], as kube-controller-manager takes them:
     /// `WatchListClient=false` makes the monitors read their resources by paginated LIST instead
     /// of a streaming watch-list.
@@ -180,6 +191,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.dry_run {
         eprintln!("kube-gc run: {identity} in shadow mode: no write will be sent; decisions go to the journal");
     }
+    if let Some(assignment) = args.shards.clone() {
+        let lease = args.shard_lease(&identity)?;
+        let slot = Slot::standing_by();
+        args.serving.start(cert, slot.clone(), &client, &agent).await?;
+        return run_sharded(&args, (client, slot), config, (lease, assignment)).await;
+    }
     let slot = if lease.is_some() {
         Slot::standing_by()
     } else {
@@ -225,6 +242,73 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         elector.release().await?;
     }
     outcome
+}
+
+/// A collector on one shard's ranges, as [`Membership`] drives it.
+struct Running {
+    gc: Arc<GarbageCollector<layers::Stack<KubeApi>>>,
+    slot: Arc<Slot<layers::Stack<KubeApi>>>,
+    reporter: tokio::task::JoinHandle<()>,
+}
+
+impl Collecting for Running {
+    async fn stop(&self) {
+        self.reporter.abort();
+        self.slot.clear();
+        self.gc.shutdown().await;
+        self.gc.journal().flush();
+    }
+
+    fn holds(&self, uid: &kube_gc::graph::Uid) -> bool {
+        self.gc.graph().get(uid).is_some()
+    }
+}
+
+/// `kube-gc run --shards`: collects the ranges [`Membership`] assigns this replica until a
+/// signal, then leaves the group so that the peers take them over at once.
+async fn run_sharded(
+    args: &RunArgs,
+    (client, slot): (kube::Client, Arc<Slot<layers::Stack<KubeApi>>>),
+    config: Config,
+    (lease, assignment): (LeaseConfig, Assignment),
+) -> anyhow::Result<()> {
+    eprintln!(
+        "kube-gc run: {} joins the shard group {:?} (Lease {}/{})",
+        lease.identity, args.shard_group, lease.namespace, lease.name
+    );
+    let mut membership = Membership::new(client.clone(), lease, &args.shard_group, assignment);
+    let tenure = membership.elector().tenure();
+    let api = Arc::new(layers::stack(
+        KubeApi::new(client),
+        args.budgets(),
+        Fence::new(move || tenure.is_current()),
+    ));
+    let every = args.report_every;
+    let start = |shard: Arc<Shard>| {
+        let (api, slot) = (api.clone(), slot.clone());
+        let config = Config {
+            shard,
+            ..config.clone()
+        };
+        async move {
+            eprintln!("kube-gc run: collecting {} of the hash space", config.shard.ranges());
+            let gc = GarbageCollector::start(api, config).await;
+            slot.fill(gc.clone());
+            let reporter = tokio::spawn({
+                let gc = gc.clone();
+                async move { report(&gc, every).await }
+            });
+            Arc::new(Running { gc, slot, reporter })
+        }
+    };
+    let shutdown = super::shutdown_signal();
+    tokio::select! {
+        () = membership.run(start) => {}
+        () = shutdown => {}
+    }
+    eprintln!("kube-gc run: shutting down; leaving the shard group");
+    membership.leave().await;
+    Ok(())
 }
 
 /// Logs the collector's progress every `every`; never returns.
@@ -289,6 +373,24 @@ impl RunArgs {
         };
         let path = self.journal.clone().unwrap_or_default();
         Journal::open(config).with_context(|| format!("opening --journal {}", path.display()))
+    }
+
+    /// This replica's own Lease in the shard group, timed by the `--leader-elect-*` flags.
+    fn shard_lease(&self, identity: &str) -> anyhow::Result<LeaseConfig> {
+        let lease = LeaseConfig {
+            namespace: self.leader_elect_resource_namespace.clone(),
+            name: lease_name(&self.shard_group, identity),
+            identity: identity.to_string(),
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+            budget: Budget {
+                qps: self.leader_elect_qps,
+                burst: self.leader_elect_burst,
+            },
+        };
+        lease.check().map_err(anyhow::Error::msg)?;
+        Ok(lease)
     }
 
     /// The lease to elect a leader with, when `--leader-elect`.

@@ -88,7 +88,8 @@ pub struct SimApiserverArgs {
     #[arg(long = "allow", value_name = "SUBJECT=PATH")]
     grants: Vec<http::PathGrant>,
     /// Feature gates, as NAME=true|false[,…]: `WatchList=false` answers a watch's
-    /// sendInitialEvents with 422, as a server with the gate off does.
+    /// sendInitialEvents with 422, as a server with the gate off does; `ShardedListAndWatch=false`
+    /// ignores `shardSelector` and echoes no `shardInfo`, as a server older than 1.36 does.
     #[arg(long = "feature-gates", value_parser = parse_feature_gates, default_value = "")]
     feature_gates: FeatureGates,
 }
@@ -97,12 +98,17 @@ pub struct SimApiserverArgs {
 #[derive(Clone, Debug)]
 struct FeatureGates {
     watch_list: bool,
+    sharded_list_and_watch: bool,
 }
 
 /// `NAME=BOOL[,NAME=BOOL]`; an unknown gate or a value that is not a boolean is refused.
 fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
-    let [watch_list] = kube_gc::feature_gates::parse(text, [("WatchList", true)])?;
-    Ok(FeatureGates { watch_list })
+    let [watch_list, sharded_list_and_watch] =
+        kube_gc::feature_gates::parse(text, [("WatchList", true), ("ShardedListAndWatch", true)])?;
+    Ok(FeatureGates {
+        watch_list,
+        sharded_list_and_watch,
+    })
 }
 
 pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
@@ -150,6 +156,7 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
         tokens: args.tokens,
         grants: args.grants,
         watch_list: args.feature_gates.watch_list,
+        sharded_list_and_watch: args.feature_gates.sharded_list_and_watch,
         audit,
         ..http::ServerOptions::default()
     };

@@ -47,6 +47,9 @@ impl<C: ClusterApi> Collector<C> {
         if item.is_being_deleted() && !item.is_deleting_dependents() {
             return Ok(()); // its dependents are handled when its delete event arrives
         }
+        if !item.is_virtual() && !item.is_deleting_dependents() && !self.shard.owns(identity) {
+            return Ok(()); // another shard's cluster-scoped object: that shard judges it
+        }
         if let Some(observed) = self.observed_state(item) {
             match self.act_on(item, &observed).await {
                 Err(e) if e.is_stale_write() => {
@@ -184,12 +187,17 @@ impl<C: ClusterApi> Collector<C> {
                 .get(&item.identity().uid)
                 .map_or_else(Vec::new, |n| n.blocking_dependents());
         }
+        let identity = item.identity();
         if blocking.is_empty() {
+            if !self.shards_let_go(identity, "removing the foregroundDeletion finalizer")? {
+                return Ok(()); // the owner's shard removes the finalizer
+            }
             let why = Why::new(Write::RemoveFinalizer, REASON_NO_BLOCKING_DEPENDENT).finalizer(FINALIZER_FOREGROUND);
-            return self.remove_finalizer(item.identity(), Some(state), &why).await;
+            return self.remove_finalizer(identity, Some(state), &why).await;
         }
+        self.shard_holds(identity);
         for dep in blocking {
-            if !dep.is_deleting_dependents() {
+            if !dep.is_deleting_dependents() && self.shard.owns(dep.identity()) {
                 self.attempt_to_delete.add(dep);
             }
         }

@@ -71,6 +71,7 @@ use crate::journal::Journal;
 use crate::queue::WorkQueue;
 use crate::recorder::EventRecorder;
 use crate::router::Router;
+use crate::shard::{Finding, Shard};
 use serde_json::Value;
 use state::ItemState;
 use std::sync::Arc;
@@ -152,9 +153,44 @@ pub struct Collector<C> {
     pub journal: Journal,
     /// Where Events on the owners of deleted objects go (`--journal-owner-events`).
     pub events: EventRecorder,
+    /// The part of the cluster this collector acts on, and what the other shards reported
+    /// ([`crate::shard`]).
+    pub shard: Arc<Shard>,
 }
 
 impl<C: ClusterApi> Collector<C> {
+    /// Once no dependent in this shard holds `owner`: whether this shard removes the owner's
+    /// finalizer now. A namespaced owner's dependents are all in its own shard: yes. For a
+    /// cluster-scoped one, this shard's finding is recorded for the others; `false` when the
+    /// owner is another shard's, an error to wait on when another shard's ranges may still hold
+    /// dependents.
+    fn shards_let_go(&self, owner: &Identity, before: &'static str) -> Result<bool> {
+        if !owner.namespace.is_empty() {
+            return Ok(true);
+        }
+        self.shard.record(owner.uid, Finding::Clear);
+        if !self.shard.owns(owner) {
+            return Ok(false);
+        }
+        match self.shard.agreed(&owner.uid) {
+            Ok(()) => Ok(true),
+            Err(holding) => {
+                tracing::debug!(owner = %owner, ?holding, "{before}: waiting for the other shards");
+                Err(CollectError::PartialView {
+                    incomplete: Vec::new(),
+                    before,
+                })
+            }
+        }
+    }
+
+    /// Records that dependents in this shard still hold the cluster-scoped `owner`.
+    fn shard_holds(&self, owner: &Identity) {
+        if owner.namespace.is_empty() {
+            self.shard.record(owner.uid, Finding::Pending);
+        }
+    }
+
     /// One attemptToDelete worker: runs until its queue shuts down.
     pub async fn run_attempt_to_delete_worker(self: Arc<Self>) {
         while self.process_attempt_to_delete_worker().await {}

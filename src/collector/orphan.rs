@@ -26,17 +26,22 @@ impl<C: ClusterApi> Collector<C> {
             self.require_complete_views("orphaning dependents").await?;
             // The graph's node for the UID: a clone that replaced `owner` holds the newer edges.
             let current = self.graph.get(&uid).unwrap_or_else(|| owner.clone());
+            // Another shard's cluster-scoped dependents are that shard's to patch.
             let fresh: Vec<Handle> = current
                 .dependents()
                 .into_iter()
-                .filter(|d| !patched.contains(&d.identity().uid))
+                .filter(|d| !patched.contains(&d.identity().uid) && self.shard.owns(d.identity()))
                 .collect();
             if fresh.is_empty() {
                 self.partial_view.orphaned.record(uid);
+                if !self.shards_let_go(owner.identity(), "removing the orphan finalizer")? {
+                    return Ok(()); // the owner's shard removes the finalizer
+                }
                 let observed = self.observed_state(owner);
                 let why = Why::new(Action::RemoveFinalizer, "every dependent is orphaned").finalizer(FINALIZER_ORPHAN);
                 return self.remove_finalizer(owner.identity(), observed.as_ref(), &why).await;
             }
+            self.shard_holds(owner.identity());
             self.orphan_dependents(owner.identity(), &fresh).await?;
             patched.extend(fresh.iter().map(|d| d.identity().uid));
         }

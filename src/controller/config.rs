@@ -5,6 +5,8 @@ use crate::graph::DEFAULT_ABSENT_OWNER_CACHE_CAPACITY;
 use crate::journal::Journal;
 use crate::monitor::SyncMode;
 use crate::queue::RateLimiterConfig;
+use crate::shard::Shard;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A group and resource, version-free: the unit resources are ignored by.
@@ -87,6 +89,9 @@ pub struct Config {
     pub stall_after: Duration,
     /// The periodic audit of the graph against the API server (`--audit-period`); off by default.
     pub audit: Option<crate::audit::AuditConfig>,
+    /// The part of the cluster this collector collects ([`crate::shard`]): the whole of it by
+    /// default. A sharded collector's workers start only once its monitors have synced.
+    pub shard: Arc<Shard>,
 }
 
 impl Default for Config {
@@ -107,6 +112,7 @@ impl Default for Config {
             journal: Journal::disabled(),
             stall_after: Duration::from_secs(600),
             audit: None,
+            shard: Arc::new(Shard::whole()),
         }
     }
 }

@@ -2,7 +2,8 @@
 //! lifecycle (spec §7.4, §7.6, §7.7).
 //!
 //! Invariant: workers start once, after the monitors' first sync or after
-//! `initial_sync_timeout`, whichever comes first, and are never paused by a resync (there is no
+//! `initial_sync_timeout`, whichever comes first (a shard's only after the sync), and are never
+//! paused by a resync (there is no
 //! worker lock). Shutdown stops the monitors, then the queues, then waits for every task.
 
 mod config;
@@ -125,6 +126,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
             config: gc.config.collector.clone(),
             journal: gc.config.journal.clone(),
             events: recorder,
+            shard: gc.config.shard.clone(),
         });
         gc.spawn(gc.clone().run(collector));
         if let Some(audit) = gc.config.audit.clone() {
@@ -136,7 +138,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
     /// An auditor of this collector's graph with `config` (see [`crate::audit`]); the controller
     /// runs one when [`Config::audit`] says so, and tests drive rounds by hand.
     pub fn auditor(&self, config: AuditConfig) -> Auditor<C> {
-        Auditor::new(
+        let mut auditor = Auditor::new(
             self.api.clone(),
             self.graph.clone(),
             self.router.clone(),
@@ -144,7 +146,9 @@ impl<C: ClusterApi> GarbageCollector<C> {
             self.monitors.clone(),
             self.audit.clone(),
             config,
-        )
+        );
+        auditor.shard = self.config.shard.clone();
+        auditor
     }
 
     /// The periodic audit's counters.
@@ -181,8 +185,15 @@ impl<C: ClusterApi> GarbageCollector<C> {
     /// resync every period.
     async fn run(self: Arc<Self>, collector: Arc<Collector<C>>) {
         self.sync_once().await;
-        if !self.wait_for_sync(self.config.initial_sync_timeout).await {
-            tracing::warn!(timeout = ?self.config.initial_sync_timeout, "monitors not synced; starting workers anyway");
+        // A shard's ranges may just have changed hands: it acts only on a synced view of them.
+        let sharded = self.config.shard.selector().is_some();
+        while !self.wait_for_sync(self.config.initial_sync_timeout).await {
+            if !sharded {
+                tracing::warn!(timeout = ?self.config.initial_sync_timeout, "monitors not synced; starting workers anyway");
+                break;
+            }
+            tracing::warn!("monitors not synced; a shard's workers wait for them");
+            self.sync_once().await;
         }
         for _ in 0..self.config.workers.max(1) {
             self.spawn(collector.clone().run_attempt_to_delete_worker());
@@ -257,11 +268,15 @@ impl<C: ClusterApi> GarbageCollector<C> {
         // that stops serving an old version keeps its monitor (on the preferred version), and a
         // stale mapping would send owner GETs to the dropped version, whose 404 reads as the owner
         // being absent.
+        let unchanged = monitors.resources() == plan.wanted.keys().cloned().collect();
+        if !unchanged {
+            let stages = (&self.graph, &self.router);
+            monitors.resync(&plan.wanted, &self.api, stages, (&plan.mapper, &self.config.shard));
+        }
         self.mapper.store(plan.mapper);
-        if monitors.resources() == plan.wanted.keys().cloned().collect() {
+        if unchanged {
             return false;
         }
-        monitors.resync(&plan.wanted, &self.api, &self.graph, &self.router);
         tracing::info!(resources = plan.wanted.len(), "monitor set updated");
         true
     }

@@ -11,6 +11,7 @@ use crate::collector::Views;
 use crate::graph::Graph;
 use crate::monitor::{self, Monitor, MonitorStatus, SyncMode};
 use crate::router::Router;
+use crate::shard::Shard;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -139,14 +140,17 @@ impl Monitors {
         &mut self,
         wanted: &BTreeMap<Gvr, Gvk>,
         api: &Arc<C>,
-        graph: &Arc<Graph>,
-        router: &Router,
+        (graph, router): (&Arc<Graph>, &Router),
+        (mapper, shard): (&RestMapper, &Arc<Shard>),
     ) {
         self.running.retain(|gvr, _| wanted.contains_key(gvr));
         for (gvr, gvk) in wanted {
             if !self.running.contains_key(gvr) {
                 let resource = (gvr.clone(), gvk.clone());
-                let m = monitor::start(api.clone(), graph.clone(), router.clone(), resource, self.mode);
+                // Only a namespaced resource is sharded: every replica sees all cluster-scoped objects.
+                let namespaced = mapper.resource(gvr).is_some_and(|r| r.namespaced);
+                let shard = namespaced.then(|| shard.clone());
+                let m = monitor::start(api.clone(), graph.clone(), router.clone(), resource, self.mode, shard);
                 self.running.insert(gvr.clone(), m);
             }
         }

@@ -33,6 +33,7 @@ use crate::api::layers::{Budget, Throttle};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::ObjectMeta;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,6 +129,27 @@ pub struct LeaderElector<S = KubeLeases> {
     /// The last lease record seen (holder, renew time) and when this replica first saw it.
     observed: Option<((String, Option<MicroTime>), Instant)>,
     tenure: Tenure,
+    /// Labels and annotations every write of the lease carries.
+    marks: Marks,
+}
+
+/// Labels and annotations a Lease's writes carry: a shard's group label and its report.
+#[derive(Clone, Debug, Default)]
+struct Marks {
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+}
+
+impl Marks {
+    fn apply(&self, meta: &mut ObjectMeta) {
+        let extend = |to: &mut Option<BTreeMap<String, String>>, from: &BTreeMap<String, String>| {
+            if !from.is_empty() {
+                to.get_or_insert_with(BTreeMap::new).extend(from.clone());
+            }
+        };
+        extend(&mut meta.labels, &self.labels);
+        extend(&mut meta.annotations, &self.annotations);
+    }
 }
 
 impl LeaderElector {
@@ -147,7 +169,34 @@ impl<S: LeaseStore> LeaderElector<S> {
             config,
             observed: None,
             tenure: Tenure::new(),
+            marks: Marks::default(),
         }
+    }
+
+    /// Every write of the lease carries the label `key=value`.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.marks.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// The next writes of the lease carry the annotation `key: value`.
+    pub fn annotate(&mut self, key: &str, value: String) {
+        self.marks.annotations.insert(key.to_string(), value);
+    }
+
+    /// The store the lease lives in.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// One round of acquiring or renewing: true when this replica holds the lease after it, its
+    /// tenure then running until `renew_deadline` after the round began.
+    ///
+    /// # Errors
+    ///
+    /// When the lease could not be read or written; the tenure is left to run out.
+    pub async fn renew(&mut self) -> Result<bool, LeaseError> {
+        self.try_acquire_or_renew().await
     }
 
     /// The tenure this elector extends at each successful renewal and ends when leadership is
@@ -252,12 +301,13 @@ impl<S: LeaseStore> LeaderElector<S> {
         spec.holder_identity = Some(self.config.identity.clone());
         spec.lease_duration_seconds = Some(self.lease_seconds());
         spec.renew_time = Some(now());
+        self.marks.apply(&mut lease.metadata);
         self.throttle.acquire().await;
         self.store.replace(&lease).await
     }
 
     async fn create(&mut self) -> Result<bool, LeaseError> {
-        let lease = Lease {
+        let mut lease = Lease {
             metadata: ObjectMeta {
                 name: Some(self.config.name.clone()),
                 namespace: Some(self.config.namespace.clone()),
@@ -272,6 +322,7 @@ impl<S: LeaseStore> LeaderElector<S> {
                 ..LeaseSpec::default()
             }),
         };
+        self.marks.apply(&mut lease.metadata);
         self.throttle.acquire().await;
         self.store.create(&lease).await
     }

@@ -13,7 +13,7 @@ use std::future::Future;
 #[derive(Debug, thiserror::Error)]
 #[error("{action} the lease")]
 pub struct LeaseError {
-    /// `reading`, `creating` or `writing`.
+    /// `reading`, `listing`, `creating` or `writing`.
     pub action: &'static str,
     /// What the client reported.
     #[source]
@@ -45,6 +45,20 @@ impl KubeLeases {
         KubeLeases {
             leases: Api::namespaced(client, namespace),
             name: name.to_string(),
+        }
+    }
+}
+
+impl KubeLeases {
+    /// Every Lease of the namespace with the label `key=value`.
+    pub async fn list_labelled(&self, key: &str, value: &str) -> Result<Vec<Lease>, LeaseError> {
+        let params = kube::api::ListParams::default().labels(&format!("{key}={value}"));
+        match self.leases.list(&params).await {
+            Ok(list) => Ok(list.items),
+            Err(source) => Err(LeaseError {
+                action: "listing",
+                source,
+            }),
         }
     }
 }

@@ -18,7 +18,11 @@ impl<C: ClusterApi> Watcher<C> {
         let mut token = String::new();
         let mut resource_version = None;
         loop {
-            let page = match self.api.list_page(&self.gvr, &token, LIST_PAGE_SIZE).await {
+            let page = match self
+                .api
+                .list_page(&self.gvr, self.selector(), &token, LIST_PAGE_SIZE)
+                .await
+            {
                 Ok(page) => page,
                 Err(e) => {
                     self.failures.failed(&self.gvr, "list", &e);

@@ -56,6 +56,7 @@ use crate::api::{ApiError, ClusterApi, Gvk, Gvr, ObjectMeta, WatchStream};
 use crate::event::{EventType, GraphEvent};
 use crate::graph::{Graph, Sym, Uid};
 use crate::router::Router;
+use crate::shard::Shard;
 use futures::StreamExt;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,6 +137,9 @@ struct Watcher<C> {
     failures: FailureStreak,
     /// Every object the monitor has routed and not yet seen deleted.
     known: KnownSet,
+    /// The collector's shard, for a namespaced resource: its selector goes with every list and
+    /// watch, and events outside it are dropped ([`crate::shard`]).
+    shard: Option<Arc<Shard>>,
 }
 
 /// Logs a run of failures once, at its start, and its end.
@@ -174,13 +178,15 @@ fn log_refusal(gvr: &Gvr, why: &watch_list::Refused) {
 }
 
 /// Starts a monitor of `gvr`, whose objects are of kind `gvk`, on the current runtime; it reads
-/// its whole resource by `mode` until the server refuses a watch-list.
+/// its whole resource by `mode` until the server refuses a watch-list. A namespaced resource's
+/// monitor sees only the objects of `shard`'s namespaces; a cluster-scoped one's, all.
 pub fn start<C: ClusterApi>(
     api: Arc<C>,
     graph: Arc<Graph>,
     router: Router,
     (gvr, gvk): (Gvr, Gvk),
     mode: SyncMode,
+    shard: Option<Arc<Shard>>,
 ) -> Monitor {
     let status = Arc::new(MonitorStatus::default());
     status.set_sync_mode(mode);
@@ -196,6 +202,7 @@ pub fn start<C: ClusterApi>(
         backoff: Backoff::default(),
         failures: FailureStreak::default(),
         known: KnownSet::default(),
+        shard: shard.filter(|s| s.selector().is_some()),
     };
     let token = stop.clone();
     let task = tokio::spawn(async move {
@@ -309,7 +316,7 @@ impl<C: ClusterApi> Watcher<C> {
             let opened = tokio::time::Instant::now();
             let stream = match open.take() {
                 Some(stream) => Ok(stream),
-                None => self.api.watch(&self.gvr, &rv).await,
+                None => self.api.watch(&self.gvr, self.selector(), &rv).await,
             };
             let (delivered, ended) = match stream {
                 Ok(stream) => self.follow(stream, &mut rv).await,
@@ -365,6 +372,11 @@ impl<C: ClusterApi> Watcher<C> {
         (delivered, None)
     }
 
+    /// The `shardSelector` of the monitor's requests.
+    fn selector(&self) -> Option<&crate::api::shard::ShardSelector> {
+        self.shard.as_ref().and_then(|s| s.selector())
+    }
+
     fn route(&mut self, event_type: EventType, meta: ObjectMeta) {
         if let Some(event) = self.observed(event_type, &meta) {
             self.send(event);
@@ -374,6 +386,9 @@ impl<C: ClusterApi> Watcher<C> {
     /// The graph event of an object the watch showed; `None`, after a warning, for one that
     /// cannot be one (no UID, a malformed owner reference).
     fn observed(&self, event_type: EventType, meta: &ObjectMeta) -> Option<GraphEvent> {
+        if self.shard.as_ref().is_some_and(|s| !s.keeps(&meta.namespace)) {
+            return None;
+        }
         match GraphEvent::observed(&self.graph, event_type, meta, &self.api_version, &self.kind) {
             Ok(event) => Some(event),
             Err(e) => {

@@ -80,6 +80,7 @@ async fn vanished_pod_with_its_add_in_flight_should_be_deleted(mode: SyncMode) {
         router.clone(),
         (pods(), Gvk::from_api_version("v1", "Pod")),
         mode,
+        None,
     );
     eventually("the first sync", || monitor.has_synced() && graph.contains(&kept)).await;
 

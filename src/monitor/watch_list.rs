@@ -86,7 +86,7 @@ impl<C: ClusterApi> Watcher<C> {
     /// [module docs](self). On a refusal, every object stays known, for the list that follows.
     pub(super) async fn watch_list(&mut self, mut unseen: KnownSet) -> Result<Synced, Refused> {
         loop {
-            let mut stream = match self.api.watch_list(&self.gvr, "").await {
+            let mut stream = match self.api.watch_list(&self.gvr, self.selector(), "").await {
                 Ok(stream) => stream,
                 Err(e) if refuses_watch_list(&e) => return Err(self.refused(Refused::Answered(e), unseen)),
                 Err(e) => {

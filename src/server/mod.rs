@@ -36,8 +36,9 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use parking_lot::RwLock;
 use std::future::Future;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// Where the graph dump is mounted, as on kube-controller-manager's debug handler.
 pub const GRAPH_PATH: &str = "/debug/controllers/garbagecollector/graph";
@@ -47,9 +48,10 @@ pub const JOURNAL_PATH: &str = "/debug/journal";
 /// Where the list of objects stuck waiting on the collector is mounted.
 pub const STUCK_PATH: &str = "/debug/stuck";
 
-/// The collector the endpoints describe: empty until it has started.
+/// The collector the endpoints describe: empty until it has started, and while a shard's ranges
+/// change hands.
 pub struct Slot<C> {
-    gc: OnceLock<Arc<GarbageCollector<C>>>,
+    gc: RwLock<Option<Arc<GarbageCollector<C>>>>,
     /// Whether an empty slot means a replica standing by for the lease, rather than a collector
     /// still starting.
     standby: bool,
@@ -59,7 +61,7 @@ impl<C> Slot<C> {
     /// An empty slot, for a replica standing by for the leader lease: ready.
     pub fn standing_by() -> Arc<Self> {
         Arc::new(Slot {
-            gc: OnceLock::new(),
+            gc: RwLock::new(None),
             standby: true,
         })
     }
@@ -67,7 +69,7 @@ impl<C> Slot<C> {
     /// An empty slot, for a collector that is starting: not ready yet.
     pub fn starting() -> Arc<Self> {
         Arc::new(Slot {
-            gc: OnceLock::new(),
+            gc: RwLock::new(None),
             standby: false,
         })
     }
@@ -79,14 +81,19 @@ impl<C> Slot<C> {
         slot
     }
 
-    /// Puts the running collector in; a second call changes nothing.
+    /// Puts the running collector in, in place of the one before.
     pub fn fill(&self, gc: Arc<GarbageCollector<C>>) {
-        let _ = self.gc.set(gc);
+        *self.gc.write() = Some(gc);
+    }
+
+    /// Takes the collector out: it is stopping.
+    pub fn clear(&self) {
+        *self.gc.write() = None;
     }
 
     /// The collector, or why there is none yet.
-    fn collector(&self) -> Result<&Arc<GarbageCollector<C>>, Unavailable> {
-        self.gc.get().ok_or(Unavailable { standby: self.standby })
+    fn collector(&self) -> Result<Arc<GarbageCollector<C>>, Unavailable> {
+        self.gc.read().clone().ok_or(Unavailable { standby: self.standby })
     }
 }
 
@@ -166,7 +173,7 @@ async fn explain<C: ClusterApi>(
     let Some(uid) = query.uid.filter(|u| !u.is_empty()) else {
         return Ok((StatusCode::BAD_REQUEST, "explain needs ?uid=\n").into_response());
     };
-    Ok(axum::Json(explain::explain(gc, Uid::parse(&uid))).into_response())
+    Ok(axum::Json(explain::explain(&gc, Uid::parse(&uid))).into_response())
 }
 
 #[derive(serde::Deserialize)]
@@ -214,7 +221,7 @@ async fn stuck<C: ClusterApi>(
         Ok(n) => n,
         Err(why) => return Ok((StatusCode::BAD_REQUEST, why).into_response()),
     };
-    Ok(axum::Json(stuck::stuck(gc, older_than, limit)).into_response())
+    Ok(axum::Json(stuck::stuck(&gc, older_than, limit)).into_response())
 }
 
 /// A `limit=` parameter: `default` when absent or empty, else a whole number, or what the 400
@@ -231,11 +238,11 @@ fn limit(text: Option<&str>, default: usize) -> Result<usize, String> {
 async fn metrics<C: ClusterApi>(State(slot): Shared<C>) -> Result<Response, Unavailable> {
     let gc = slot.collector()?;
     let content_type = [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)];
-    Ok((content_type, metrics::render(gc)).into_response())
+    Ok((content_type, metrics::render(&gc)).into_response())
 }
 
 async fn readyz<C: ClusterApi>(State(slot): Shared<C>) -> Response {
-    let ready = match slot.gc.get() {
+    let ready = match slot.gc.read().as_ref() {
         Some(gc) => gc.is_ready(),
         None => slot.standby,
     };

@@ -11,10 +11,12 @@ use super::pages::Listing;
 use super::store::present;
 use super::SimCluster;
 use crate::api::layers::{Count, Layer, Request, Verb};
+use crate::api::shard::ShardSelector;
 use crate::api::{
     ApiError, CallCount, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, Patch,
     WatchStream,
 };
+use futures::StreamExt;
 
 /// How many [`ClusterApi`] calls were made, by verb. User actions are not counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -89,24 +91,41 @@ impl ClusterApi for SimCluster {
         })
     }
 
-    async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
+    async fn list_page(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        continue_token: &str,
+        limit: usize,
+    ) -> Result<ObjectList, ApiError> {
         self.counted(Request::on(Verb::List, gvr), || {
-            self.list_page_now(gvr, continue_token, limit)
+            self.list_page_now(gvr, shard, continue_token, limit)
         })
     }
 
-    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+    async fn watch(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> Result<WatchStream, ApiError> {
         self.counted(Request::on(Verb::Watch, gvr), || {
-            self.state.lock().watch(gvr, resource_version)
+            let stream = self.state.lock().watch(gvr, resource_version)?;
+            Ok(in_shards(stream, shard))
         })
     }
 
     /// The newest state is never older than a version the cluster handed out, so
     /// `resource_version` needs no wait.
-    async fn watch_list(&self, gvr: &Gvr, _resource_version: &str) -> Result<WatchStream, ApiError> {
+    async fn watch_list(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        _resource_version: &str,
+    ) -> Result<WatchStream, ApiError> {
         self.counted(Request::on(Verb::Watch, gvr), || {
             let start = self.state.lock().watch_with_initial(gvr, "")?;
-            Ok(start.with_initial_events_end())
+            Ok(in_shards(start.with_initial_events_end(), shard))
         })
     }
 
@@ -124,10 +143,21 @@ impl ClusterApi for SimCluster {
 
 impl SimCluster {
     /// One page of a list on the trait face: see [`ClusterApi::list_page`].
-    fn list_page_now(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
+    fn list_page_now(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        continue_token: &str,
+        limit: usize,
+    ) -> Result<ObjectList, ApiError> {
         let token = (!continue_token.is_empty()).then_some(continue_token);
         let page = self.pages.page(token, (limit > 0).then_some(limit), || {
-            let snapshot = self.snapshot(gvr, None)?;
+            let mut snapshot = self.snapshot(gvr, None)?;
+            if let Some(shard) = shard {
+                snapshot
+                    .items
+                    .retain(|o| shard.matches(&o.metadata.namespace, &o.metadata.uid));
+            }
             Ok(Listing {
                 items: snapshot.items,
                 resource_version: snapshot.resource_version,
@@ -138,6 +168,25 @@ impl SimCluster {
             items: page.items().iter().map(|o| present(o, gvr, &def)).collect(),
             resource_version: page.listing.resource_version.to_string(),
             continue_token: page.continue_token.unwrap_or_default(),
+            shard_selector: shard.map(ShardSelector::to_string),
         })
     }
+}
+
+/// The events of `stream` in the shards `shard` selects (bookmarks and errors always pass).
+fn in_shards(stream: WatchStream, shard: Option<&ShardSelector>) -> WatchStream {
+    let Some(shard) = shard.cloned() else {
+        return stream;
+    };
+    stream
+        .filter(move |event| {
+            let keep = match event {
+                Ok(e) if e.event_type != crate::api::WatchEventType::Bookmark => {
+                    shard.matches(&e.object.metadata.namespace, &e.object.metadata.uid)
+                }
+                _ => true,
+            };
+            std::future::ready(keep)
+        })
+        .boxed()
 }

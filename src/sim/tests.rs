@@ -563,7 +563,7 @@ fn a_json_patch_should_apply_through_the_same_write_path() {
 #[tokio::test]
 async fn watch_should_deliver_added_modified_and_deleted_in_order() {
     let cluster = SimCluster::new();
-    let mut stream = cluster.watch(&pods(), "").await.expect("watch");
+    let mut stream = cluster.watch(&pods(), None, "").await.expect("watch");
     create_pod(&cluster, "a", &[]);
     cluster
         .delete_object(&pods(), NS, "a", &policy(PropagationPolicy::Orphan))
@@ -606,7 +606,7 @@ async fn watch_should_replay_from_a_retained_resource_version() {
     let a = create_pod(&cluster, "a", &[]);
     create_pod(&cluster, "b", &[]);
     let mut stream = cluster
-        .watch(&pods(), &a.metadata.resource_version)
+        .watch(&pods(), None, &a.metadata.resource_version)
         .await
         .expect("watch");
     let replayed = next_event(&mut stream).await;
@@ -623,14 +623,14 @@ async fn watch_from_a_resource_version_older_than_the_history_should_be_gone() {
         create_pod(&cluster, name, &[]);
     }
     let err = cluster
-        .watch(&pods(), &first.metadata.resource_version)
+        .watch(&pods(), None, &first.metadata.resource_version)
         .await
         .err()
         .expect("too old");
     assert_eq!(err.reason(), Some(StatusReason::Gone));
     let c = get_pod(&cluster, "c");
     let mut stream = cluster
-        .watch(&pods(), &c.metadata.resource_version)
+        .watch(&pods(), None, &c.metadata.resource_version)
         .await
         .expect("retained");
     assert_eq!(next_event(&mut stream).await.object.metadata.name, "d");
@@ -642,8 +642,11 @@ async fn unregister_should_delete_every_object_and_end_the_watch() {
     cluster.create(&widgets(), object(NS, "w1")).expect("create");
     cluster.create(&widgets(), object("other", "w2")).expect("create");
     create_pod(&cluster, "p", &[]);
-    let list = cluster.list_page(&widgets(), "", 0).await.expect("list");
-    let mut stream = cluster.watch(&widgets(), &list.resource_version).await.expect("watch");
+    let list = cluster.list_page(&widgets(), None, "", 0).await.expect("list");
+    let mut stream = cluster
+        .watch(&widgets(), None, &list.resource_version)
+        .await
+        .expect("watch");
     cluster.unregister("example.com", "widgets");
     assert_eq!(next_event(&mut stream).await.event_type, WatchEventType::Deleted);
     assert_eq!(next_event(&mut stream).await.event_type, WatchEventType::Deleted);
@@ -651,7 +654,7 @@ async fn unregister_should_delete_every_object_and_end_the_watch() {
     assert!(matches!(end, Ok(None)), "the stream should end after the type goes");
     assert_eq!(cluster.object_count(), 1);
     assert!(cluster
-        .list_page(&widgets(), "", 0)
+        .list_page(&widgets(), None, "", 0)
         .await
         .expect_err("gone")
         .is_not_found());
@@ -667,7 +670,7 @@ async fn list_pages_should_show_the_collection_at_the_first_pages_version() {
     for name in ["a", "b", "c"] {
         create_pod(&cluster, name, &[]);
     }
-    let first = cluster.list_page(&pods(), "", 2).await.expect("first page");
+    let first = cluster.list_page(&pods(), None, "", 2).await.expect("first page");
     assert_eq!(names(&first), ["a", "b"]);
     assert!(!first.continue_token.is_empty(), "a page follows");
     create_pod(&cluster, "d", &[]);
@@ -676,14 +679,14 @@ async fn list_pages_should_show_the_collection_at_the_first_pages_version() {
         .expect("delete");
 
     let last = cluster
-        .list_page(&pods(), &first.continue_token, 2)
+        .list_page(&pods(), None, &first.continue_token, 2)
         .await
         .expect("second page");
     assert_eq!(names(&last), ["c"], "the snapshot's, not the present's");
     assert_eq!(last.resource_version, first.resource_version);
     assert!(last.continue_token.is_empty(), "the last page has no continue token");
     assert_eq!(cluster.api_calls().list, 2, "one call per page");
-    let whole = cluster.list_page(&pods(), "", 0).await.expect("unlimited");
+    let whole = cluster.list_page(&pods(), None, "", 0).await.expect("unlimited");
     assert_eq!(names(&whole), ["a", "b", "d"]);
     assert!(whole.continue_token.is_empty());
 }
@@ -694,16 +697,16 @@ async fn a_finished_list_should_let_its_snapshot_go() {
     for name in ["a", "b"] {
         create_pod(&cluster, name, &[]);
     }
-    let first = cluster.list_page(&pods(), "", 1).await.expect("first page");
+    let first = cluster.list_page(&pods(), None, "", 1).await.expect("first page");
     let token = first.continue_token;
-    cluster.list_page(&pods(), &token, 1).await.expect("last page");
+    cluster.list_page(&pods(), None, &token, 1).await.expect("last page");
     assert_eq!(
-        reason(cluster.list_page(&pods(), &token, 1).await),
+        reason(cluster.list_page(&pods(), None, &token, 1).await),
         StatusReason::Expired,
         "the list must start again"
     );
     assert_eq!(
-        reason(cluster.list_page(&pods(), "not-a-token", 1).await),
+        reason(cluster.list_page(&pods(), None, "not-a-token", 1).await),
         StatusReason::BadRequest
     );
 }
@@ -712,7 +715,7 @@ async fn a_finished_list_should_let_its_snapshot_go() {
 async fn a_watch_delay_should_hold_back_each_event() {
     let cluster = SimCluster::new();
     cluster.set_watch_delay("", "pods", Duration::from_secs(2));
-    let mut stream = cluster.watch(&pods(), "0").await.expect("watch");
+    let mut stream = cluster.watch(&pods(), None, "0").await.expect("watch");
     create_pod(&cluster, "a", &[]);
     let started = tokio::time::Instant::now();
     assert_eq!(next_event(&mut stream).await.object.metadata.name, "a");
@@ -722,7 +725,7 @@ async fn a_watch_delay_should_hold_back_each_event() {
 #[tokio::test]
 async fn a_watch_blackout_should_lose_events_then_end_the_stream_with_410() {
     let cluster = SimCluster::new();
-    let mut stream = cluster.watch(&pods(), "0").await.expect("watch");
+    let mut stream = cluster.watch(&pods(), None, "0").await.expect("watch");
     create_pod(&cluster, "before", &[]);
     assert_eq!(next_event(&mut stream).await.object.metadata.name, "before");
     cluster.set_watch_blackout("", "pods", true);
@@ -780,8 +783,8 @@ async fn api_calls_should_count_only_calls_through_the_trait() {
     assert_eq!(cluster.api_calls().total(), 0);
 
     let pod = cluster.get(&pods(), NS, "a").await.expect("get");
-    cluster.list_page(&pods(), "", 0).await.expect("list");
-    let _stream = cluster.watch(&pods(), "").await.expect("watch");
+    cluster.list_page(&pods(), None, "", 0).await.expect("list");
+    let _stream = cluster.watch(&pods(), None, "").await.expect("watch");
     let body = json!({"metadata": {"labels": {"a": "b"}}});
     cluster
         .patch(&pods(), NS, "a", &Patch::new(PatchType::StrategicMerge, body))
@@ -862,18 +865,18 @@ async fn a_fault_should_fail_matching_trait_calls_until_cleared_and_still_count_
     ));
     for _ in 0..3 {
         assert_eq!(
-            cluster.list_page(&widgets(), "", 0).await.map(|_| ()),
+            cluster.list_page(&widgets(), None, "", 0).await.map(|_| ()),
             Err(broken.clone())
         );
     }
     // Other resources and other verbs of the same resource are untouched.
-    cluster.list_page(&pods(), "", 0).await.expect("pods still list");
-    let _watch = cluster.watch(&widgets(), "").await.expect("widgets still watch");
+    cluster.list_page(&pods(), None, "", 0).await.expect("pods still list");
+    let _watch = cluster.watch(&widgets(), None, "").await.expect("widgets still watch");
     assert_eq!(cluster.api_calls().list, 4, "a failed call still reached the server");
 
     cluster.clear_faults();
     cluster
-        .list_page(&widgets(), "", 0)
+        .list_page(&widgets(), None, "", 0)
         .await
         .expect("widgets list once cleared");
 }
@@ -970,5 +973,5 @@ async fn faults_should_never_touch_the_user_methods() {
         .await
         .is_err());
     assert!(get_pod(&cluster, "b").metadata.labels.is_empty());
-    assert!(cluster.watch(&pods(), "").await.is_err());
+    assert!(cluster.watch(&pods(), None, "").await.is_err());
 }

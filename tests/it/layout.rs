@@ -22,6 +22,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("tree", 2),
     ("event", 3),
     ("journal", 3),
+    ("shard", 3),
     ("router", 4),
     ("queue", 4),
     ("recorder", 4),

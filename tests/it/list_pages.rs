@@ -11,6 +11,7 @@
 use crate::support;
 
 use futures::StreamExt;
+use kube_gc::api::shard::ShardSelector;
 use kube_gc::api::{
     ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, Patch,
     StatusReason, WatchStream,
@@ -147,9 +148,15 @@ impl ClusterApi for Paging {
         self.cluster.delete(gvr, namespace, name, options).await
     }
 
-    async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
+    async fn list_page(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        continue_token: &str,
+        limit: usize,
+    ) -> Result<ObjectList, ApiError> {
         if *gvr != pods() {
-            return self.cluster.list_page(gvr, continue_token, limit).await;
+            return self.cluster.list_page(gvr, shard, continue_token, limit).await;
         }
         if self.draw_failure() {
             return Err(ApiError::status(StatusReason::InternalError, "injected: etcd is slow"));
@@ -166,21 +173,26 @@ impl ClusterApi for Paging {
                 return Err(error);
             }
         }
-        let page = self.cluster.list_page(gvr, continue_token, limit).await?;
+        let page = self.cluster.list_page(gvr, shard, continue_token, limit).await?;
         let uids = page.items.iter().map(|o| Uid::parse(&o.metadata.uid));
         self.served.lock().extend(uids);
         Ok(page)
     }
 
-    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+    async fn watch(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> Result<WatchStream, ApiError> {
         if *gvr != pods() {
-            return self.cluster.watch(gvr, resource_version).await;
+            return self.cluster.watch(gvr, shard, resource_version).await;
         }
         self.watches.lock().push(resource_version.to_string());
         if self.draw_failure() {
             return Err(ApiError::status(StatusReason::InternalError, "injected: watch refused"));
         }
-        let stream = self.cluster.watch(gvr, resource_version).await?;
+        let stream = self.cluster.watch(gvr, shard, resource_version).await?;
         let broken = self.break_watch.clone();
         let stream = stream.map(move |event| {
             if event.is_ok() && broken.swap(false, Ordering::AcqRel) {
@@ -198,11 +210,16 @@ impl ClusterApi for Paging {
 
     /// Pods are served no watch-list, as by a server with the `WatchList` gate off, so their
     /// monitor reads them by list.
-    async fn watch_list(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+    async fn watch_list(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> Result<WatchStream, ApiError> {
         if *gvr == pods() {
             return Err(ApiError::status(StatusReason::Invalid, "sendInitialEvents: Forbidden"));
         }
-        self.cluster.watch_list(gvr, resource_version).await
+        self.cluster.watch_list(gvr, shard, resource_version).await
     }
 
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {

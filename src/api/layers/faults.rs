@@ -135,13 +135,15 @@ mod tests {
             times: Some(2),
         });
         for _ in 0..2 {
-            let err = api.list_page(&pods, "", 0).await.expect_err("the fault answers");
+            let err = api.list_page(&pods, None, "", 0).await.expect_err("the fault answers");
             assert_eq!(err.reason(), Some(StatusReason::InternalError));
         }
-        api.list_page(&deployments, "", 0)
+        api.list_page(&deployments, None, "", 0)
             .await
             .expect("another resource passes");
-        api.list_page(&pods, "", 0).await.expect("disarmed after two answers");
+        api.list_page(&pods, None, "", 0)
+            .await
+            .expect("disarmed after two answers");
         assert_eq!(api.inner().api_calls().list, 2, "only what passed reached the cluster");
     }
 }

@@ -38,6 +38,7 @@ use super::{
     ApiError, CallCount, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, Patch,
     WatchStream,
 };
+use crate::api::shard::ShardSelector;
 use std::future::Future;
 
 /// What a request does, as the layers tell requests apart.
@@ -176,21 +177,34 @@ impl<L: Layer, C: ClusterApi> ClusterApi for Layered<L, C> {
         self.layer.around(Request::on(Verb::Delete, gvr), call).await
     }
 
-    async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
-        let call = || self.inner.list_page(gvr, continue_token, limit);
+    async fn list_page(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        continue_token: &str,
+        limit: usize,
+    ) -> Result<ObjectList, ApiError> {
+        let call = || self.inner.list_page(gvr, shard, continue_token, limit);
         self.layer.around(Request::on(Verb::List, gvr), call).await
     }
 
-    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        self.layer
-            .around(Request::on(Verb::Watch, gvr), || {
-                self.inner.watch(gvr, resource_version)
-            })
-            .await
+    async fn watch(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> Result<WatchStream, ApiError> {
+        let call = || self.inner.watch(gvr, shard, resource_version);
+        self.layer.around(Request::on(Verb::Watch, gvr), call).await
     }
 
-    async fn watch_list(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        let call = || self.inner.watch_list(gvr, resource_version);
+    async fn watch_list(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> Result<WatchStream, ApiError> {
+        let call = || self.inner.watch_list(gvr, shard, resource_version);
         self.layer.around(Request::on(Verb::Watch, gvr), call).await
     }
 

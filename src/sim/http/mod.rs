@@ -114,6 +114,10 @@ pub struct ServerOptions {
     /// The `WatchList` feature gate: whether a watch may ask for `sendInitialEvents`
     /// ([`list_options`]); on by default, as since Kubernetes 1.32.
     pub watch_list: bool,
+    /// The `ShardedListAndWatch` feature gate: whether LIST and WATCH apply `shardSelector`
+    /// and a list echoes it (`metadata.shardInfo`); on by default. Off, the parameter is
+    /// ignored, as a server older than Kubernetes 1.36 ignores it.
+    pub sharded_list_and_watch: bool,
     /// Where to log every answered request; nowhere by default.
     pub audit: Option<AuditLog>,
 }
@@ -128,6 +132,7 @@ impl Default for ServerOptions {
             tokens: Vec::new(),
             grants: Vec::new(),
             watch_list: true,
+            sharded_list_and_watch: true,
             audit: None,
         }
     }

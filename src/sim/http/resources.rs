@@ -13,7 +13,7 @@
 use super::list_options::{self, Start};
 use super::protobuf;
 use super::represent::{json_response, success, ListMeta, Presentation};
-use super::request::{manager_from_user_agent, negotiate, HttpVerb, Params, ResourcePath};
+use super::request::{manager_from_user_agent, negotiate, HttpVerb, Params, ResourcePath, ShardFilter};
 use super::watch::{self, WatchLimits};
 use super::Server;
 use crate::api::{ApiError, DeleteOptions, PartialObjectMeta, PatchType, StatusReason};
@@ -39,7 +39,10 @@ impl Server {
         body: Body,
     ) -> Result<Response, ApiError> {
         let query = query.as_ref().map_err(|e| bad_request(format!("invalid query: {e}")))?;
-        let params = Params::parse(query)?;
+        let mut params = Params::parse(query)?;
+        if !self.options.sharded_list_and_watch {
+            params.shards = ShardFilter::default();
+        }
         let verb = verb.ok_or_else(method_not_allowed)?;
         let targeted = self.admission.targets(&parts.headers);
         if targeted {

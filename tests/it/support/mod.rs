@@ -11,6 +11,7 @@
 pub mod process;
 
 use kube_gc::api::layers::{self, Budget, Budgets, Fault, Fence, Stack, Verb};
+use kube_gc::api::shard::ShardSelector;
 use kube_gc::api::{
     ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, KubeApi, ObjectList, ObjectMeta, OwnerReference,
     PartialObjectMeta, Patch, PropagationPolicy, RestMapper, SharedRestMapper, StatusReason, WatchStream,
@@ -517,6 +518,7 @@ impl Rig {
             config,
             journal: Journal::in_memory(),
             events: recorder,
+            shard: Arc::new(kube_gc::shard::Shard::whole()),
         });
         let applier = Applier {
             graph: graph.clone(),
@@ -647,6 +649,7 @@ impl Rig {
             config: self.collector.config.clone(),
             journal: self.collector.journal.clone(),
             events: self.collector.events.clone(),
+            shard: self.collector.shard.clone(),
         })
     }
 }
@@ -864,25 +867,41 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
         self.inner.delete(gvr, namespace, name, options).await
     }
 
-    async fn list_page(&self, gvr: &Gvr, continue_token: &str, limit: usize) -> Result<ObjectList, ApiError> {
+    async fn list_page(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        continue_token: &str,
+        limit: usize,
+    ) -> Result<ObjectList, ApiError> {
         self.note("list", gvr, "", "");
-        let mut page = self.inner.list_page(gvr, continue_token, limit).await?;
+        let mut page = self.inner.list_page(gvr, shard, continue_token, limit).await?;
         if page.continue_token.is_empty() {
             page.items.extend(self.injected_for(gvr));
         }
         Ok(page)
     }
 
-    async fn watch(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+    async fn watch(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> Result<WatchStream, ApiError> {
         self.note("watch", gvr, "", "");
-        let stream = self.inner.watch(gvr, resource_version).await?;
+        let stream = self.inner.watch(gvr, shard, resource_version).await?;
         Ok(self.after_injected(gvr, kube_gc::api::WatchEventType::Modified, stream))
     }
 
-    async fn watch_list(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
+    async fn watch_list(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> Result<WatchStream, ApiError> {
         use futures::StreamExt;
         self.note("watch-list", gvr, "", "");
-        let mut stream = self.inner.watch_list(gvr, resource_version).await?;
+        let mut stream = self.inner.watch_list(gvr, shard, resource_version).await?;
         let trouble = self.trouble.lock().take_if(|(target, _)| target == gvr);
         match trouble.map(|(_, trouble)| trouble) {
             Some(WatchListTrouble::CutAfter(events)) => stream = stream.take(events).boxed(),

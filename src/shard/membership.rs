@@ -1,0 +1,358 @@
+//! Membership and handoff over Leases: which replica collects which ranges, and when a range
+//! may change hands.
+//!
+//! Each replica holds a Lease of its own ([`lease_name`]), labelled with its group
+//! ([`GROUP_LABEL`]), and renews it every retry period through the leader elector, whose tenure
+//! fences every write the replica sends. Each renewal carries the replica's [`Report`]
+//! ([`REPORT_ANNOTATION`]): the ranges it claims and its findings on cluster-scoped owners.
+//! A round, every retry period:
+//!
+//! 1. renew the Lease with the current report; a replica whose tenure ran out stops its
+//!    collector and claims nothing until it renews again;
+//! 2. list the group's Leases; a peer is live while its record (holder, renew time) changed
+//!    within its lease duration on *this* replica's clock, as the elector judges a leader;
+//! 3. compute the target ranges: fixed by flag, or [`ring::assign`] over the live identities;
+//! 4. if the running collector's ranges are not the target, stop it (its tasks and requests
+//!    end), then withdraw the claim in a write of its own;
+//! 5. with nothing running, claim the target only when no live peer claims any of it; write the
+//!    claim, read the peers again, and back off if another claim raced with it (the later of two
+//!    writers always sees the earlier, so at most one proceeds); then start a collector on the
+//!    target, whose workers act only once its monitors have synced.
+//!
+//! A peer that died keeps its claim until its Lease expires on every other replica's clock, and
+//! its tenure ended before that ([`crate::leader`]): its ranges are idle for about a lease
+//! duration, never collected twice.
+
+use super::{ring, Ranges, Report, Shard};
+use crate::api::shard::fnv1a64;
+use crate::graph::Uid;
+use crate::leader::{KubeLeases, LeaderElector, LeaseConfig};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The label that puts a Lease in a group of shards; its value is the group's name.
+pub const GROUP_LABEL: &str = "kube-gc.io/shard-group";
+
+/// The annotation that carries a replica's [`Report`], as JSON.
+pub const REPORT_ANNOTATION: &str = "kube-gc.io/shard-report";
+
+/// How a replica's ranges are chosen (`--shards`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Assignment {
+    /// By the consistent hash ring over the live replicas (`--shards auto`).
+    Auto,
+    /// Fixed ranges (`--shards INDEX/COUNT`).
+    Fixed(Ranges),
+}
+
+impl std::str::FromStr for Assignment {
+    type Err = String;
+
+    /// `auto`, or `INDEX/COUNT` with INDEX < COUNT ≤ 1024.
+    fn from_str(text: &str) -> Result<Assignment, String> {
+        if text == "auto" {
+            return Ok(Assignment::Auto);
+        }
+        let fail = || format!("{text:?} is neither auto nor INDEX/COUNT (e.g. 0/3)");
+        let (index, count) = text.split_once('/').ok_or_else(fail)?;
+        let (index, count): (u64, u64) = (index.parse().map_err(|_| fail())?, count.parse().map_err(|_| fail())?);
+        if count == 0 || count > 1024 || index >= count {
+            return Err(format!(
+                "{text:?}: INDEX must be below COUNT, and COUNT between 1 and 1024"
+            ));
+        }
+        Ok(Assignment::Fixed(Ranges::slice(index, count)))
+    }
+}
+
+/// The name of the Lease of the replica `identity` in `group`: a DNS label whatever the identity.
+pub fn lease_name(group: &str, identity: &str) -> String {
+    format!("{group}-shard-{:016x}", fnv1a64(identity.as_bytes()))
+}
+
+/// A collector running on a replica's ranges, as membership drives it.
+pub trait Collecting: Send + Sync + 'static {
+    /// Stops it; returns once none of its tasks or requests is left.
+    fn stop(&self) -> impl Future<Output = ()> + Send;
+
+    /// True while the object `uid` is in its graph: findings on owners that left it are dropped.
+    fn holds(&self, uid: &Uid) -> bool;
+}
+
+/// What this replica last saw of a peer's Lease.
+struct Seen {
+    record: (String, Option<MicroTime>),
+    at: Instant,
+}
+
+/// One replica's membership; see the [module docs](self).
+pub struct Membership<G> {
+    elector: LeaderElector<KubeLeases>,
+    lease: LeaseConfig,
+    group: String,
+    assignment: Assignment,
+    /// The ranges this replica's Lease claims.
+    claimed: Ranges,
+    running: Option<(Arc<Shard>, Arc<G>)>,
+    seen: BTreeMap<String, Seen>,
+}
+
+impl<G: Collecting> Membership<G> {
+    /// The membership of the replica `lease.identity` in `group`, whose Lease is `lease`
+    /// (named by [`lease_name`]).
+    pub fn new(client: kube::Client, lease: LeaseConfig, group: &str, assignment: Assignment) -> Self {
+        let elector = LeaderElector::over_kube(client, lease.clone()).label(GROUP_LABEL, group);
+        Membership {
+            elector,
+            lease,
+            group: group.to_string(),
+            assignment,
+            claimed: Ranges::default(),
+            running: None,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// The elector, whose tenure fences the replica's writes.
+    pub fn elector(&self) -> &LeaderElector<KubeLeases> {
+        &self.elector
+    }
+
+    /// The ranges claimed now.
+    pub fn claimed(&self) -> &Ranges {
+        &self.claimed
+    }
+
+    /// Runs rounds forever, starting a collector with `start` whenever this replica takes ranges.
+    pub async fn run<F, Fut>(&mut self, mut start: F)
+    where
+        F: FnMut(Arc<Shard>) -> Fut,
+        Fut: Future<Output = Arc<G>>,
+    {
+        loop {
+            self.round(&mut start).await;
+            tokio::time::sleep(self.lease.retry_period).await;
+        }
+    }
+
+    /// Stops the collector and gives the Lease up, so that the peers take the ranges at once.
+    pub async fn leave(&mut self) {
+        self.stop_collector().await;
+        self.claimed = Ranges::default();
+        self.publish().await;
+        if let Err(e) = self.elector.release().await {
+            tracing::warn!(error = %crate::api::one_line(&e), "could not release the shard lease");
+        }
+    }
+
+    async fn round<F, Fut>(&mut self, start: &mut F)
+    where
+        F: FnMut(Arc<Shard>) -> Fut,
+        Fut: Future<Output = Arc<G>>,
+    {
+        if !self.publish().await {
+            // Fenced: the replica's writes are refused already; it stops acting altogether.
+            if self.running.is_some() {
+                tracing::warn!("shard lease not renewed in time; stopping the collector");
+            }
+            self.stop_collector().await;
+            self.claimed = Ranges::default();
+            return;
+        }
+        let Some(live) = self.read_peers().await else { return };
+        let target = self.target(&live);
+        if let Some((shard, _)) = &self.running {
+            if *shard.ranges() == target {
+                shard.set_peers(live);
+                return;
+            }
+            tracing::info!(from = %shard.ranges(), to = %target, "shard ranges change hands; stopping the collector first");
+            self.stop_collector().await;
+            self.claimed = Ranges::default();
+            self.publish().await;
+            return;
+        }
+        if target.is_empty() {
+            return;
+        }
+        if let Some(holder) = live
+            .iter()
+            .find(|(_, r)| r.ranges.intersects(&target))
+            .map(|(id, _)| id)
+        {
+            tracing::debug!(%holder, "waiting for a peer to let go of ranges this replica is to take");
+            return;
+        }
+        self.claimed = target.clone();
+        if !self.publish().await {
+            self.claimed = Ranges::default();
+            return;
+        }
+        let Some(live) = self.read_peers().await else {
+            self.claimed = Ranges::default();
+            self.publish().await;
+            return;
+        };
+        if live.values().any(|r| r.ranges.intersects(&target)) {
+            tracing::info!("a peer claimed some of the same ranges at the same time; backing off");
+            self.claimed = Ranges::default();
+            self.publish().await;
+            tokio::time::sleep(self.lease.retry_period.mul_f64(rand::random::<f64>())).await;
+            return;
+        }
+        tracing::info!(ranges = %target, peers = live.len(), "collecting a shard");
+        let shard = Arc::new(Shard::new(target));
+        shard.set_peers(live);
+        let collector = start(shard.clone()).await;
+        self.running = Some((shard, collector));
+    }
+
+    /// The ranges this replica should hold, with `live` peers.
+    fn target(&self, live: &BTreeMap<String, Report>) -> Ranges {
+        match &self.assignment {
+            Assignment::Fixed(ranges) => ranges.clone(),
+            Assignment::Auto => {
+                let me = &self.lease.identity;
+                let mut members: Vec<String> = live.keys().cloned().collect();
+                members.push(me.clone());
+                members.sort_unstable();
+                members.dedup();
+                ring::assign(&members, me)
+            }
+        }
+    }
+
+    /// Writes the Lease with the current report; true when this replica still holds it.
+    async fn publish(&mut self) -> bool {
+        let mut report = match &self.running {
+            Some((shard, collector)) => {
+                shard.retain_findings(|uid| collector.holds(uid));
+                shard.report()
+            }
+            None => Report::default(),
+        };
+        report.ranges = self.claimed.clone();
+        let json = serde_json::to_string(&report).unwrap_or_default();
+        self.elector.annotate(REPORT_ANNOTATION, json);
+        match self.elector.renew().await {
+            Ok(held) => held && self.elector.tenure().is_current(),
+            Err(e) => {
+                tracing::warn!(error = %crate::api::one_line(&e), "could not renew the shard lease");
+                self.elector.tenure().is_current()
+            }
+        }
+    }
+
+    /// The live peers' reports, by identity; `None` when the Leases could not be listed.
+    async fn read_peers(&mut self) -> Option<BTreeMap<String, Report>> {
+        let leases = match self.elector.store().list_labelled(GROUP_LABEL, &self.group).await {
+            Ok(leases) => leases,
+            Err(e) => {
+                tracing::warn!(error = %crate::api::one_line(&e), "could not list the shard leases");
+                return None;
+            }
+        };
+        let now = Instant::now();
+        let mut live = BTreeMap::new();
+        let mut names = Vec::new();
+        for lease in leases {
+            let name = lease.metadata.name.clone().unwrap_or_default();
+            if name == self.lease.name {
+                continue;
+            }
+            names.push(name.clone());
+            if let Some((identity, report)) = self.judge(&name, &lease, now) {
+                live.insert(identity, report);
+            }
+        }
+        self.seen.retain(|name, _| names.contains(name));
+        Some(live)
+    }
+
+    /// A peer's identity and report while its Lease is live.
+    fn judge(&mut self, name: &str, lease: &Lease, now: Instant) -> Option<(String, Report)> {
+        let spec = lease.spec.as_ref()?;
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
+        let record = (holder.clone(), spec.renew_time.clone());
+        let seen = self.seen.entry(name.to_string()).or_insert(Seen {
+            record: record.clone(),
+            at: now,
+        });
+        if seen.record != record {
+            *seen = Seen { record, at: now };
+        }
+        let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).max(0) as u64);
+        if seen.at + duration <= now {
+            return None;
+        }
+        Some((holder, report_of(lease)))
+    }
+
+    async fn stop_collector(&mut self) {
+        if let Some((_, collector)) = self.running.take() {
+            collector.stop().await;
+        }
+    }
+}
+
+/// The report a Lease carries. One that cannot be read (a replica of another version) is taken
+/// to claim everything and clear nothing, so that no replica claims its ranges or lets an owner
+/// go on its word.
+fn report_of(lease: &Lease) -> Report {
+    let text = lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REPORT_ANNOTATION));
+    match text.map(|t| serde_json::from_str::<Report>(t)) {
+        Some(Ok(report)) => report,
+        None => Report::default(),
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "unreadable shard report; treating its ranges as taken");
+            Report {
+                ranges: Ranges::all(),
+                ..Report::default()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignments_should_parse_auto_and_slices_and_refuse_the_rest() {
+        assert_eq!("auto".parse::<Assignment>(), Ok(Assignment::Auto));
+        assert_eq!("1/2".parse::<Assignment>(), Ok(Assignment::Fixed(Ranges::slice(1, 2))));
+        for bad in ["", "3/3", "1/0", "x/2", "1", "auto2"] {
+            assert!(bad.parse::<Assignment>().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_lease_name_should_be_a_dns_label_for_any_identity() {
+        let name = lease_name("kube-gc", "host_2f1c9a4e-uuid");
+        assert!(
+            name.len() <= 63
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        );
+        assert_ne!(name, lease_name("kube-gc", "other"));
+    }
+
+    #[test]
+    fn an_unreadable_report_should_claim_everything_and_clear_nothing() {
+        let mut lease = Lease::default();
+        assert_eq!(report_of(&lease), Report::default());
+        lease.metadata.annotations = Some([(REPORT_ANNOTATION.to_string(), "{not json".to_string())].into());
+        let report = report_of(&lease);
+        assert!(report.ranges.is_all() && report.clear.is_empty());
+    }
+}
