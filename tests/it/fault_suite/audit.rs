@@ -102,6 +102,22 @@ pub fn collector_requests(lines: &[Line]) -> usize {
 /// the other must never write again.
 pub fn interleaved_writes(lines: &[Line]) -> Option<String> {
     let writes: Vec<&Line> = lines.iter().filter(|l| l.by_collector() && l.is_write()).collect();
+    interleaved(writes)
+}
+
+/// Per object, the same rule: for sharded replicas, each writing its own objects at once, whose
+/// objects change hands only one way (a shard dies, or a new one takes a share).
+pub fn interleaved_writes_per_object(lines: &[Line]) -> Option<String> {
+    let mut by_object: std::collections::BTreeMap<Key, Vec<&Line>> = std::collections::BTreeMap::new();
+    for l in lines.iter().filter(|l| l.by_collector() && l.is_write()) {
+        by_object.entry(l.key()).or_default().push(l);
+    }
+    by_object.into_iter().find_map(|(key, writes)| {
+        interleaved(writes).map(|why| format!("{}/{}: {why}", key.namespace, key.name))
+    })
+}
+
+fn interleaved(writes: Vec<&Line>) -> Option<String> {
     let mut finished: Vec<&str> = Vec::new();
     let mut current: Option<&str> = None;
     for w in writes {

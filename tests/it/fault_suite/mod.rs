@@ -67,6 +67,14 @@ fn matrix() -> Vec<Scenario> {
             &["--error-rate", "*=0.2"],
             Disruption::KillCollector,
         ),
+        s("shards-kill", &[], Disruption::KillShard),
+        s("shards-add", &[], Disruption::AddShard),
+        s("shards-kill-errors-10", &["--error-rate", "*=0.1"], Disruption::KillShard),
+        s(
+            "shards-add-old-server",
+            &["--feature-gates", "ShardedListAndWatch=false"],
+            Disruption::AddShard,
+        ),
     ]
 }
 
@@ -135,6 +143,16 @@ async fn errors_20_should_delete_nothing_that_should_live() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collector_killed_mid_cascade_should_finish_after_its_restart() {
     check("kill-collector", 1, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_killed_mid_cascade_should_have_its_ranges_finished_by_the_others() {
+    check("shards-kill", 1, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_joining_mid_cascade_should_take_its_ranges_without_a_wrongful_deletion() {
+    check("shards-add", 1, 2).await;
 }
 
 /// The whole matrix, for every seed; see the module docs.

@@ -7,7 +7,7 @@ use super::audit;
 use super::oracle::{Expected, Obj, Resource, Universe};
 use super::support::process::{leader_elect_flags, Child};
 use super::support::{crd_manifest, http_get};
-use super::workload;
+use super::workload::{self, Layout};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::discovery::{verbs, Discovery, Scope};
@@ -37,6 +37,16 @@ pub enum Disruption {
     RestartServer,
     /// The leader of two replicas is killed (SIGKILL) mid-cascade.
     KillLeader,
+    /// One of three sharded replicas (`--shards auto`) is killed (SIGKILL) mid-cascade.
+    KillShard,
+    /// A third sharded replica joins two mid-cascade.
+    AddShard,
+}
+
+impl Disruption {
+    fn sharded(self) -> bool {
+        matches!(self, Disruption::KillShard | Disruption::AddShard)
+    }
 }
 
 /// A named scenario.
@@ -153,7 +163,7 @@ struct Collector {
 impl Collector {
     /// Starts a replica; `FAULT_COLLECTOR_BIN` and `FAULT_COLLECTOR_FLAGS` (space-separated) run
     /// another build or add flags, for comparisons.
-    fn start(dir: &Path, name: &str, leader_elect: bool) -> Collector {
+    fn start(dir: &Path, name: &str, role: &[&str]) -> Collector {
         let bin = std::env::var("FAULT_COLLECTOR_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_kube-gc").to_string());
         let mut command = std::process::Command::new(bin);
         command.args(["run", "--kubeconfig"]).arg(dir.join("kubeconfig"));
@@ -170,9 +180,7 @@ impl Collector {
         command
             .arg("--journal")
             .arg(dir.join(format!("{name}{JOURNAL_SUFFIX}")));
-        if leader_elect {
-            command.args(leader_elect_flags("1s"));
-        }
+        command.args(role);
         if let Ok(flags) = std::env::var("FAULT_COLLECTOR_FLAGS") {
             command.args(flags.split_whitespace());
         }
@@ -187,7 +195,8 @@ impl Collector {
     }
 
     fn leads(&self) -> bool {
-        self.process.log().contains("kube-gc run: leading")
+        let log = self.process.log();
+        log.contains("kube-gc run: leading") || log.contains("kube-gc run: collecting")
     }
 
     fn kill(&mut self) {
@@ -314,12 +323,20 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         universe.add(obj);
     }
 
-    let two = scenario.disruption == Disruption::KillLeader;
-    let mut collectors = vec![Collector::start(&dir, "kube-gc-run-0", two)];
-    if two {
-        collectors.push(Collector::start(&dir, "kube-gc-run-1", true));
-    }
-    let leader = wait_for_leader(&collectors).await;
+    let sharded = scenario.disruption.sharded();
+    let elect = leader_elect_flags("1s");
+    let shard: Vec<&str> = elect[1..].iter().copied().chain(["--shards", "auto"]).collect();
+    let mut collectors = match scenario.disruption {
+        Disruption::KillLeader => (0..2).map(|i| Collector::start(&dir, &format!("kube-gc-run-{i}"), &elect)).collect(),
+        Disruption::KillShard => (0..3).map(|i| Collector::start(&dir, &format!("kube-gc-shard-{i}"), &shard)).collect(),
+        Disruption::AddShard => (0..2).map(|i| Collector::start(&dir, &format!("kube-gc-shard-{i}"), &shard)).collect(),
+        _ => vec![Collector::start(&dir, "kube-gc-run-0", &[])],
+    };
+    let leader = if sharded {
+        wait_for_shards(&collectors).await
+    } else {
+        wait_for_leader(&collectors).await
+    };
     let slowest_sync = match monitor_sync_times(collectors[leader].addr).await {
         Ok(times) => {
             let line: Vec<String> = times.iter().map(|(r, t)| format!("{r}={t:.1}s")).collect();
@@ -336,7 +353,8 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         }
     };
 
-    let (roots, replica_sets) = workload::create_trees(&client, &mut universe, scale).await;
+    let layout = if sharded { Layout::Spread } else { Layout::One };
+    let (roots, replica_sets) = workload::create_trees(&client, &mut universe, scale, layout).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     workload::create_late_dependents(&client, &mut universe, &replica_sets, &mut rng).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -352,10 +370,11 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     workload::delete_roots(&client, &mut universe, &roots, &mut rng, || match scenario.disruption {
         Disruption::KillCollector => {
             collectors[leader].kill();
-            collectors.push(Collector::start(&dir, "kube-gc-run-restarted", false));
+            collectors.push(Collector::start(&dir, "kube-gc-run-restarted", &[]));
         }
         Disruption::RestartServer => server.restart(),
-        Disruption::KillLeader => collectors[leader].kill(),
+        Disruption::KillLeader | Disruption::KillShard => collectors[leader].kill(),
+        Disruption::AddShard => collectors.push(Collector::start(&dir, "kube-gc-shard-added", &shard)),
         Disruption::None | Disruption::Freeze(_) => {}
     })
     .await;
@@ -413,7 +432,12 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     let wrongful = wrongful_deletions(&universe, &expected, &lines);
     failures.extend(wrongful.iter().cloned());
     failures.extend(foreground_order(&universe, &expected, &lines));
-    if let Some(interleaved) = audit::interleaved_writes(&lines) {
+    let interleaved = if sharded {
+        audit::interleaved_writes_per_object(&lines)
+    } else {
+        audit::interleaved_writes(&lines)
+    };
+    if let Some(interleaved) = interleaved {
         failures.push(interleaved);
     }
     let killed = collectors.iter().filter(|c| c.killed).count();
@@ -439,6 +463,8 @@ fn faults_text(s: &Scenario) -> String {
         Disruption::KillCollector => parts.push("kill -9 collector".into()),
         Disruption::RestartServer => parts.push("API server restart".into()),
         Disruption::KillLeader => parts.push("kill -9 leader of 2".into()),
+        Disruption::KillShard => parts.push("kill -9 one of 3 shards".into()),
+        Disruption::AddShard => parts.push("third shard joins 2".into()),
     }
     if parts.is_empty() {
         "none".into()
@@ -460,6 +486,18 @@ async fn wait_for_leader(collectors: &[Collector]) -> usize {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("no replica took the lease within {SYNC_PATIENCE:?}");
+}
+
+/// Waits until every sharded replica collects its ranges; the first one's index.
+async fn wait_for_shards(collectors: &[Collector]) -> usize {
+    let started = Instant::now();
+    while started.elapsed() < SYNC_PATIENCE {
+        if collectors.iter().all(Collector::leads) {
+            return 0;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("not every shard collected within {SYNC_PATIENCE:?}");
 }
 
 /// Polls until the cluster matches the oracle; the seconds it took from `since`, or the last

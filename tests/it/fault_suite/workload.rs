@@ -5,6 +5,10 @@
 //! their controllers write them), Widgets (a custom resource) → ConfigMaps, ConfigMaps owned by a
 //! Deployment and a Job at once, Pods whose owner never existed, and late dependents: Pods added to
 //! existing ReplicaSets in a second wave. Every name starts with `fs-` and none is reused.
+//!
+//! Spread ([`Layout::Spread`], the sharded scenarios): the trees go to [`SPREAD`] namespaces, and
+//! ClusterRoles own ConfigMaps in several namespaces and a ClusterRole each, so that a
+//! cluster-scoped owner's Foreground or Orphan deletion needs every shard.
 
 use super::oracle::{Obj, Resource, Universe};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
@@ -16,6 +20,28 @@ use serde_json::{json, Value};
 
 /// Every workload object lives here.
 pub const NS: &str = "default";
+
+/// Namespaces of a spread workload.
+pub const SPREAD: usize = 12;
+
+/// Where the workload's objects go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Every object in [`NS`].
+    One,
+    /// Trees over [`SPREAD`] namespaces, and cluster-scoped owners with dependents in several.
+    Spread,
+}
+
+impl Layout {
+    /// The namespace of the `i`-th tree.
+    fn namespace(self, i: usize) -> String {
+        match self {
+            Layout::One => NS.to_string(),
+            Layout::Spread => format!("fs-ns-{}", i % SPREAD),
+        }
+    }
+}
 
 /// Owner-less ConfigMaps that [`churn`] relabels.
 const CHURNED: usize = 4;
@@ -53,6 +79,21 @@ pub fn configmaps() -> ApiResource {
 pub fn widgets() -> ApiResource {
     resource("example.com", "v1", "Widget", "widgets")
 }
+pub fn clusterroles() -> ApiResource {
+    resource("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles")
+}
+pub fn namespaces() -> ApiResource {
+    resource("", "v1", "Namespace", "namespaces")
+}
+
+/// The API of `ar` objects in `namespace` (`""`: cluster-scoped).
+fn api_in(client: &Client, namespace: &str, ar: &ApiResource) -> Api<DynamicObject> {
+    if namespace.is_empty() {
+        Api::all_with(client.clone(), ar)
+    } else {
+        Api::namespaced_with(client.clone(), namespace, ar)
+    }
+}
 
 /// A reference to `owner`, of kind `ar`, as a controller writes it.
 fn owner_ref(ar: &ApiResource, owner: &Obj) -> Value {
@@ -63,9 +104,16 @@ fn owner_ref(ar: &ApiResource, owner: &Obj) -> Value {
 /// The objects whose deletion the workload decides.
 pub struct Roots(Vec<(ApiResource, Obj)>);
 
-/// Creates `name` of kind `ar` owned as `owners` says, and adds it to the universe.
-async fn create(client: &Client, universe: &mut Universe, ar: &ApiResource, name: &str, owners: Vec<Value>) -> Obj {
-    let api = Api::<DynamicObject>::namespaced_with(client.clone(), NS, ar);
+/// Creates `name` of kind `ar` in `namespace` (`""`: cluster-scoped) owned as `owners` says, and
+/// adds it to the universe.
+async fn create(
+    client: &Client,
+    universe: &mut Universe,
+    (ar, namespace): (&ApiResource, &str),
+    name: &str,
+    owners: Vec<Value>,
+) -> Obj {
+    let api = api_in(client, namespace, ar);
     let manifest = json!({"apiVersion": ar.api_version, "kind": ar.kind,
                           "metadata": {"name": name, "ownerReferences": owners}});
     let object: DynamicObject = serde_json::from_value(manifest).expect("a valid manifest");
@@ -73,49 +121,56 @@ async fn create(client: &Client, universe: &mut Universe, ar: &ApiResource, name
         .create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("creating {} {name}: {e}", ar.plural));
-    // Every workload kind is namespaced.
-    let obj = Obj::of(&Resource::new(ar.clone(), true), &created);
+    let obj = Obj::of(&Resource::new(ar.clone(), !namespace.is_empty()), &created);
     universe.add(obj.clone());
     obj
 }
 
 /// The first wave: every tree, multi-owner objects and dependents of owners that never existed.
-pub async fn create_trees(client: &Client, universe: &mut Universe, scale: usize) -> (Roots, Vec<Obj>) {
+pub async fn create_trees(client: &Client, universe: &mut Universe, scale: usize, layout: Layout) -> (Roots, Vec<Obj>) {
     let (d, rs, p, j, w, cm) = (deployments(), replicasets(), pods(), jobs(), widgets(), configmaps());
+    if layout == Layout::Spread {
+        for i in 0..SPREAD {
+            create(client, universe, (&namespaces(), ""), &layout.namespace(i), vec![]).await;
+        }
+    }
     let mut roots = Vec::new();
     let mut replica_sets = Vec::new();
     for i in 0..scale * 4 {
-        let deployment = create(client, universe, &d, &format!("fs-d-{i}"), vec![]).await;
+        let ns = layout.namespace(i);
+        let deployment = create(client, universe, (&d, &ns), &format!("fs-d-{i}"), vec![]).await;
         let set = create(
             client,
             universe,
-            &rs,
+            (&rs, &ns),
             &format!("fs-rs-{i}"),
             vec![owner_ref(&d, &deployment)],
         )
         .await;
         let owners = vec![owner_ref(&rs, &set)];
         for k in 0..2 {
-            create(client, universe, &p, &format!("fs-p-{i}-{k}"), owners.clone()).await;
+            create(client, universe, (&p, &ns), &format!("fs-p-{i}-{k}"), owners.clone()).await;
         }
         roots.push((d.clone(), deployment));
         replica_sets.push(set);
     }
     let mut job_objs = Vec::new();
     for i in 0..scale * 2 {
-        let job = create(client, universe, &j, &format!("fs-j-{i}"), vec![]).await;
+        let ns = layout.namespace(i);
+        let job = create(client, universe, (&j, &ns), &format!("fs-j-{i}"), vec![]).await;
         let owners = vec![owner_ref(&j, &job)];
         for k in 0..2 {
-            create(client, universe, &p, &format!("fs-jp-{i}-{k}"), owners.clone()).await;
+            create(client, universe, (&p, &ns), &format!("fs-jp-{i}-{k}"), owners.clone()).await;
         }
         roots.push((j.clone(), job.clone()));
         job_objs.push(job);
     }
     for i in 0..scale * 2 {
-        let widget = create(client, universe, &w, &format!("fs-w-{i}"), vec![]).await;
+        let ns = layout.namespace(i);
+        let widget = create(client, universe, (&w, &ns), &format!("fs-w-{i}"), vec![]).await;
         let owners = vec![owner_ref(&w, &widget)];
         for k in 0..2 {
-            create(client, universe, &cm, &format!("fs-cm-{i}-{k}"), owners.clone()).await;
+            create(client, universe, (&cm, &ns), &format!("fs-cm-{i}-{k}"), owners.clone()).await;
         }
         roots.push((w.clone(), widget));
     }
@@ -125,17 +180,41 @@ pub async fn create_trees(client: &Client, universe: &mut Universe, scale: usize
         let mut second = owner_ref(&j, job);
         second["controller"] = json!(false); // one controller per object
         let owners = vec![owner_ref(deployment_kind, deployment), second];
-        create(client, universe, &cm, &format!("fs-multi-{i}"), owners).await;
+        // The Deployment and the Job of index i share the namespace of index i.
+        let ns = layout.namespace(i);
+        create(client, universe, (&cm, &ns), &format!("fs-multi-{i}"), owners).await;
     }
     for i in 0..CHURNED {
-        create(client, universe, &cm, &format!("fs-churn-{i}"), vec![]).await;
+        create(client, universe, (&cm, NS), &format!("fs-churn-{i}"), vec![]).await;
+    }
+    if layout == Layout::Spread {
+        roots.extend(create_cluster_scoped_trees(client, universe, scale).await);
     }
     for i in 0..scale {
         let ghost = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("fs-ghost-{i}"),
                            "uid": format!("0000fa17-0000-4000-8000-{i:012}"), "blockOwnerDeletion": true});
-        create(client, universe, &p, &format!("fs-orphan-of-ghost-{i}"), vec![ghost]).await;
+        let ns = layout.namespace(i);
+        create(client, universe, (&p, &ns), &format!("fs-orphan-of-ghost-{i}"), vec![ghost]).await;
     }
     (Roots(roots), replica_sets)
+}
+
+/// ClusterRoles, each owning ConfigMaps in three namespaces and a ClusterRole: the roots whose
+/// dependents are in several shards.
+async fn create_cluster_scoped_trees(client: &Client, universe: &mut Universe, scale: usize) -> Vec<(ApiResource, Obj)> {
+    let (cr, cm) = (clusterroles(), configmaps());
+    let mut roots = Vec::new();
+    for i in 0..scale * 2 {
+        let role = create(client, universe, (&cr, ""), &format!("fs-cr-{i}"), vec![]).await;
+        let owners = vec![owner_ref(&cr, &role)];
+        for k in 0..3 {
+            let ns = Layout::Spread.namespace(i + k * 5);
+            create(client, universe, (&cm, &ns), &format!("fs-crcm-{i}-{k}"), owners.clone()).await;
+        }
+        create(client, universe, (&cr, ""), &format!("fs-crdep-{i}"), owners).await;
+        roots.push((cr.clone(), role));
+    }
+    roots
 }
 
 /// The second wave: Pods added to existing ReplicaSets once the collector runs.
@@ -151,7 +230,7 @@ pub async fn create_late_dependents(
         create(
             client,
             universe,
-            &pods(),
+            (&pods(), &owner.key.namespace),
             &format!("fs-late-{i}"),
             vec![owner_ref(&rs, owner)],
         )
@@ -183,7 +262,7 @@ pub async fn delete_roots(
         if i == half {
             halfway();
         }
-        let api = Api::<DynamicObject>::namespaced_with(client.clone(), NS, ar);
+        let api = api_in(client, &obj.key.namespace, ar);
         let params = DeleteParams {
             propagation_policy: Some(match policy {
                 Policy::Background => PropagationPolicy::Background,
