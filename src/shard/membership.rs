@@ -11,7 +11,11 @@
 //!    collector and claims nothing until it renews again;
 //! 2. list the group's Leases; a peer is live while its record (holder, renew time) changed
 //!    within its lease duration on *this* replica's clock, as the elector judges a leader;
-//! 3. compute the target ranges: fixed by flag, or [`ring::assign`] over the live identities;
+//! 3. compute the target ranges: fixed by flag, or [`ring::assign`] over the live identities on
+//!    the planner's [`Scale`]. The planner is the live replica of the lowest identity: it lists
+//!    the namespaces every [`PLAN_EVERY`] rounds and publishes a new scale when the members
+//!    changed or the namespaces' split under the published one is off by more than
+//!    [`REPLAN_SKEW`]; a replica that sees no scale from the planner changes nothing that round;
 //! 4. if the running collector's ranges are not the target, stop it (its tasks and requests
 //!    end), then withdraw the claim in a write of its own;
 //! 5. with nothing running, claim the target only when no live peer claims any of it; write the
@@ -23,7 +27,8 @@
 //! its tenure ended before that ([`crate::leader`]): its ranges are idle for about a lease
 //! duration, never collected twice.
 
-use super::{ring, Ranges, Report, Shard};
+use super::ring::{self, Scale};
+use super::{Ranges, Report, Shard};
 use crate::api::shard::fnv1a64;
 use crate::graph::Uid;
 use crate::leader::{KubeLeases, LeaderElector, LeaseConfig};
@@ -40,6 +45,13 @@ pub const GROUP_LABEL: &str = "kube-gc.io/shard-group";
 
 /// The annotation that carries a replica's [`Report`], as JSON.
 pub const REPORT_ANNOTATION: &str = "kube-gc.io/shard-report";
+
+/// Rounds between two looks of the planner at the namespaces.
+pub const PLAN_EVERY: u64 = 5;
+
+/// How far the largest member's share of namespaces may exceed an equal share before the
+/// planner publishes a new scale (each new scale moves ranges, so it is not redrawn for less).
+pub const REPLAN_SKEW: f64 = 1.25;
 
 /// How a replica's ranges are chosen (`--shards`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,13 +112,17 @@ pub struct Membership<G> {
     claimed: Ranges,
     running: Option<(Arc<Shard>, Arc<G>)>,
     seen: BTreeMap<String, Seen>,
+    client: kube::Client,
+    /// As planner: the scale published, and the members it was drawn for.
+    plan: Option<(Scale, Vec<String>)>,
+    rounds: u64,
 }
 
 impl<G: Collecting> Membership<G> {
     /// The membership of the replica `lease.identity` in `group`, whose Lease is `lease`
     /// (named by [`lease_name`]).
     pub fn new(client: kube::Client, lease: LeaseConfig, group: &str, assignment: Assignment) -> Self {
-        let elector = LeaderElector::over_kube(client, lease.clone()).label(GROUP_LABEL, group);
+        let elector = LeaderElector::over_kube(client.clone(), lease.clone()).label(GROUP_LABEL, group);
         Membership {
             elector,
             lease,
@@ -115,6 +131,9 @@ impl<G: Collecting> Membership<G> {
             claimed: Ranges::default(),
             running: None,
             seen: BTreeMap::new(),
+            client,
+            plan: None,
+            rounds: 0,
         }
     }
 
@@ -165,7 +184,9 @@ impl<G: Collecting> Membership<G> {
             return;
         }
         let Some(live) = self.read_peers().await else { return };
-        let target = self.target(&live);
+        let Some(target) = self.target(&live).await else {
+            return; // no scale from the planner yet
+        };
         if let Some((shard, _)) = &self.running {
             if *shard.ranges() == target {
                 shard.set_peers(live);
@@ -212,17 +233,69 @@ impl<G: Collecting> Membership<G> {
         self.running = Some((shard, collector));
     }
 
-    /// The ranges this replica should hold, with `live` peers.
-    fn target(&self, live: &BTreeMap<String, Report>) -> Ranges {
-        match &self.assignment {
-            Assignment::Fixed(ranges) => ranges.clone(),
-            Assignment::Auto => {
-                let me = &self.lease.identity;
-                let mut members: Vec<String> = live.keys().cloned().collect();
-                members.push(me.clone());
-                members.sort_unstable();
-                members.dedup();
-                ring::assign(&members, me)
+    /// The ranges this replica should hold, with `live` peers; `None` while the planner has
+    /// published no scale.
+    async fn target(&mut self, live: &BTreeMap<String, Report>) -> Option<Ranges> {
+        if let Assignment::Fixed(ranges) = &self.assignment {
+            return Some(ranges.clone());
+        }
+        let me = self.lease.identity.clone();
+        let mut members: Vec<String> = live.keys().cloned().collect();
+        members.push(me.clone());
+        members.sort_unstable();
+        members.dedup();
+        let scale = if members[0] == me {
+            self.plan(&members).await
+        } else {
+            self.plan = None;
+            live.get(&members[0]).and_then(|r| r.scale.clone())?
+        };
+        Some(ring::assign(&members, &me, &scale))
+    }
+
+    /// As planner: the scale in force for `members`, drawn again from the namespaces when the
+    /// members changed or, every [`PLAN_EVERY`] rounds, when the split has drifted.
+    async fn plan(&mut self, members: &[String]) -> Scale {
+        self.rounds += 1;
+        let stale = self.plan.as_ref().is_none_or(|(_, drawn_for)| drawn_for != members);
+        if stale || self.rounds.is_multiple_of(PLAN_EVERY) {
+            match self.namespace_hashes().await {
+                Some(mut hashes) => {
+                    let skewed = self
+                        .plan
+                        .as_ref()
+                        .is_some_and(|(scale, _)| skew(scale, members, &hashes) > REPLAN_SKEW);
+                    if stale || skewed {
+                        let scale = Scale::of(&mut hashes);
+                        tracing::info!(
+                            members = members.len(),
+                            namespaces = hashes.len(),
+                            "drew the shards' scale"
+                        );
+                        self.plan = Some((scale, members.to_vec()));
+                    }
+                }
+                None if stale => self.plan = Some((Scale::default(), members.to_vec())),
+                None => {}
+            }
+        }
+        self.plan.as_ref().map(|(scale, _)| scale.clone()).unwrap_or_default()
+    }
+
+    /// The hashes of every namespace's name; `None` when they could not be listed.
+    async fn namespace_hashes(&self) -> Option<Vec<u64>> {
+        let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(self.client.clone());
+        match api.list_metadata(&kube::api::ListParams::default()).await {
+            Ok(list) => Some(
+                list.items
+                    .iter()
+                    .filter_map(|n| n.metadata.name.as_deref())
+                    .map(|n| fnv1a64(n.as_bytes()))
+                    .collect(),
+            ),
+            Err(e) => {
+                tracing::warn!(error = %crate::api::one_line(&e), "could not list the namespaces to plan the shards");
+                None
             }
         }
     }
@@ -237,6 +310,7 @@ impl<G: Collecting> Membership<G> {
             None => Report::default(),
         };
         report.ranges = self.claimed.clone();
+        report.scale = self.plan.as_ref().map(|(scale, _)| scale.clone());
         let json = serde_json::to_string(&report).unwrap_or_default();
         self.elector.annotate(REPORT_ANNOTATION, json);
         match self.elector.renew().await {
@@ -298,6 +372,19 @@ impl<G: Collecting> Membership<G> {
             collector.stop().await;
         }
     }
+}
+
+/// The largest member's share of the namespaces of `hashes` under `scale`, over an equal share.
+fn skew(scale: &Scale, members: &[String], hashes: &[u64]) -> f64 {
+    let largest = members
+        .iter()
+        .map(|m| {
+            let mine = ring::assign(members, m, scale);
+            hashes.iter().filter(|h| mine.contains(**h)).count()
+        })
+        .max()
+        .unwrap_or(0);
+    largest as f64 * members.len() as f64 / hashes.len().max(1) as f64
 }
 
 /// The report a Lease carries. One that cannot be read (a replica of another version) is taken

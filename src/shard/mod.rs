@@ -70,6 +70,9 @@ pub struct Report {
     /// Cluster-scoped owners that still have dependents in those ranges.
     #[serde(default)]
     pub pending: Vec<String>,
+    /// The ring's scale, published by the planner (the live replica of the lowest identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<ring::Scale>,
 }
 
 /// One collector instance's part of the cluster, shared by its monitors and workers; see the
@@ -171,6 +174,7 @@ impl Shard {
             ranges: self.ranges.clone(),
             clear: of(Finding::Clear),
             pending: of(Finding::Pending),
+            scale: None,
         }
     }
 

@@ -112,9 +112,9 @@ pub fn interleaved_writes_per_object(lines: &[Line]) -> Option<String> {
     for l in lines.iter().filter(|l| l.by_collector() && l.is_write()) {
         by_object.entry(l.key()).or_default().push(l);
     }
-    by_object.into_iter().find_map(|(key, writes)| {
-        interleaved(writes).map(|why| format!("{}/{}: {why}", key.namespace, key.name))
-    })
+    by_object
+        .into_iter()
+        .find_map(|(key, writes)| interleaved(writes).map(|why| format!("{}/{}: {why}", key.namespace, key.name)))
 }
 
 fn interleaved(writes: Vec<&Line>) -> Option<String> {

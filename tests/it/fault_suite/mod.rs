@@ -69,7 +69,11 @@ fn matrix() -> Vec<Scenario> {
         ),
         s("shards-kill", &[], Disruption::KillShard),
         s("shards-add", &[], Disruption::AddShard),
-        s("shards-kill-errors-10", &["--error-rate", "*=0.1"], Disruption::KillShard),
+        s(
+            "shards-kill-errors-10",
+            &["--error-rate", "*=0.1"],
+            Disruption::KillShard,
+        ),
         s(
             "shards-add-old-server",
             &["--feature-gates", "ShardedListAndWatch=false"],

@@ -327,9 +327,15 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     let elect = leader_elect_flags("1s");
     let shard: Vec<&str> = elect[1..].iter().copied().chain(["--shards", "auto"]).collect();
     let mut collectors = match scenario.disruption {
-        Disruption::KillLeader => (0..2).map(|i| Collector::start(&dir, &format!("kube-gc-run-{i}"), &elect)).collect(),
-        Disruption::KillShard => (0..3).map(|i| Collector::start(&dir, &format!("kube-gc-shard-{i}"), &shard)).collect(),
-        Disruption::AddShard => (0..2).map(|i| Collector::start(&dir, &format!("kube-gc-shard-{i}"), &shard)).collect(),
+        Disruption::KillLeader => (0..2)
+            .map(|i| Collector::start(&dir, &format!("kube-gc-run-{i}"), &elect))
+            .collect(),
+        Disruption::KillShard => (0..3)
+            .map(|i| Collector::start(&dir, &format!("kube-gc-shard-{i}"), &shard))
+            .collect(),
+        Disruption::AddShard => (0..2)
+            .map(|i| Collector::start(&dir, &format!("kube-gc-shard-{i}"), &shard))
+            .collect(),
         _ => vec![Collector::start(&dir, "kube-gc-run-0", &[])],
     };
     let leader = if sharded {

@@ -194,14 +194,25 @@ pub async fn create_trees(client: &Client, universe: &mut Universe, scale: usize
         let ghost = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("fs-ghost-{i}"),
                            "uid": format!("0000fa17-0000-4000-8000-{i:012}"), "blockOwnerDeletion": true});
         let ns = layout.namespace(i);
-        create(client, universe, (&p, &ns), &format!("fs-orphan-of-ghost-{i}"), vec![ghost]).await;
+        create(
+            client,
+            universe,
+            (&p, &ns),
+            &format!("fs-orphan-of-ghost-{i}"),
+            vec![ghost],
+        )
+        .await;
     }
     (Roots(roots), replica_sets)
 }
 
 /// ClusterRoles, each owning ConfigMaps in three namespaces and a ClusterRole: the roots whose
 /// dependents are in several shards.
-async fn create_cluster_scoped_trees(client: &Client, universe: &mut Universe, scale: usize) -> Vec<(ApiResource, Obj)> {
+async fn create_cluster_scoped_trees(
+    client: &Client,
+    universe: &mut Universe,
+    scale: usize,
+) -> Vec<(ApiResource, Obj)> {
     let (cr, cm) = (clusterroles(), configmaps());
     let mut roots = Vec::new();
     for i in 0..scale * 2 {
@@ -209,7 +220,14 @@ async fn create_cluster_scoped_trees(client: &Client, universe: &mut Universe, s
         let owners = vec![owner_ref(&cr, &role)];
         for k in 0..3 {
             let ns = Layout::Spread.namespace(i + k * 5);
-            create(client, universe, (&cm, &ns), &format!("fs-crcm-{i}-{k}"), owners.clone()).await;
+            create(
+                client,
+                universe,
+                (&cm, &ns),
+                &format!("fs-crcm-{i}-{k}"),
+                owners.clone(),
+            )
+            .await;
         }
         create(client, universe, (&cr, ""), &format!("fs-crdep-{i}"), owners).await;
         roots.push((cr.clone(), role));
