@@ -309,6 +309,11 @@ impl<C: ClusterApi> GarbageCollector<C> {
         &self.api
     }
 
+    /// The part of the cluster this collector collects.
+    pub fn shard(&self) -> &Arc<crate::shard::Shard> {
+        &self.config.shard
+    }
+
     /// The graph, for inspection.
     pub fn graph(&self) -> &Arc<Graph> {
         &self.graph

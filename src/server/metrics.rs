@@ -15,6 +15,8 @@
 //! | `kube_gc_graph_events_per_second{partition}` | gauge | their rate over the last 10 s, sampled once a second |
 //! | `kube_gc_seconds_since_last_graph_event` | gauge | seconds since any builder applied an event; since the collector started before the first |
 //! | `kube_gc_items_waiting_for_views` | gauge | work items whose decision waits for an incomplete monitor view |
+//! | `kube_gc_shard_hash_share` | gauge | the share of the namespace hash space this replica collects ([`crate::shard`]); 1 when not sharded |
+//! | `kube_gc_shard_client_filtered_events_total` | counter | events the monitors dropped on the client because the API server ignored the `shardSelector` |
 //! | `kube_gc_stalled` | gauge | 1 while the collector is stalled ([`crate::controller::stall`]), else 0 |
 //! | `kube_gc_queue_oldest_item_age_seconds{queue}` | gauge | how long the oldest item of work queue `queue` has waited ([`crate::queue::WorkQueue::for_each_waiting`]); 0 when it has none |
 //! | `kube_gc_api_requests_total{verb,code}` | counter | requests to the API server |
@@ -82,6 +84,9 @@ struct Snapshot {
     graph_changes: GraphChanges,
     graph_nodes: u64,
     waiting_for_views: u64,
+    /// The share of the hash space the collector's shard holds (1 unsharded), and the events its
+    /// monitors dropped on the client.
+    shard: (f64, u64),
     stalled: bool,
     graph_events: GraphEventStats,
     api_calls: Vec<CallCount>,
@@ -145,6 +150,7 @@ impl Snapshot {
             graph_changes,
             graph_nodes: gc.graph().len() as u64,
             waiting_for_views: gc.waiting().len() as u64,
+            shard: (gc.shard().ranges().share(), gc.shard().filtered()),
             stalled: gc.stall_status().stalled,
             graph_events,
             api_calls: gc.api().call_counts(),
@@ -184,6 +190,20 @@ impl Collector for Snapshot {
             "Work items whose decision waits for an incomplete monitor view",
             None,
             ConstGauge::new(self.waiting_for_views),
+        )?;
+        single(
+            encoder,
+            "kube_gc_shard_hash_share",
+            "The share of the namespace hash space this replica collects (1 when not sharded)",
+            None,
+            ConstGauge::new(self.shard.0),
+        )?;
+        single(
+            encoder,
+            "kube_gc_shard_client_filtered_events_total",
+            "Events the monitors dropped on the client: the API server ignored the shardSelector",
+            None,
+            ConstCounter::new(self.shard.1),
         )?;
         single(
             encoder,
@@ -835,6 +855,8 @@ mod tests {
             "kube_gc_graph_events_per_second",
             "kube_gc_seconds_since_last_graph_event",
             "kube_gc_items_waiting_for_views",
+            "kube_gc_shard_hash_share",
+            "kube_gc_shard_client_filtered_events_total",
             "kube_gc_stalled",
             "kube_gc_queue_oldest_item_age_seconds",
             "kube_gc_api_requests_total",

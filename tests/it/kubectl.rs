@@ -709,11 +709,27 @@ fn the_deployment_manifests_should_be_accepted_as_a_cluster_would() {
 #[test]
 fn the_sharded_patch_should_turn_the_leader_into_three_replicas_with_shards_auto() {
     let Some(sim) = Sim::start() else { return };
-    sim.ok(&["create", "-f", concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/namespace.yaml")]);
-    sim.ok(&["create", "-f", concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/deployment.yaml")]);
+    sim.ok(&[
+        "create",
+        "-f",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/namespace.yaml"),
+    ]);
+    sim.ok(&[
+        "create",
+        "-f",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/deployment.yaml"),
+    ]);
     let patch = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/sharded-patch.yaml");
     let patch_file = format!("--patch-file={patch}");
-    sim.ok(&["-n", "kube-gc", "patch", "deployment", "kube-gc", "--type=json", &patch_file]);
+    sim.ok(&[
+        "-n",
+        "kube-gc",
+        "patch",
+        "deployment",
+        "kube-gc",
+        "--type=json",
+        &patch_file,
+    ]);
     let deployment = sim
         .stored(&deployments(), "kube-gc", "kube-gc")
         .expect("the Deployment is stored");
@@ -724,9 +740,20 @@ fn the_sharded_patch_should_turn_the_leader_into_three_replicas_with_shards_auto
         .unwrap_or_default();
     assert!(args.iter().any(|a| a == "--shards=auto"), "{args:?}");
     assert!(!args.iter().any(|a| a == "--leader-elect"), "{args:?}");
-    assert!(args.iter().any(|a| a == "--leader-elect-resource-namespace=kube-gc"), "{args:?}");
+    assert!(
+        args.iter().any(|a| a == "--leader-elect-resource-namespace=kube-gc"),
+        "{args:?}"
+    );
     // The patch tests that it replaces the leader flag: on a sharded Deployment it is refused.
-    let again = sim.kubectl(&["-n", "kube-gc", "patch", "deployment", "kube-gc", "--type=json", &patch_file]);
+    let again = sim.kubectl(&[
+        "-n",
+        "kube-gc",
+        "patch",
+        "deployment",
+        "kube-gc",
+        "--type=json",
+        &patch_file,
+    ]);
     assert!(!again.status.success(), "a second patch is refused: {}", again.stdout);
 }
 

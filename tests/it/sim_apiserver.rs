@@ -597,6 +597,89 @@ async fn a_sharded_list_should_keep_the_namespaces_in_its_range_and_echo_its_sel
     assert_status_body(&refused, 400, "BadRequest");
 }
 
+/// The namespaces of the sharded tests: four on each side of 2^63 by FNV-1a.
+const SHARDED_NAMESPACES: [&str; 8] = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "kube-public",
+    "default",
+    "prod",
+    "staging",
+];
+
+/// The lower half of the namespace hash space.
+fn lower_half() -> kube_gc::api::shard::ShardSelector {
+    kube_gc::api::shard::ShardSelector::parse("shardRange(object.metadata.namespace, '0x0', '0x8000000000000000')")
+        .expect("a valid selector")
+}
+
+#[tokio::test]
+async fn a_sharded_watch_should_deliver_only_the_namespaces_in_its_range() {
+    use kube_gc::api::{ClusterApi, Gvr, KubeApi};
+    let server = TestServer::start().await;
+    let api = KubeApi::new(server.client.clone());
+    let gvr = Gvr::new("", "v1", "configmaps");
+    let selector = lower_half();
+    let mut stream = api.watch(&gvr, Some(&selector), "0").await.expect("a sharded watch");
+    for ns in SHARDED_NAMESPACES {
+        let cms: Api<ConfigMap> = Api::namespaced(server.client.clone(), ns);
+        cms.create(&PostParams::default(), &config_map("cm", &[]))
+            .await
+            .unwrap();
+    }
+    let expected: BTreeSet<&str> = SHARDED_NAMESPACES
+        .into_iter()
+        .filter(|ns| selector.matches(ns, ""))
+        .collect();
+    let mut seen = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.len() < expected.len() && Instant::now() < deadline {
+        let Ok(Some(event)) = tokio::time::timeout(Duration::from_secs(5), stream.next()).await else {
+            break;
+        };
+        let event = event.expect("a watch event");
+        seen.insert(event.object.metadata.namespace.clone());
+    }
+    let seen: BTreeSet<&str> = seen.iter().map(String::as_str).collect();
+    assert_eq!(seen, expected, "only the lower half's namespaces are delivered");
+    // A list through the same client sees the echo: the server applied the selector.
+    let page = api
+        .list_page(&gvr, Some(&selector), "", 0)
+        .await
+        .expect("a sharded list");
+    assert_eq!(page.shard_selector, Some(selector.to_string()));
+    assert_eq!(page.items.len(), expected.len());
+}
+
+#[tokio::test]
+async fn with_the_gate_off_a_sharded_list_should_list_everything_and_echo_nothing() {
+    use kube_gc::api::{ClusterApi, Gvr, KubeApi};
+    let options = ServerOptions {
+        sharded_list_and_watch: false,
+        ..ServerOptions::default()
+    };
+    let server = TestServer::start_with(SimCluster::new(), options).await;
+    for ns in SHARDED_NAMESPACES {
+        let cms: Api<ConfigMap> = Api::namespaced(server.client.clone(), ns);
+        cms.create(&PostParams::default(), &config_map("cm", &[]))
+            .await
+            .unwrap();
+    }
+    let api = KubeApi::new(server.client.clone());
+    let page = api
+        .list_page(&Gvr::new("", "v1", "configmaps"), Some(&lower_half()), "", 0)
+        .await
+        .expect("the list is served");
+    assert_eq!(page.shard_selector, None, "an older server echoes nothing");
+    assert_eq!(page.items.len(), SHARDED_NAMESPACES.len(), "and lists every namespace");
+    // Even a malformed selector is ignored, as by a server that does not know the parameter.
+    let path = "/api/v1/configmaps?shardSelector=nonsense";
+    let answer = raw(&server.client, Method::GET, path, "application/json", Vec::new()).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.body);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Metadata-only reads
 

@@ -13,7 +13,7 @@
 use super::list_options::{self, Start};
 use super::protobuf;
 use super::represent::{json_response, success, ListMeta, Presentation};
-use super::request::{manager_from_user_agent, negotiate, HttpVerb, Params, ResourcePath, ShardFilter};
+use super::request::{manager_from_user_agent, negotiate, HttpVerb, Params, ResourcePath};
 use super::watch::{self, WatchLimits};
 use super::Server;
 use crate::api::{ApiError, DeleteOptions, PartialObjectMeta, PatchType, StatusReason};
@@ -39,10 +39,14 @@ impl Server {
         body: Body,
     ) -> Result<Response, ApiError> {
         let query = query.as_ref().map_err(|e| bad_request(format!("invalid query: {e}")))?;
-        let mut params = Params::parse(query)?;
-        if !self.options.sharded_list_and_watch {
-            params.shards = ShardFilter::default();
-        }
+        let params = if self.options.sharded_list_and_watch {
+            Params::parse(query)?
+        } else {
+            // A server without the gate does not know the parameter, malformed or not.
+            let mut known = query.clone();
+            known.remove("shardSelector");
+            Params::parse(&known)?
+        };
         let verb = verb.ok_or_else(method_not_allowed)?;
         let targeted = self.admission.targets(&parts.headers);
         if targeted {

@@ -438,6 +438,20 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     let wrongful = wrongful_deletions(&universe, &expected, &lines);
     failures.extend(wrongful.iter().cloned());
     failures.extend(foreground_order(&universe, &expected, &lines));
+    if sharded {
+        // Against a server that ignores shardSelector the replicas filter on the client, and say
+        // so; against one that applies it, nothing is left to filter.
+        let ignoring = scenario.faults.contains(&"ShardedListAndWatch=false");
+        for collector in &collectors {
+            let filtered = collector.process.log().contains("filtering them on the client");
+            if filtered != ignoring {
+                failures.push(format!(
+                    "{}: client-side filtering {filtered}, expected {ignoring}",
+                    collector.name
+                ));
+            }
+        }
+    }
     let interleaved = if sharded {
         audit::interleaved_writes_per_object(&lines)
     } else {
