@@ -18,5 +18,6 @@ pub mod progress;
 pub mod record;
 pub mod replay;
 pub mod report;
+pub mod shards;
 pub mod stream;
 pub mod sync;

@@ -48,6 +48,33 @@ enum Command {
     CurveSize(CurveSizeArgs),
     /// Time `kube-gc run` syncing a simulated cluster over HTTP, with its peak memory and CPU.
     Sync(SyncArgs),
+    /// What each of N sharded `kube-gc run --shards auto` replicas holds, and their takeover time.
+    Shards(ShardsArgs),
+}
+
+#[derive(Args)]
+struct ShardsArgs {
+    /// The simulated cluster's size (`kube-gc sim-apiserver --preset`).
+    #[arg(long, value_enum)]
+    preset: Preset,
+    /// Replica counts to measure, one run each.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4", value_parser = clap::value_parser!(u16).range(1..=16))]
+    replicas: Vec<u16>,
+    /// After settling, kill the first replica and time the others' takeover.
+    #[arg(long)]
+    kill_one: bool,
+    /// The kube-gc binary [default: the one beside loadgen].
+    #[arg(long)]
+    kube_gc: Option<PathBuf>,
+    /// Directory for the kubeconfigs and logs [default: a new one under the temporary directory].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Give up when the simulator is not serving, or the replicas have not settled, after this long.
+    #[arg(long, default_value = "5m", value_parser = kube_gc::duration::parse_positive)]
+    timeout: Duration,
+    /// More flags for `kube-gc run` (after `--`).
+    #[arg(last = true)]
+    run_args: Vec<String>,
 }
 
 #[derive(Args)]
@@ -356,6 +383,7 @@ fn main() -> ExitCode {
         Command::PerfGate(args) => perf_gate(args),
         Command::CurveSize(args) => curve_size(args),
         Command::Sync(args) => sync(args),
+        Command::Shards(args) => shards(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -483,6 +511,38 @@ fn sync(args: SyncArgs) -> anyhow::Result<()> {
     })?;
     said?;
     say(loadgen::sync::summary(&runs))
+}
+
+fn shards(args: ShardsArgs) -> anyhow::Result<()> {
+    let kube_gc = match args.kube_gc {
+        Some(path) => path,
+        None => loadgen::sync::sibling_kube_gc()
+            .context("no kube-gc beside loadgen (build it with `cargo build --release`, or pass --kube-gc)")?,
+    };
+    loadgen::sync::check_binary(&kube_gc)?;
+    let preset = args
+        .preset
+        .to_possible_value()
+        .map(|value| value.get_name().to_owned())
+        .context("naming the preset")?;
+    let options = loadgen::sync::SyncOptions {
+        kube_gc,
+        preset,
+        run_args: args.run_args,
+        dir: args.dir.unwrap_or_else(loadgen::sync::scratch_dir),
+        timeout: args.timeout,
+    };
+    say(format!(
+        "sharded kube-gc run against sim-apiserver --preset {}; files in {}",
+        options.preset,
+        options.dir.display()
+    ))?;
+    for n in args.replicas {
+        let run = loadgen::shards::measure(&options, usize::from(n), args.kill_one)
+            .with_context(|| format!("{n} replica(s)"))?;
+        say(loadgen::shards::line(&run))?;
+    }
+    Ok(())
 }
 
 fn replay(args: ReplayArgs) -> anyhow::Result<()> {

@@ -74,14 +74,14 @@ pub struct SyncRun {
 }
 
 /// A child process killed when dropped, whose stderr goes to a file.
-struct Process {
+pub(crate) struct Process {
     name: &'static str,
     child: Child,
     log: PathBuf,
 }
 
 impl Process {
-    fn spawn(name: &'static str, command: &mut Command, log: PathBuf) -> anyhow::Result<Process> {
+    pub(crate) fn spawn(name: &'static str, command: &mut Command, log: PathBuf) -> anyhow::Result<Process> {
         let file = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let child = command
             .stdin(Stdio::null())
@@ -92,7 +92,7 @@ impl Process {
         Ok(Process { name, child, log })
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
@@ -101,7 +101,7 @@ impl Process {
     }
 
     /// Fails, with the log's end, if the process has exited.
-    fn check_alive(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn check_alive(&mut self) -> anyhow::Result<()> {
         if let Some(status) = self.child.try_wait().context("waiting for a child")? {
             let log = self.log();
             let tail: Vec<&str> = log.lines().rev().take(10).collect();
@@ -112,7 +112,7 @@ impl Process {
     }
 
     /// The first whole log line containing `needle`, waiting for it until `deadline`.
-    fn wait_for_line(&mut self, needle: &str, deadline: Instant) -> anyhow::Result<String> {
+    pub(crate) fn wait_for_line(&mut self, needle: &str, deadline: Instant) -> anyhow::Result<String> {
         loop {
             let log = self.log();
             // Only whole lines: a line may reach the file in several writes.
@@ -126,6 +126,14 @@ impl Process {
             }
             std::thread::sleep(POLL_EVERY);
         }
+    }
+}
+
+impl Process {
+    /// Kills the process (SIGKILL) and reaps it.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -209,13 +217,13 @@ fn measure_once(options: &SyncOptions, index: usize) -> anyhow::Result<SyncRun> 
 }
 
 /// The object count of the simulator's "serving N objects on http://ADDR" line.
-fn objects_served(line: &str) -> Option<u64> {
+pub(crate) fn objects_served(line: &str) -> Option<u64> {
     let after = line.split("serving ").nth(1)?;
     after.split(' ').next()?.parse().ok()
 }
 
 /// The `http://ADDR` address at the end of a log line.
-fn address_in(line: &str) -> Option<SocketAddr> {
+pub(crate) fn address_in(line: &str) -> Option<SocketAddr> {
     let after = line.rsplit("http://").next()?;
     after.trim().trim_end_matches('/').parse().ok()
 }

@@ -193,7 +193,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if let Some(assignment) = args.shards.clone() {
         let lease = args.shard_lease(&identity)?;
-        let slot = Slot::standing_by();
+        // Ready only while collecting its ranges on synced monitors, not while they change hands.
+        let slot = Slot::starting();
         args.serving.start(cert, slot.clone(), &client, &agent).await?;
         return run_sharded(&args, (client, slot), config, (lease, assignment)).await;
     }

@@ -200,7 +200,7 @@ impl Collector for Snapshot {
         )?;
         single(
             encoder,
-            "kube_gc_shard_client_filtered_events_total",
+            "kube_gc_shard_client_filtered_events",
             "Events the monitors dropped on the client: the API server ignored the shardSelector",
             None,
             ConstCounter::new(self.shard.1),
