@@ -109,7 +109,11 @@ pub fn interleaved_writes(lines: &[Line]) -> Option<String> {
 /// objects change hands only one way (a shard dies, or a new one takes a share).
 pub fn interleaved_writes_per_object(lines: &[Line]) -> Option<String> {
     let mut by_object: std::collections::BTreeMap<Key, Vec<&Line>> = std::collections::BTreeMap::new();
-    for l in lines.iter().filter(|l| l.by_collector() && l.is_write()) {
+    // A create names no object in its path (each replica creates its own Lease).
+    for l in lines
+        .iter()
+        .filter(|l| l.by_collector() && l.is_write() && !l.name.is_empty())
+    {
         by_object.entry(l.key()).or_default().push(l);
     }
     by_object
