@@ -478,25 +478,35 @@ async fn stop(duration: Option<Duration>) {
     }
 }
 
-fn sync(args: SyncArgs) -> anyhow::Result<()> {
-    let kube_gc = match args.kube_gc {
+/// The options of a `sync` or `shards` run: the kube-gc binary (beside loadgen by default),
+/// checked, and the preset's name.
+fn sync_options(
+    kube_gc: Option<PathBuf>,
+    preset: Preset,
+    run_args: Vec<String>,
+    (dir, timeout): (Option<PathBuf>, Duration),
+) -> anyhow::Result<loadgen::sync::SyncOptions> {
+    let kube_gc = match kube_gc {
         Some(path) => path,
         None => loadgen::sync::sibling_kube_gc()
             .context("no kube-gc beside loadgen (build it with `cargo build --release`, or pass --kube-gc)")?,
     };
     loadgen::sync::check_binary(&kube_gc)?;
-    let preset = args
-        .preset
+    let preset = preset
         .to_possible_value()
         .map(|value| value.get_name().to_owned())
         .context("naming the preset")?;
-    let options = loadgen::sync::SyncOptions {
+    Ok(loadgen::sync::SyncOptions {
         kube_gc,
         preset,
-        run_args: args.run_args,
-        dir: args.dir.unwrap_or_else(loadgen::sync::scratch_dir),
-        timeout: args.timeout,
-    };
+        run_args,
+        dir: dir.unwrap_or_else(loadgen::sync::scratch_dir),
+        timeout,
+    })
+}
+
+fn sync(args: SyncArgs) -> anyhow::Result<()> {
+    let options = sync_options(args.kube_gc, args.preset, args.run_args, (args.dir, args.timeout))?;
     say(format!(
         "kube-gc run {} against sim-apiserver --preset {}; files in {}",
         loadgen::sync::UNTHROTTLED.join(" "),
@@ -514,24 +524,7 @@ fn sync(args: SyncArgs) -> anyhow::Result<()> {
 }
 
 fn shards(args: ShardsArgs) -> anyhow::Result<()> {
-    let kube_gc = match args.kube_gc {
-        Some(path) => path,
-        None => loadgen::sync::sibling_kube_gc()
-            .context("no kube-gc beside loadgen (build it with `cargo build --release`, or pass --kube-gc)")?,
-    };
-    loadgen::sync::check_binary(&kube_gc)?;
-    let preset = args
-        .preset
-        .to_possible_value()
-        .map(|value| value.get_name().to_owned())
-        .context("naming the preset")?;
-    let options = loadgen::sync::SyncOptions {
-        kube_gc,
-        preset,
-        run_args: args.run_args,
-        dir: args.dir.unwrap_or_else(loadgen::sync::scratch_dir),
-        timeout: args.timeout,
-    };
+    let options = sync_options(args.kube_gc, args.preset, args.run_args, (args.dir, args.timeout))?;
     say(format!(
         "sharded kube-gc run against sim-apiserver --preset {}; files in {}",
         options.preset,

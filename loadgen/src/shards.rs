@@ -12,7 +12,7 @@
 //! the takeover time. Every wait is bounded by `--timeout`, and every process is killed when
 //! the run ends.
 
-use crate::sync::{address_in, objects_served, status_bytes, Process, SyncOptions, POLL_EVERY, UNTHROTTLED};
+use crate::sync::{address_in, start_simulator, status_bytes, Process, SyncOptions, POLL_EVERY, UNTHROTTLED};
 use anyhow::{bail, Context};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -54,18 +54,7 @@ pub struct ShardRun {
 /// Runs N replicas on the simulator and measures them; see the [module docs](self).
 pub fn measure(options: &SyncOptions, replicas: usize, kill_one: bool) -> anyhow::Result<ShardRun> {
     std::fs::create_dir_all(&options.dir).with_context(|| format!("creating {}", options.dir.display()))?;
-    let kubeconfig = options.dir.join(format!("kubeconfig-shards-{replicas}"));
-    let _ = std::fs::remove_file(&kubeconfig);
-    let mut simulator = Process::spawn(
-        "kube-gc sim-apiserver",
-        Command::new(&options.kube_gc)
-            .args(["sim-apiserver", "--preset", &options.preset, "--listen", "127.0.0.1:0"])
-            .arg("--write-kubeconfig")
-            .arg(&kubeconfig),
-        options.dir.join(format!("sim-apiserver-shards-{replicas}.log")),
-    )?;
-    let serving = simulator.wait_for_line("objects on http://", Instant::now() + options.timeout)?;
-    let objects = objects_served(&serving).with_context(|| format!("reading {serving:?}"))?;
+    let (mut simulator, kubeconfig, objects) = start_simulator(options, &format!("shards-{replicas}"))?;
     let started = Instant::now();
     let mut running: Vec<(Process, SocketAddr)> = Vec::new();
     for i in 0..replicas {

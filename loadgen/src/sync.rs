@@ -161,8 +161,10 @@ pub fn measure(
     Ok(done)
 }
 
-fn measure_once(options: &SyncOptions, index: usize) -> anyhow::Result<SyncRun> {
-    let kubeconfig = options.dir.join(format!("kubeconfig-{index}"));
+/// A simulator serving `options.preset`, its kubeconfig and the objects it serves; `tag` names
+/// its files in `options.dir`.
+pub(crate) fn start_simulator(options: &SyncOptions, tag: &str) -> anyhow::Result<(Process, PathBuf, u64)> {
+    let kubeconfig = options.dir.join(format!("kubeconfig-{tag}"));
     // A kubeconfig of an earlier run would name a dead server.
     let _ = std::fs::remove_file(&kubeconfig);
     let mut simulator = Process::spawn(
@@ -171,10 +173,15 @@ fn measure_once(options: &SyncOptions, index: usize) -> anyhow::Result<SyncRun> 
             .args(["sim-apiserver", "--preset", &options.preset, "--listen", "127.0.0.1:0"])
             .arg("--write-kubeconfig")
             .arg(&kubeconfig),
-        options.dir.join(format!("sim-apiserver-{index}.log")),
+        options.dir.join(format!("sim-apiserver-{tag}.log")),
     )?;
     let serving = simulator.wait_for_line("objects on http://", Instant::now() + options.timeout)?;
     let objects = objects_served(&serving).with_context(|| format!("reading {serving:?}"))?;
+    Ok((simulator, kubeconfig, objects))
+}
+
+fn measure_once(options: &SyncOptions, index: usize) -> anyhow::Result<SyncRun> {
+    let (mut simulator, kubeconfig, objects) = start_simulator(options, &index.to_string())?;
     let simulator_cpu_before = cpu_seconds(simulator.pid())?;
     let started = Instant::now();
     let mut collector = Process::spawn(
@@ -217,7 +224,7 @@ fn measure_once(options: &SyncOptions, index: usize) -> anyhow::Result<SyncRun> 
 }
 
 /// The object count of the simulator's "serving N objects on http://ADDR" line.
-pub(crate) fn objects_served(line: &str) -> Option<u64> {
+fn objects_served(line: &str) -> Option<u64> {
     let after = line.split("serving ").nth(1)?;
     after.split(' ').next()?.parse().ok()
 }
