@@ -4,7 +4,8 @@
 //! Invariant: workers start once, after the monitors' first sync or after
 //! `initial_sync_timeout`, whichever comes first (a shard's only after the sync), and are never
 //! paused by a resync (there is no
-//! worker lock). Shutdown stops the monitors, then the queues, then waits for every task.
+//! worker lock). Shutdown stops every task but the workers, closes the queues and the monitors,
+//! lets each worker finish the item it holds (up to [`DRAIN`]), then waits for every task.
 
 mod config;
 mod metrics;
@@ -34,6 +35,10 @@ use sync::Monitors;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+/// How long a stopping collector waits for its workers to finish the items they hold (a worker
+/// whose requests keep failing is abandoned after it).
+pub const DRAIN: Duration = Duration::from_secs(10);
+
 /// A running garbage collector.
 pub struct GarbageCollector<C> {
     api: Arc<C>,
@@ -52,6 +57,8 @@ pub struct GarbageCollector<C> {
     stall: Stall,
     stop: CancellationToken,
     tasks: Mutex<JoinSet<()>>,
+    /// The workers, apart: a stop lets each finish the item it holds ([`DRAIN`]).
+    workers: Mutex<JoinSet<()>>,
     /// Set once the workers run: after the first sync, or after the initial wait without one.
     workers_started: AtomicBool,
     /// The periodic audit's counters (all 0 while it is off).
@@ -93,6 +100,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
             stall: Stall::new(config.stall_after),
             stop: CancellationToken::new(),
             tasks: Mutex::new(JoinSet::new()),
+            workers: Mutex::new(JoinSet::new()),
             workers_started: AtomicBool::new(false),
             audit: Arc::new(AuditMetrics::default()),
             config,
@@ -195,9 +203,12 @@ impl<C: ClusterApi> GarbageCollector<C> {
             tracing::warn!("monitors not synced; a shard's workers wait for them");
             self.sync_once().await;
         }
-        for _ in 0..self.config.workers.max(1) {
-            self.spawn(collector.clone().run_attempt_to_delete_worker());
-            self.spawn(collector.clone().run_attempt_to_orphan_worker());
+        {
+            let mut workers = self.workers.lock();
+            for _ in 0..self.config.workers.max(1) {
+                workers.spawn(collector.clone().run_attempt_to_delete_worker());
+                workers.spawn(collector.clone().run_attempt_to_orphan_worker());
+            }
         }
         self.workers_started.store(true, Ordering::Release);
         loop {
@@ -394,10 +405,18 @@ impl<C: ClusterApi> GarbageCollector<C> {
     /// Stops everything and waits for every task to end.
     pub async fn shutdown(&self) {
         self.stop.cancel();
+        // Each worker finishes the item it holds, its request and journal line included, and
+        // takes no other: a write is never left half sent, nor unexplained.
+        self.attempt_to_delete.close();
+        self.attempt_to_orphan.close();
         let stopping = self.monitors.lock().stop_all();
         stopping.await;
-        self.attempt_to_delete.shut_down();
-        self.attempt_to_orphan.shut_down();
+        let mut workers = std::mem::take(&mut *self.workers.lock());
+        let drained = tokio::time::timeout(DRAIN, async { while workers.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!(after = ?DRAIN, "workers still busy at shutdown; abandoning their items");
+        }
+        drop(workers);
         let mut tasks = std::mem::take(&mut *self.tasks.lock());
         while tasks.join_next().await.is_some() {}
     }

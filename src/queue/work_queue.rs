@@ -157,6 +157,8 @@ pub struct WorkQueue<T> {
     limiter: RateLimiter<T>,
     /// Set once by [`WorkQueue::shut_down`]; `SeqCst` on both sides, as it pairs with fences.
     shutting_down: AtomicBool,
+    /// Set by [`close`](WorkQueue::close): no item is handed out any more.
+    closed: AtomicBool,
     adds_total: Counter,
     retries_total: Counter,
     /// Calls of [`forget`](WorkQueue::forget): items that ended their processing in success.
@@ -209,6 +211,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
             }),
             limiter: RateLimiter::new(limiter),
             shutting_down: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             adds_total: Counter::default(),
             retries_total: Counter::default(),
             forgets_total: Counter::default(),
@@ -406,6 +409,9 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
     }
 
     fn take(&self) -> Option<T> {
+        if self.closed.load(Ordering::SeqCst) {
+            return None;
+        }
         self.drain_inbox();
         let now = self.stamp(Instant::now());
         let taken = self.items.take(now)?;
@@ -439,6 +445,14 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
         self.delays.clear();
         self.timer.wake.notify_one();
         self.ready.notify_waiters();
+    }
+
+    /// Shuts the queue down and hands out nothing more, not even the items still queued: each
+    /// consumer finishes the item it holds and then gets `None`. For a collector that stops
+    /// acting (its ranges change hands) without abandoning a request half sent.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.shut_down();
     }
 
     fn is_shut_down(&self) -> bool {
@@ -785,6 +799,19 @@ mod tests {
             (1, 1),
             "applied as one add and one merge"
         );
+    }
+
+    #[tokio::test]
+    async fn a_closed_queue_should_hand_out_nothing_more_while_its_consumer_finishes_its_item() {
+        let q = queue();
+        q.add(1);
+        q.add(2);
+        let held = q.get().await.expect("an item before the close");
+        q.close();
+        assert_eq!(q.get().await, None, "the item still queued is not handed out");
+        q.done(&held);
+        q.add(3);
+        assert_eq!(q.get().await, None, "nor is a later add");
     }
 
     #[test]
