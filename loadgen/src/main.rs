@@ -220,6 +220,11 @@ struct ReplayArgs {
     /// --journal` does, to measure what the journal costs.
     #[arg(long)]
     journal: Option<PathBuf>,
+    /// Full mode: N collectors split the cluster as `kube-gc run --shards auto` replicas do (each
+    /// its ranges of the namespace hash, their findings exchanged), and the outcome is checked
+    /// against the same oracle as one collector's.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    shards: u16,
     /// Full mode: give up when the collector has not synced, or not settled, after this long.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
@@ -556,6 +561,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
                 ("--verify-with-get", args.verify_with_get),
                 ("--api-latency", args.api_latency.is_some()),
                 ("--journal", args.journal.is_some()),
+                ("--shards", args.shards > 1),
             ];
             if let Some((flag, _)) = full_only.iter().find(|(_, given)| *given) {
                 anyhow::bail!("{flag} applies to --mode full");
@@ -572,6 +578,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
                 verify_with_get: args.verify_with_get,
                 api_latency: args.api_latency.unwrap_or_default(),
                 journal: args.journal.clone(),
+                shards: usize::from(args.shards),
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(replay::full::run(&args.file, &options, &full))?

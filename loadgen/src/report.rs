@@ -3,6 +3,7 @@
 //! Every field is always present; the ones that do not apply to a mode are `null`, so scripts can
 //! read both modes' reports the same way.
 
+use crate::replay::replicas::ShardFigures;
 use hdrhistogram::Histogram;
 use kube_gc::queue::{DurationHistogram, DURATION_BUCKETS};
 use serde::{Deserialize, Serialize};
@@ -87,6 +88,8 @@ pub struct Report {
     /// every action as when it replays all actions first (false: the stream's outcome depends on
     /// timing, and `outcome_ok` compares with the all-actions-first outcome).
     pub oracle_timing_independent: Option<bool>,
+    /// Full mode with `--shards N`: each replica's share of the hash space and graph.
+    pub shards: Option<Vec<ShardFigures>>,
 }
 
 /// What a replay went through, the same in every mode.
@@ -368,6 +371,14 @@ impl Report {
                     p.count
                 )?;
             }
+        }
+        for (i, shard) in self.shards.iter().flatten().enumerate() {
+            writeln!(
+                f,
+                "replica {i}: {:.1}% of the hash space, {} nodes in its graph after the first settle",
+                shard.hash_share * 100.0,
+                shard.graph_nodes
+            )?;
         }
         write!(
             f,

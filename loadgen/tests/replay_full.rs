@@ -26,6 +26,11 @@ fn replay_full(path: &Path, verify_with_get: bool) -> Report {
 
 /// [`replay_full`], the collector recording its writes in `journal`.
 fn replay_journaled(path: &Path, verify_with_get: bool, journal: Option<PathBuf>) -> Report {
+    replay_with(path, verify_with_get, journal, 1)
+}
+
+/// [`replay_journaled`] by `shards` collectors splitting the cluster.
+fn replay_with(path: &Path, verify_with_get: bool, journal: Option<PathBuf>, shards: usize) -> Report {
     let options = ReplayOptions {
         partitions: vec![2],
         skip_bad: false,
@@ -37,6 +42,7 @@ fn replay_journaled(path: &Path, verify_with_get: bool, journal: Option<PathBuf>
         verify_with_get,
         api_latency: Duration::ZERO,
         journal,
+        shards,
     };
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(full::run(path, &options, &full)).expect("replay")
@@ -97,6 +103,40 @@ fn full_replay_of_the_small_preset_should_end_as_the_oracle_expects() {
         assert!(report.objects_collected.is_some_and(|n| n > 0));
         assert_eq!(report.actions_failed, Some(0));
     }
+}
+
+/// Three sharded collectors end where one does, on a cluster whose cluster-scoped owners (Fleets)
+/// hold ConfigMaps across the namespaces and are deleted in every policy: the owners' shards
+/// wait for the others' reports before they let a Foreground or Orphan owner go.
+#[test]
+fn three_sharded_collectors_should_end_as_one_does_each_holding_part_of_the_graph() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("small.jsonl.zst");
+    let mut writer = StreamWriter::create(&path).expect("create");
+    generate(&Preset::Small.topology(), 11, &mut writer, &ProgressBar::hidden()).expect("generate");
+    writer.finish().expect("finish");
+    let one = replay_with(&path, false, None, 1);
+    assert_outcome_ok(&one);
+    assert_eq!(one.shards, None);
+    let three = replay_with(&path, false, None, 3);
+    assert_outcome_ok(&three);
+    assert_eq!(
+        (three.initial_collected, three.objects_collected),
+        (one.initial_collected, one.objects_collected)
+    );
+    let shards = three.shards.expect("the replicas' figures");
+    assert_eq!(shards.len(), 3);
+    let share: f64 = shards.iter().map(|s| s.hash_share).sum();
+    assert!(
+        (share - 1.0).abs() < 1e-9,
+        "the ranges cover the hash space once: {share}"
+    );
+    let nodes: Vec<u64> = shards.iter().map(|s| s.graph_nodes).collect();
+    let objects = one.objects;
+    assert!(
+        nodes.iter().all(|&n| n > objects / 10 && n < objects * 2 / 3),
+        "each replica holds a part of the {objects} objects: {nodes:?}"
+    );
 }
 
 /// DESIGN §5: at most 1.05 API calls per collected object in a Background cascade, where

@@ -17,7 +17,7 @@ use kube_gc::api::KubeApi;
 use kube_gc::audit::AuditConfig;
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
 use kube_gc::journal::{FileConfig, Journal, JournalConfig};
-use kube_gc::leader::{LeaderElector, LeaseConfig};
+use kube_gc::leader::{LeaderElector, LeaseConfig, Tenure};
 use kube_gc::monitor::SyncMode;
 use kube_gc::queue::RateLimiterConfig;
 use kube_gc::server::Slot;
@@ -215,10 +215,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
     let fence = match &elector {
-        Some(elector) => {
-            let tenure = elector.tenure();
-            Fence::new(move || tenure.is_current())
-        }
+        Some(elector) => tenure_fence(elector.tenure()),
         None if args.dry_run => Fence::closed(),
         None => Fence::open(),
     };
@@ -278,12 +275,8 @@ async fn run_sharded(
         lease.identity, args.shard_group, lease.namespace, lease.name
     );
     let mut membership = Membership::new(client.clone(), lease, &args.shard_group, assignment);
-    let tenure = membership.elector().tenure();
-    let api = Arc::new(layers::stack(
-        KubeApi::new(client),
-        args.budgets(),
-        Fence::new(move || tenure.is_current()),
-    ));
+    let fence = tenure_fence(membership.elector().tenure());
+    let api = Arc::new(layers::stack(KubeApi::new(client), args.budgets(), fence));
     let every = args.report_every;
     let start = |shard: Arc<Shard>| {
         let (api, slot) = (api.clone(), slot.clone());
@@ -310,6 +303,12 @@ async fn run_sharded(
     eprintln!("kube-gc run: shutting down; leaving the shard group");
     membership.leave().await;
     Ok(())
+}
+
+/// A fence open while `tenure` lasts: the writes of a replica that may have lost its Lease stop
+/// before another replica can act on what it held.
+fn tenure_fence(tenure: Tenure) -> Fence {
+    Fence::new(move || tenure.is_current())
 }
 
 /// Logs the collector's progress every `every`; never returns.
@@ -376,11 +375,25 @@ impl RunArgs {
         Journal::open(config).with_context(|| format!("opening --journal {}", path.display()))
     }
 
-    /// This replica's own Lease in the shard group, timed by the `--leader-elect-*` flags.
+    /// This replica's own Lease in the shard group.
     fn shard_lease(&self, identity: &str) -> anyhow::Result<LeaseConfig> {
+        self.lease_config(lease_name(&self.shard_group, identity), identity)
+    }
+
+    /// The lease to elect a leader with, when `--leader-elect`.
+    fn lease(&self, identity: &str) -> anyhow::Result<Option<LeaseConfig>> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        self.lease_config(self.leader_elect_resource_name.clone(), identity)
+            .map(Some)
+    }
+
+    /// The Lease `name` held as `identity`, timed and rate-limited by the `--leader-elect-*` flags.
+    fn lease_config(&self, name: String, identity: &str) -> anyhow::Result<LeaseConfig> {
         let lease = LeaseConfig {
             namespace: self.leader_elect_resource_namespace.clone(),
-            name: lease_name(&self.shard_group, identity),
+            name,
             identity: identity.to_string(),
             lease_duration: self.leader_elect_lease_duration,
             renew_deadline: self.leader_elect_renew_deadline,
@@ -392,26 +405,5 @@ impl RunArgs {
         };
         lease.check().map_err(anyhow::Error::msg)?;
         Ok(lease)
-    }
-
-    /// The lease to elect a leader with, when `--leader-elect`.
-    fn lease(&self, identity: &str) -> anyhow::Result<Option<LeaseConfig>> {
-        if !self.leader_elect {
-            return Ok(None);
-        }
-        let lease = LeaseConfig {
-            namespace: self.leader_elect_resource_namespace.clone(),
-            name: self.leader_elect_resource_name.clone(),
-            identity: identity.to_string(),
-            lease_duration: self.leader_elect_lease_duration,
-            renew_deadline: self.leader_elect_renew_deadline,
-            retry_period: self.leader_elect_retry_period,
-            budget: Budget {
-                qps: self.leader_elect_qps,
-                burst: self.leader_elect_burst,
-            },
-        };
-        lease.check().map_err(anyhow::Error::msg)?;
-        Ok(Some(lease))
     }
 }

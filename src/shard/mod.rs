@@ -44,7 +44,7 @@ pub mod ring;
 
 pub use ranges::Ranges;
 
-use crate::api::shard::{fnv1a64, ShardSelector};
+use crate::api::shard::ShardSelector;
 use crate::graph::{Identity, Uid};
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
@@ -126,7 +126,7 @@ impl Shard {
     /// Whether a monitor of a namespaced resource keeps an event of an object in `namespace`;
     /// counts (and once logs) one it drops, which only a server that ignores the selector sends.
     pub fn keeps(&self, namespace: &str) -> bool {
-        if self.selector.is_none() || self.ranges.contains(fnv1a64(namespace.as_bytes())) {
+        if self.selector.is_none() || self.ranges.holds_namespace(namespace) {
             return true;
         }
         self.filtered.fetch_add(1, Ordering::Relaxed);

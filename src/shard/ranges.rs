@@ -76,8 +76,13 @@ impl Ranges {
         if namespace.is_empty() {
             self.contains(fnv1a64(uid.to_string().as_bytes()))
         } else {
-            self.contains(fnv1a64(namespace.as_bytes()))
+            self.holds_namespace(namespace)
         }
+    }
+
+    /// True when the objects of `namespace` are in the set.
+    pub fn holds_namespace(&self, namespace: &str) -> bool {
+        self.contains(fnv1a64(namespace.as_bytes()))
     }
 
     /// [`Ranges::owns`] for a graph identity.

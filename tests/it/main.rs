@@ -25,6 +25,7 @@ mod over_http;
 mod partial_view;
 mod python_client;
 mod secure_serving;
+mod shards;
 mod sim_apiserver;
 mod sim_apiserver_restart;
 mod stall;

@@ -13,21 +13,23 @@
 //!    first object has a namespace. Kinds that only references name are not served, so those
 //!    references stay unresolvable, as they would be on a cluster without their CRD.
 //! 3. The initial objects are created (with their UIDs) and the prelude applied.
-//! 4. The collector starts (`--partitions`, `--workers`); once its monitors have synced it is left
-//!    to settle: garbage present from the start (dangling owners, invalid cross-namespace
-//!    references) is collected then.
+//! 4. The collector starts (`--partitions`, `--workers`), or with `--shards N` N collectors that
+//!    split the cluster as sharded replicas do ([`replicas`](super::replicas)); once their
+//!    monitors have synced they are left to settle: garbage present from the start (dangling
+//!    owners, invalid cross-namespace references) is collected then.
 //! 5. The clock starts; the actions are applied as a user would, as fast as they come; the clock
 //!    stops at the first check that finds the collector settled for good (checks are
 //!    [`QUIET_CHECK_PERIOD`](kube_gc::simulate::QUIET_CHECK_PERIOD) apart, so the time is late by
 //!    at most about one period).
 //! 6. The cluster's objects are compared with the model's outcome.
 //!
-//! "Settled" means: no event in flight, no queued or running item, and no API call by the
-//! collector since the previous check, at every check for
+//! "Settled" means: no event in flight, no queued, running or waiting item (in any replica), and
+//! no API call by the collector since the previous check, at every check for
 //! [`QUIET_FOR`](kube_gc::simulate::QUIET_FOR). Items retrying with backoff may remain (an owner
 //! of a kind nobody serves is retried forever); they make no API call.
 
 use super::oracle;
+use super::replicas::{Replicas, ShardFigures};
 use super::script::{Action, Script, Target};
 use super::{cpu_time, ReplayOptions};
 use crate::progress;
@@ -69,10 +71,12 @@ pub struct FullOptions {
     pub api_latency: Duration,
     /// The journal file the collector records its writes in, if any (`--journal`).
     pub journal: Option<std::path::PathBuf>,
+    /// Collectors splitting the cluster as `kube-gc run --shards auto` replicas (1: unsharded).
+    pub shards: usize,
 }
 
 /// The collector's view of the cluster: the in-memory one behind `--api-latency`.
-type Api = Layered<Latency, SimCluster>;
+pub(super) type Api = Layered<Latency, SimCluster>;
 
 /// Replays `path` into the whole collector; see the module docs.
 pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> anyhow::Result<Report> {
@@ -95,10 +99,13 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
         journal: journal(full.journal.as_deref())?,
         ..Config::default()
     };
-    let gc = GarbageCollector::start(api.clone(), config).await;
-    let run = drive(&gc, cluster, &types, &script, full.timeout, options.quiet).await;
-    gc.shutdown().await;
-    gc.journal().flush();
+    let namespaces = script
+        .created()
+        .map(|o| o.metadata.namespace.as_str())
+        .filter(|n| !n.is_empty());
+    let replicas = Replicas::start(&api, &config, full.shards, namespaces).await;
+    let run = drive(&replicas, cluster, &types, &script, full.timeout, options.quiet).await;
+    replicas.shutdown().await;
     let run = run?;
     let expected = expected_outcome(&resources, &script, options.quiet);
     let actual = types.outcome(cluster, &resources);
@@ -120,6 +127,7 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
         outcome_ok: Some(found.is_empty()),
         outcome_differences: found.into_iter().take(SHOWN_DIFFERENCES).collect(),
         oracle_timing_independent: Some(expected.timing_independent),
+        shards: (full.shards > 1).then(|| run.shards.clone()),
         ..run.report(&script, replayed)
     })
 }
@@ -304,6 +312,8 @@ struct Run {
     calls: (ApiCalls, ApiCalls),
     queue_wait: BucketPercentiles,
     attempt: BucketPercentiles,
+    /// Each replica's part once the first settle is over.
+    shards: Vec<ShardFigures>,
 }
 
 impl Run {
@@ -339,7 +349,7 @@ impl Run {
 
 /// Steps 4 and 5 of the module docs.
 async fn drive(
-    gc: &GarbageCollector<Api>,
+    replicas: &Replicas,
     cluster: &SimCluster,
     types: &Types,
     script: &Script,
@@ -347,19 +357,20 @@ async fn drive(
     quiet: bool,
 ) -> anyhow::Result<Run> {
     let started = Instant::now();
-    if !gc.wait_for_sync(timeout).await {
+    if !replicas.wait_for_sync(timeout).await {
         anyhow::bail!("the collector's monitors did not sync within {timeout:?}");
     }
-    let initial_settle = settle(gc, cluster, timeout, quiet).await? - started;
+    let initial_settle = settle(replicas, cluster, timeout, quiet).await? - started;
+    let shards = replicas.figures();
     let settled_objects = cluster.object_count();
     let calls_before = cluster.api_calls();
-    let stats_before = gc.attempt_to_delete().stats();
+    let (wait_before, work_before) = replicas.attempt_to_delete_histograms();
     let began = Instant::now();
     let cpu_before = cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID);
     let replayed = replay_actions(cluster, types, &script.actions).await;
-    let converge = settle(gc, cluster, timeout, quiet).await? - began;
+    let converge = settle(replicas, cluster, timeout, quiet).await? - began;
     let converge_cpu = cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(cpu_before);
-    let stats_after = gc.attempt_to_delete().stats();
+    let (wait_after, work_after) = replicas.attempt_to_delete_histograms();
     let remaining = cluster.object_count() as u64;
     Ok(Run {
         initial_settle,
@@ -370,8 +381,9 @@ async fn drive(
         missed: replayed.missed,
         failed: replayed.failed,
         calls: (calls_before, cluster.api_calls()),
-        queue_wait: BucketPercentiles::between(&stats_before.queue_duration, &stats_after.queue_duration),
-        attempt: BucketPercentiles::between(&stats_before.work_duration, &stats_after.work_duration),
+        queue_wait: BucketPercentiles::between(&wait_before, &wait_after),
+        attempt: BucketPercentiles::between(&work_before, &work_after),
+        shards,
     })
 }
 
@@ -409,17 +421,13 @@ async fn replay_actions(cluster: &SimCluster, types: &Types, actions: &[Action])
 
 /// Waits until the collector has settled (module docs); returns when it was first seen settled
 /// in the final run of checks, which is within one check period of when it really settled.
-async fn settle(
-    gc: &GarbageCollector<Api>,
-    cluster: &SimCluster,
-    timeout: Duration,
-    quiet: bool,
-) -> anyhow::Result<Instant> {
+async fn settle(replicas: &Replicas, cluster: &SimCluster, timeout: Duration, quiet: bool) -> anyhow::Result<Instant> {
     let mut last_calls = None;
     let mut settled_since = None;
-    let settled = |gc: &GarbageCollector<Api>| {
+    let settled = |_: &GarbageCollector<Api>| {
         let calls = Some(cluster.api_calls().total());
-        let idle = std::mem::replace(&mut last_calls, calls) == calls && gc.is_settled();
+        let replicas_idle = replicas.exchange_and_check();
+        let idle = std::mem::replace(&mut last_calls, calls) == calls && replicas_idle;
         settled_since = if idle {
             settled_since.or(Some(Instant::now()))
         } else {
@@ -427,7 +435,7 @@ async fn settle(
         };
         idle
     };
-    if !wait_until_quiet(gc, timeout, !quiet, settled).await {
+    if !wait_until_quiet(replicas.first(), timeout, !quiet, settled).await {
         anyhow::bail!("the collector did not settle within {timeout:?}");
     }
     settled_since.context("settled without a settled check")

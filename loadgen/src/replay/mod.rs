@@ -3,11 +3,13 @@
 //! - [`builder`]: the graph builders alone, P threads, events decoded before the clock starts;
 //! - [`full`]: the whole collector against the in-memory cluster, driven by a [`script`] read from
 //!   the stream, its outcome checked by kube-gc's reference model (through the [`oracle`]
-//!   adapter), optionally behind a [`Latency`](kube_gc::api::layers::Latency) layer.
+//!   adapter), optionally behind a [`Latency`](kube_gc::api::layers::Latency) layer, by one
+//!   collector or by the sharded [`replicas`].
 
 pub mod builder;
 pub mod full;
 pub mod oracle;
+pub mod replicas;
 pub mod script;
 
 use crate::report::{LatencyByType, Percentiles, ReplayedStream, Report, Scaling};

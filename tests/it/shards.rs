@@ -1,0 +1,156 @@
+//! Cross-shard decisions (`kube_gc::shard`): a cluster-scoped owner whose dependents live in
+//! other shards' namespaces keeps its `orphan` or `foregroundDeletion` finalizer until every
+//! shard's report says its ranges hold none of them, blocking or not yet orphaned.
+//!
+//! Two collectors share one simulated cluster, each on one half of the hash space, as two
+//! `kube-gc run --shards I/2` replicas would; the reports their Leases would carry are handed
+//! over by the test. The second replica starts late, so that the first one must wait for it.
+
+use crate::support::*;
+
+use kube_gc::api::{PartialObjectMeta, PropagationPolicy, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+use kube_gc::controller::{Config, GarbageCollector};
+use kube_gc::graph::Uid;
+use kube_gc::shard::{Ranges, Shard};
+use kube_gc::sim::SimCluster;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the owner's shard is watched waiting alone: many retries of the deferred decision.
+const ALONE: Duration = Duration::from_secs(30);
+
+/// The first namespace `ns-N` that `ranges` holds.
+fn namespace_in(ranges: &Ranges) -> String {
+    (0..)
+        .map(|i| format!("ns-{i}"))
+        .find(|n| ranges.holds_namespace(n))
+        .expect("a namespace in every half")
+}
+
+/// A PersistentVolume with a ConfigMap in each half's namespace, and the two collectors: the
+/// owner's shard first (started, synced), the other's ranges for later.
+struct Setup {
+    cluster: Arc<SimCluster>,
+    owner: PartialObjectMeta,
+    /// The dependent in the owner's shard, and the one in the other shard.
+    dependents: [PartialObjectMeta; 2],
+    owners_shard: Harness,
+    other_ranges: Ranges,
+}
+
+async fn setup() -> Setup {
+    let cluster = Arc::new(SimCluster::new());
+    let owner = create_in(&cluster, &persistentvolumes(), meta("", "pv", vec![]));
+    let halves = [Ranges::slice(0, 2), Ranges::slice(1, 2)];
+    let uid = Uid::parse(&owner.metadata.uid);
+    let mine = halves.iter().position(|r| r.owns("", &uid)).expect("one half owns it");
+    let [ours, theirs] = [&halves[mine], &halves[1 - mine]].map(namespace_in);
+    let dependents =
+        [ours, theirs].map(|ns| create_in(&cluster, &configmaps(), meta(&ns, "cm", vec![blocking_ref_to(&owner)])));
+    let owners_shard = start(&cluster, &halves[mine]).await;
+    Setup {
+        cluster,
+        owner,
+        dependents,
+        owners_shard,
+        other_ranges: halves[1 - mine].clone(),
+    }
+}
+
+async fn start(cluster: &Arc<SimCluster>, ranges: &Ranges) -> Harness {
+    let config = Config {
+        shard: Arc::new(Shard::new(ranges.clone())),
+        ..Config::default()
+    };
+    Harness::start_over(cluster.clone(), cluster.clone(), config).await
+}
+
+/// Hands each replica the other's report every 100 ms (virtual), as their Leases' renewals would.
+fn exchange(a: Arc<GarbageCollector<SimCluster>>, b: Arc<GarbageCollector<SimCluster>>) {
+    tokio::spawn(async move {
+        loop {
+            for (me, peer, name) in [(&a, &b, "b"), (&b, &a, "a")] {
+                me.shard()
+                    .set_peers(BTreeMap::from([(name.to_string(), peer.shard().report())]));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+}
+
+impl Setup {
+    fn owner_finalizers(&self) -> Option<Vec<String>> {
+        self.owners_shard
+            .get(&persistentvolumes(), &self.owner)
+            .map(|o| o.metadata.finalizers)
+    }
+
+    fn dependent(&self, i: usize) -> Option<PartialObjectMeta> {
+        self.owners_shard.get(&configmaps(), &self.dependents[i])
+    }
+
+    /// Starts the other shard and lets the two exchange reports.
+    async fn start_the_other_shard(&self) -> Harness {
+        let other = start(&self.cluster, &self.other_ranges).await;
+        exchange(self.owners_shard.gc.clone(), other.gc.clone());
+        other
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_orphaned_cluster_scoped_owner_should_wait_until_every_shard_orphaned_its_dependents() {
+    let s = setup().await;
+    s.owners_shard
+        .delete(&persistentvolumes(), &s.owner, policy(PropagationPolicy::Orphan));
+    s.owners_shard
+        .eventually("the owner's shard orphaning its own dependent", || {
+            s.dependent(0).is_some_and(|d| d.metadata.owner_references.is_empty())
+        })
+        .await;
+    tokio::time::sleep(ALONE).await;
+    assert_eq!(
+        s.owner_finalizers(),
+        Some(vec![FINALIZER_ORPHAN.to_string()]),
+        "no report covers the other half: the owner must keep its orphan finalizer"
+    );
+    assert_eq!(s.dependent(1).expect("lives").metadata.owner_references.len(), 1);
+
+    let _other = s.start_the_other_shard().await;
+    s.owners_shard
+        .eventually("the owner gone once both shards agree", || {
+            s.owner_finalizers().is_none()
+        })
+        .await;
+    for i in 0..2 {
+        let dependent = s.dependent(i).expect("an orphaned dependent lives");
+        assert!(dependent.metadata.owner_references.is_empty(), "{i}: {dependent:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_foreground_cluster_scoped_owner_should_outlive_its_blocking_dependents_in_every_shard() {
+    let s = setup().await;
+    s.owners_shard
+        .delete(&persistentvolumes(), &s.owner, policy(PropagationPolicy::Foreground));
+    s.owners_shard
+        .eventually("the owner's shard deleting its own dependent", || {
+            s.dependent(0).is_none()
+        })
+        .await;
+    tokio::time::sleep(ALONE).await;
+    assert_eq!(
+        s.owner_finalizers(),
+        Some(vec![FINALIZER_FOREGROUND.to_string()]),
+        "no report covers the other half: the owner must wait for its blocking dependent there"
+    );
+    assert!(s.dependent(1).is_some());
+
+    let _other = s.start_the_other_shard().await;
+    s.owners_shard
+        .eventually("the other shard's dependent deleted", || s.dependent(1).is_none())
+        .await;
+    s.owners_shard
+        .eventually("the owner gone after it", || s.owner_finalizers().is_none())
+        .await;
+}
