@@ -88,7 +88,7 @@ pub struct Report {
     /// every action as when it replays all actions first (false: the stream's outcome depends on
     /// timing, and `outcome_ok` compares with the all-actions-first outcome).
     pub oracle_timing_independent: Option<bool>,
-    /// Full mode with `--shards N`: each replica's share of the hash space and graph.
+    /// Full mode: each collector's share of the hash space and graph (one unless `--shards N`).
     pub shards: Option<Vec<ShardFigures>>,
 }
 
@@ -375,7 +375,8 @@ impl Report {
         for (i, shard) in self.shards.iter().flatten().enumerate() {
             writeln!(
                 f,
-                "replica {i}: {:.1}% of the hash space, {} nodes in its graph after the first settle",
+                "replica {i}: {} namespaces ({:.3}% of the hash space), {} nodes in its graph after the first settle",
+                shard.namespaces,
                 shard.hash_share * 100.0,
                 shard.graph_nodes
             )?;

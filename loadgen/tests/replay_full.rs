@@ -117,7 +117,11 @@ fn three_sharded_collectors_should_end_as_one_does_each_holding_part_of_the_grap
     writer.finish().expect("finish");
     let one = replay_with(&path, false, None, 1);
     assert_outcome_ok(&one);
-    assert_eq!(one.shards, None);
+    let whole = &one.shards.as_ref().expect("the collector's figures")[0];
+    assert_eq!(
+        (whole.hash_share, whole.namespaces),
+        (1.0, Preset::Small.topology().namespaces)
+    );
     let three = replay_with(&path, false, None, 3);
     assert_outcome_ok(&three);
     assert_eq!(
@@ -131,11 +135,15 @@ fn three_sharded_collectors_should_end_as_one_does_each_holding_part_of_the_grap
         (share - 1.0).abs() < 1e-9,
         "the ranges cover the hash space once: {share}"
     );
+    assert_eq!(
+        shards.iter().map(|s| s.namespaces).sum::<usize>(),
+        Preset::Small.topology().namespaces
+    );
     let nodes: Vec<u64> = shards.iter().map(|s| s.graph_nodes).collect();
-    let objects = one.objects;
+    let all = whole.graph_nodes;
     assert!(
-        nodes.iter().all(|&n| n > objects / 10 && n < objects * 2 / 3),
-        "each replica holds a part of the {objects} objects: {nodes:?}"
+        nodes.iter().all(|&n| n > all / 10 && n < all * 2 / 3),
+        "each replica holds a part of the {all} nodes one collector holds: {nodes:?}"
     );
 }
 

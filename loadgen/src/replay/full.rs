@@ -127,7 +127,7 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
         outcome_ok: Some(found.is_empty()),
         outcome_differences: found.into_iter().take(SHOWN_DIFFERENCES).collect(),
         oracle_timing_independent: Some(expected.timing_independent),
-        shards: (full.shards > 1).then(|| run.shards.clone()),
+        shards: Some(run.shards.clone()),
         ..run.report(&script, replayed)
     })
 }

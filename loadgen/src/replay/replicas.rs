@@ -24,9 +24,11 @@ use std::time::Duration;
 /// One replica's part, for the report.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct ShardFigures {
-    /// Its share of the hash space (scaled ranges hold about 1/N of the namespaces, whatever
+    /// Its share of the hash space (the ring's ranges hold about 1/N of the namespaces, whatever
     /// their share of the hashes).
     pub hash_share: f64,
+    /// The stream's namespaces in its ranges.
+    pub namespaces: usize,
     /// Nodes in its graph once the first settle is over.
     pub graph_nodes: u64,
 }
@@ -34,6 +36,8 @@ pub struct ShardFigures {
 /// The replicas of one replay.
 pub struct Replicas {
     members: Vec<String>,
+    /// The namespaces each one holds.
+    namespaces: Vec<usize>,
     collectors: Vec<Arc<GarbageCollector<Api>>>,
 }
 
@@ -51,20 +55,25 @@ impl Replicas {
         hashes.sort_unstable();
         hashes.dedup();
         let scale = ring::Scale::of(&mut hashes);
-        let mut collectors = Vec::with_capacity(count);
+        let (mut collectors, mut held) = (Vec::with_capacity(count), Vec::with_capacity(count));
         for me in &members {
             let shard = if count == 1 {
                 Shard::whole()
             } else {
                 Shard::new(ring::assign(&members, me, &scale))
             };
+            held.push(hashes.iter().filter(|&&h| shard.ranges().contains(h)).count());
             let config = Config {
                 shard: Arc::new(shard),
                 ..config.clone()
             };
             collectors.push(GarbageCollector::start(api.clone(), config).await);
         }
-        Replicas { members, collectors }
+        Replicas {
+            members,
+            namespaces: held,
+            collectors,
+        }
     }
 
     /// The first replica, whose progress the spinners show.
@@ -120,8 +129,10 @@ impl Replicas {
     pub fn figures(&self) -> Vec<ShardFigures> {
         self.collectors
             .iter()
-            .map(|gc| ShardFigures {
+            .zip(&self.namespaces)
+            .map(|(gc, &namespaces)| ShardFigures {
                 hash_share: gc.shard().ranges().share(),
+                namespaces,
                 graph_nodes: gc.graph().len() as u64,
             })
             .collect()
