@@ -101,6 +101,12 @@ pub(super) struct TypeState {
     hub: WatchHub,
 }
 
+tokio::task_local! {
+    /// The resourceVersion of the last write the request being served committed: what its audit
+    /// line orders by, since two requests that race may be logged in either order.
+    pub(crate) static COMMITTED: std::cell::Cell<Option<u64>>;
+}
+
 /// The whole simulated cluster.
 pub(super) struct State {
     /// The last resourceVersion handed out. It starts at 1, as etcd's revision does, so that no
@@ -378,6 +384,8 @@ impl State {
             self.sync_crds();
         }
         self.finish_terminating();
+        // Outside a request (the in-memory face, tests), nobody reads it.
+        let _ = COMMITTED.try_with(|rv| rv.set(Some(self.last_rv)));
     }
 
     /// Makes the served custom types match the stored CRDs ([`super::crd`]).

@@ -1682,15 +1682,22 @@ async fn the_audit_log_should_record_each_answered_request_with_its_verb_code_an
         .headers
         .push((header::USER_AGENT, "audit-test/1.0 (linux)".parse().unwrap()));
     let cms: Api<ConfigMap> = Api::default_namespaced(Client::try_from(config).unwrap());
-    cms.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
+    let created = cms.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
     cms.get("a").await.unwrap();
     status_of(cms.get("missing").await, 404, "NotFound");
     cms.list(&ListParams::default()).await.unwrap();
     let _events = cms.watch(&WatchParams::default(), "0").await.unwrap().boxed();
-    cms.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "v"}})))
+    let patched = cms
+        .patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"k": "v"}})))
         .await
         .unwrap();
     cms.delete("a", &DeleteParams::default()).await.unwrap();
+    let after_delete = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
     raw(&server.client, Method::GET, "/version", "application/json", Vec::new()).await;
 
     let lines = support::audit_lines(&path);
@@ -1717,11 +1724,36 @@ async fn the_audit_log_should_record_each_answered_request_with_its_verb_code_an
             ("watch", 200, "", ua),
             ("patch", 200, "a", ua),
             ("delete", 200, "a", ua),
+            ("list", 200, "", ua),
             ("discovery", 200, "", ""),
         ]
     );
     let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().expect("a seq")).collect();
-    assert_eq!(seqs, (1..=8).collect::<Vec<u64>>());
+    assert_eq!(seqs, (1..=9).collect::<Vec<u64>>());
+    // Writes carry the resourceVersion they committed at, which orders them as the server
+    // applied them; reads and failures carry none.
+    let committed: Vec<Option<String>> = lines
+        .iter()
+        .map(|l| {
+            l.get("committedResourceVersion")
+                .map(|v| v.as_u64().expect("a number").to_string())
+        })
+        .collect();
+    let rv = |meta: &ObjectMeta| meta.resource_version.clone();
+    assert_eq!(
+        committed,
+        [
+            rv(&created.metadata),
+            None,
+            None,
+            None,
+            None,
+            rv(&patched.metadata),
+            after_delete,
+            None,
+            None
+        ]
+    );
     let create = &lines[0];
     assert_eq!(
         (&create["group"], &create["resource"], &create["namespace"]),

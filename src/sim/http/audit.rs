@@ -4,8 +4,11 @@
 //! The router's one request path logs each request once its response status is known, which for a
 //! watch is when the watch starts, not when it ends. A request is logged after the cluster call
 //! that answers it, so of two requests answered one after the other the first is logged first; two
-//! that race may be logged in either order. Numbering and writing happen under one lock, so the
-//! numbers follow the lines. Each line is flushed at once: the log is complete whenever the process
+//! that race may be logged in either order: a write committed first may be numbered after one
+//! committed later. So a request that wrote also logs `committedResourceVersion`, the cluster's
+//! resourceVersion once its last write was applied, taken under the cluster's lock: writes are in
+//! commit order by it. Numbering and writing happen under one lock, so the numbers follow the
+//! lines. Each line is flushed at once: the log is complete whenever the process
 //! stops, and can be followed while the server runs. A failed write is logged as a warning and
 //! never fails the request.
 //!
@@ -26,6 +29,7 @@
 //! - `time`: when the line was logged, RFC 3339 UTC with microseconds.
 //! - `userAgent`: the request's `User-Agent` header verbatim (bytes that are not UTF-8 replaced),
 //!   empty when it has none.
+//! - `committedResourceVersion`: only on a request that wrote (a failed or dry-run one did not).
 
 use super::request::{Call, Target};
 use crate::api::time::now_rfc3339_micros;
@@ -67,6 +71,8 @@ struct Line<'a> {
     name: &'a str,
     code: u16,
     user_agent: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    committed_resource_version: Option<u64>,
 }
 
 impl AuditLog {
@@ -81,8 +87,9 @@ impl AuditLog {
         })
     }
 
-    /// Logs the request `call` sent by `user_agent` as answered with `code`.
-    pub(super) fn record(&self, call: &Call, user_agent: &str, code: StatusCode) {
+    /// Logs the request `call` sent by `user_agent` as answered with `code`, its writes committed
+    /// at `committed`.
+    pub(super) fn record(&self, call: &Call, user_agent: &str, code: StatusCode, committed: Option<u64>) {
         let verb = verb(call);
         let (group, resource, namespace, name) = match &call.target {
             Target::Resource(path) => (
@@ -108,6 +115,7 @@ impl AuditLog {
             name,
             code: code.as_u16(),
             user_agent,
+            committed_resource_version: committed,
         };
         writer.next_seq += 1;
         if let Err(e) = writer.write(&line) {

@@ -69,6 +69,7 @@ pub use kubeconfig::kubeconfig;
 pub use request::HttpVerb;
 pub use review::{Denial, PathGrant, TokenUser};
 
+use super::store::COMMITTED;
 use super::SimCluster;
 use crate::api::{ApiError, StatusReason};
 use axum::body::Body;
@@ -205,12 +206,16 @@ async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response
         .audit
         .is_some()
         .then(|| audit::user_agent(&parts.headers));
-    let response = match server.serve(&call, parts, body).await {
-        Ok(response) => response,
-        Err(e) => error_response(&e),
+    let served = async {
+        let response = match server.serve(&call, parts, body).await {
+            Ok(response) => response,
+            Err(e) => error_response(&e),
+        };
+        (response, COMMITTED.with(std::cell::Cell::get))
     };
+    let (response, committed) = COMMITTED.scope(std::cell::Cell::new(None), served).await;
     if let (Some(audit), Some(user_agent)) = (&server.options.audit, user_agent) {
-        audit.record(&call, &user_agent, response.status());
+        audit.record(&call, &user_agent, response.status(), committed);
     }
     response
 }

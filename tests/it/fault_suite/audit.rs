@@ -28,6 +28,10 @@ pub struct Line {
     pub code: u16,
     #[serde(default)]
     pub user_agent: String,
+    /// The cluster's resourceVersion once the request's writes were applied; none if it wrote
+    /// nothing. Unlike `seq`, it orders writes that raced as the server applied them.
+    #[serde(default)]
+    pub committed_resource_version: Option<u64>,
     /// The server's incarnation: the index of the log it came from.
     #[serde(skip)]
     pub incarnation: usize,
@@ -74,14 +78,21 @@ pub fn read(logs: &[impl AsRef<Path>]) -> Vec<Line> {
     lines
 }
 
-/// When each object was removed: its last successful DELETE or PATCH.
+/// When each object was removed: its last successful DELETE or PATCH, by server incarnation and
+/// the resourceVersion it committed at (the log's order may differ from the commits' for requests
+/// that raced).
 pub fn removals(lines: &[Line]) -> HashMap<Key, (usize, u64)> {
-    let mut out = HashMap::new();
+    let mut out: HashMap<Key, (usize, u64)> = HashMap::new();
     for line in lines
         .iter()
         .filter(|l| l.succeeded() && matches!(l.verb.as_str(), "delete" | "patch"))
     {
-        out.insert(line.key(), line.when());
+        let Some(rv) = line.committed_resource_version else {
+            continue; // wrote nothing
+        };
+        let at = (line.incarnation, rv);
+        let last = out.entry(line.key()).or_insert(at);
+        *last = (*last).max(at);
     }
     out
 }

@@ -632,7 +632,7 @@ fn foreground_order(universe: &Universe, expected: &Expected, lines: &[audit::Li
             match removed.get(&dep.key) {
                 Some(dep_removed) if dep_removed < owner_removed => {}
                 other => out.push(format!(
-                    "foreground order broken: {} removed at {owner_removed:?} before its blocking dependent {} ({other:?})",
+                    "foreground order broken: {} removed at (incarnation, resourceVersion) {owner_removed:?} before its blocking dependent {} ({other:?})",
                     owner.key, dep.key
                 )),
             }
