@@ -6,7 +6,7 @@ use indicatif::ProgressBar;
 use kube_gc::api::{ApiResource, Gvr, PropagationPolicy};
 use kube_gc::journal::{Action as Write, Source};
 use kube_gc::model;
-use loadgen::generate::{generate, Amount, Preset, Topology};
+use loadgen::generate::{generate, Amount, Preset, Summary, Topology};
 use loadgen::replay::full::{self, FullOptions};
 use loadgen::replay::script::{Action, Script};
 use loadgen::replay::ReplayOptions;
@@ -48,6 +48,17 @@ fn replay_with(path: &Path, verify_with_get: bool, journal: Option<PathBuf>, sha
     runtime.block_on(full::run(path, &options, &full)).expect("replay")
 }
 
+/// A stream generated from `topology` with `seed`, in a directory of its own (kept alive by the
+/// returned guard), and what the generator made.
+fn stream_of(topology: &Topology, seed: u64) -> (tempfile::TempDir, PathBuf, Summary) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("stream.jsonl.zst");
+    let mut writer = StreamWriter::create(&path).expect("create");
+    let summary = generate(topology, seed, &mut writer, &ProgressBar::hidden()).expect("generate");
+    writer.finish().expect("finish");
+    (dir, path, summary)
+}
+
 fn assert_outcome_ok(report: &Report) {
     assert_eq!(report.outcome_ok, Some(true), "{:#?}", report.outcome_differences);
     assert_eq!(report.oracle_timing_independent, Some(true));
@@ -86,11 +97,7 @@ fn full_replay_of_the_independent_streams_should_end_as_the_oracle_expects() {
 
 #[test]
 fn full_replay_of_the_small_preset_should_end_as_the_oracle_expects() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("small.jsonl.zst");
-    let mut writer = StreamWriter::create(&path).expect("create");
-    let summary = generate(&Preset::Small.topology(), 11, &mut writer, &ProgressBar::hidden()).expect("generate");
-    writer.finish().expect("finish");
+    let (_dir, path, summary) = stream_of(&Preset::Small.topology(), 11);
     for verify_with_get in [false, true] {
         let report = replay_full(&path, verify_with_get);
         assert_outcome_ok(&report);
@@ -110,11 +117,7 @@ fn full_replay_of_the_small_preset_should_end_as_the_oracle_expects() {
 /// wait for the others' reports before they let a Foreground or Orphan owner go.
 #[test]
 fn three_sharded_collectors_should_end_as_one_does_each_holding_part_of_the_graph() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("small.jsonl.zst");
-    let mut writer = StreamWriter::create(&path).expect("create");
-    generate(&Preset::Small.topology(), 11, &mut writer, &ProgressBar::hidden()).expect("generate");
-    writer.finish().expect("finish");
+    let (_dir, path, _) = stream_of(&Preset::Small.topology(), 11);
     let one = replay_with(&path, false, None, 1);
     assert_outcome_ok(&one);
     let whole = &one.shards.as_ref().expect("the collector's figures")[0];
@@ -151,8 +154,6 @@ fn three_sharded_collectors_should_end_as_one_does_each_holding_part_of_the_grap
 /// upstream's pattern (`verify_with_get`) spends about two.
 #[test]
 fn a_background_cascade_should_cost_one_api_call_per_collected_object() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("small-background.jsonl.zst");
     let topology = Topology {
         churn: 0,
         delete_background: Amount::Share(0.2),
@@ -160,9 +161,7 @@ fn a_background_cascade_should_cost_one_api_call_per_collected_object() {
         delete_orphan: Amount::Count(0),
         ..Preset::Small.topology()
     };
-    let mut writer = StreamWriter::create(&path).expect("create");
-    generate(&topology, 3, &mut writer, &ProgressBar::hidden()).expect("generate");
-    writer.finish().expect("finish");
+    let (_dir, path, _) = stream_of(&topology, 3);
     let per_object = |verify_with_get: bool| {
         let report = replay_full(&path, verify_with_get);
         assert_outcome_ok(&report);
@@ -178,11 +177,7 @@ fn a_background_cascade_should_cost_one_api_call_per_collected_object() {
 
 #[test]
 fn a_journaled_replay_should_record_one_line_per_write_the_collector_sent() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("small.jsonl.zst");
-    let mut writer = StreamWriter::create(&path).expect("create");
-    generate(&Preset::Small.topology(), 5, &mut writer, &ProgressBar::hidden()).expect("generate");
-    writer.finish().expect("finish");
+    let (dir, path, _) = stream_of(&Preset::Small.topology(), 5);
     let journal = dir.path().join("journal.jsonl");
     let report = replay_journaled(&path, false, Some(journal.clone()));
     assert_outcome_ok(&report);
