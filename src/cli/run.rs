@@ -257,8 +257,8 @@ impl Collecting for Running {
         self.gc.journal().flush();
     }
 
-    fn holds(&self, uid: &kube_gc::graph::Uid) -> bool {
-        self.gc.graph().get(uid).is_some()
+    fn report(&self) -> kube_gc::shard::Report {
+        self.gc.report()
     }
 }
 

@@ -6,6 +6,7 @@ use super::{Action, CollectError, Collector, ItemState, Result, Why};
 use crate::api::{ClusterApi, PatchType, PropagationPolicy, FINALIZER_FOREGROUND};
 use crate::graph::{Handle, Identity, OwnerRef, Uid};
 use crate::journal::Action as Write;
+use crate::shard::Hold;
 
 /// The retries of removeFinalizer: client-go's `retry.DefaultBackoff` (4 steps from 10 ms, ×5,
 /// jitter 0.1).
@@ -103,7 +104,7 @@ impl<C: ClusterApi> Collector<C> {
             let why = why_of(Write::RemoveOwnerRefs, REASON_SOLID_REMAINS, state, &classes).refs(&uids);
             return self.remove_owner_refs(identity, state, &uids, &why).await.map(drop);
         }
-        if !classes.waiting.is_empty() && item.dependents_len() > 0 {
+        if !classes.waiting.is_empty() && self.may_have_dependents(item).await {
             if item.dependents().iter().any(|d| d.is_deleting_dependents()) {
                 // A dependency cycle through a foreground deletion: unblock, or both wait forever.
                 // The heuristic has false positives and races between workers, as upstream's.
@@ -128,6 +129,18 @@ impl<C: ClusterApi> Collector<C> {
         let why = why_of(Write::Delete, REASON_NO_SOLID_OWNER, state, &classes);
         self.delete_collected(identity, state, state.deletion_policy(), &why)
             .await
+    }
+
+    /// Whether `item` has dependents, or may have ones the graph has not seen: while a view is
+    /// incomplete or the builders have events to apply, an empty dependents set proves nothing.
+    /// It chooses the policy of a dependent of a waiting owner, where the Foreground way is right
+    /// whether the item has dependents or not, and the Background way only when it has none: a
+    /// dependent deleted in the background ahead of its own blocking dependents leaves them
+    /// blocking an owner that is gone ([`super::partial_view`]).
+    async fn may_have_dependents(&self, item: &Handle) -> bool {
+        item.dependents_len() > 0
+            || !self.partial_view.views.incomplete(None).is_empty()
+            || !self.router.caught_up(std::time::Duration::ZERO).await
     }
 
     /// Strips the refs to `uids` from an item: dangling and waiting owners of an item that has a
@@ -189,13 +202,13 @@ impl<C: ClusterApi> Collector<C> {
         }
         let identity = item.identity();
         if blocking.is_empty() {
-            if !self.shards_let_go(identity, "removing the foregroundDeletion finalizer")? {
+            if !self.shards_let_go(identity, Hold::Foreground, "removing the foregroundDeletion finalizer")? {
                 return Ok(()); // the owner's shard removes the finalizer
             }
             let why = Why::new(Write::RemoveFinalizer, REASON_NO_BLOCKING_DEPENDENT).finalizer(FINALIZER_FOREGROUND);
             return self.remove_finalizer(identity, Some(state), &why).await;
         }
-        self.shard_holds(identity);
+        self.shard_holds(identity, Hold::Foreground);
         for dep in blocking {
             if !dep.is_deleting_dependents() && self.shard.owns(dep.identity()) {
                 self.attempt_to_delete.add(dep);
@@ -285,7 +298,7 @@ const REASON_SOLID_REMAINS: &str = "a solid owner remains: refs to dangling or w
 const REASON_UNBLOCK: &str =
     "a dependent deletes its own dependents in the foreground: refs unblocked to break a possible cycle";
 const REASON_FOREGROUND: &str =
-    "no solid owner, an owner waits on its dependents and the item has dependents: deleted in the foreground";
+    "no solid owner, an owner waits on its dependents and the item has dependents (or the graph may not show them yet): deleted in the foreground";
 const REASON_NO_SOLID_OWNER: &str = "no solid owner: every owner is dangling or waiting";
 const REASON_NO_BLOCKING_DEPENDENT: &str = "no blocking dependent is left";
 

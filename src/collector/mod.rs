@@ -71,7 +71,7 @@ use crate::journal::Journal;
 use crate::queue::WorkQueue;
 use crate::recorder::EventRecorder;
 use crate::router::Router;
-use crate::shard::{Finding, Shard};
+use crate::shard::{Finding, Hold, Shard};
 use serde_json::Value;
 use state::ItemState;
 use std::sync::Arc;
@@ -159,20 +159,20 @@ pub struct Collector<C> {
 }
 
 impl<C: ClusterApi> Collector<C> {
-    /// Once no dependent in this shard holds `owner`: whether this shard removes the owner's
-    /// finalizer now. A namespaced owner's dependents are all in its own shard: yes. For a
-    /// cluster-scoped one, this shard's finding is recorded for the others; `false` when the
-    /// owner is another shard's, an error to wait on when another shard's ranges may still hold
-    /// dependents.
-    fn shards_let_go(&self, owner: &Identity, before: &'static str) -> Result<bool> {
+    /// Once no dependent in this shard holds `owner` for the deletion `hold`: whether this shard
+    /// removes the owner's finalizer now. A namespaced owner's dependents are all in its own
+    /// shard: yes. For a cluster-scoped one, this shard's finding is recorded for the others;
+    /// `false` when the owner is another shard's, an error to wait on when another shard's
+    /// ranges may still hold dependents.
+    fn shards_let_go(&self, owner: &Identity, hold: Hold, before: &'static str) -> Result<bool> {
         if !owner.namespace.is_empty() {
             return Ok(true);
         }
-        self.shard.record(owner.uid, Finding::Clear);
+        self.shard.record(owner.uid, hold, Finding::Clear);
         if !self.shard.owns(owner) {
             return Ok(false);
         }
-        match self.shard.agreed(&owner.uid) {
+        match self.shard.agreed(&owner.uid, hold) {
             Ok(()) => Ok(true),
             Err(holding) => {
                 tracing::debug!(owner = %owner, ?holding, "{before}: waiting for the other shards");
@@ -184,10 +184,11 @@ impl<C: ClusterApi> Collector<C> {
         }
     }
 
-    /// Records that dependents in this shard still hold the cluster-scoped `owner`.
-    fn shard_holds(&self, owner: &Identity) {
+    /// Records that dependents in this shard still hold the cluster-scoped `owner` for the
+    /// deletion `hold`.
+    fn shard_holds(&self, owner: &Identity, hold: Hold) {
         if owner.namespace.is_empty() {
-            self.shard.record(owner.uid, Finding::Pending);
+            self.shard.record(owner.uid, hold, Finding::Pending);
         }
     }
 

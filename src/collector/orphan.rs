@@ -6,6 +6,7 @@ use super::{CollectError, Collector, ItemState, Result, Why};
 use crate::api::{ClusterApi, FINALIZER_ORPHAN};
 use crate::graph::{Handle, Identity, OwnerRef, Uid};
 use crate::journal::{Action, OwnerState, Seen};
+use crate::shard::Hold;
 use futures::stream::{self, StreamExt};
 use std::collections::HashSet;
 
@@ -34,14 +35,14 @@ impl<C: ClusterApi> Collector<C> {
                 .collect();
             if fresh.is_empty() {
                 self.partial_view.orphaned.record(uid);
-                if !self.shards_let_go(owner.identity(), "removing the orphan finalizer")? {
+                if !self.shards_let_go(owner.identity(), Hold::Orphan, "removing the orphan finalizer")? {
                     return Ok(()); // the owner's shard removes the finalizer
                 }
                 let observed = self.observed_state(owner);
                 let why = Why::new(Action::RemoveFinalizer, "every dependent is orphaned").finalizer(FINALIZER_ORPHAN);
                 return self.remove_finalizer(owner.identity(), observed.as_ref(), &why).await;
             }
-            self.shard_holds(owner.identity());
+            self.shard_holds(owner.identity(), Hold::Orphan);
             self.orphan_dependents(owner.identity(), &fresh).await?;
             patched.extend(fresh.iter().map(|d| d.identity().uid));
         }

@@ -325,6 +325,11 @@ impl<C: ClusterApi> GarbageCollector<C> {
         &self.config.shard
     }
 
+    /// What this collector's shard reports to the others ([`crate::shard::Shard::report_on`]).
+    pub fn report(&self) -> crate::shard::Report {
+        self.config.shard.report_on(&self.graph)
+    }
+
     /// The graph, for inspection.
     pub fn graph(&self) -> &Arc<Graph> {
         &self.graph

@@ -13,7 +13,7 @@ use std::future::Future;
 #[derive(Debug, thiserror::Error)]
 #[error("{action} the lease")]
 pub struct LeaseError {
-    /// `reading`, `listing`, `creating` or `writing`.
+    /// `reading`, `listing`, `creating`, `writing` or `deleting`.
     pub action: &'static str,
     /// What the client reported.
     #[source]
@@ -57,6 +57,29 @@ impl KubeLeases {
             Ok(list) => Ok(list.items),
             Err(source) => Err(LeaseError {
                 action: "listing",
+                source,
+            }),
+        }
+    }
+}
+
+impl KubeLeases {
+    /// Deletes `lease` of the same namespace, unless it changed since it was read (its UID and
+    /// resourceVersion are the preconditions); a Lease already gone or changed is not an error.
+    pub async fn delete_unchanged(&self, lease: &Lease) -> Result<(), LeaseError> {
+        let name = lease.metadata.name.as_deref().unwrap_or_default();
+        let params = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: lease.metadata.uid.clone(),
+                resource_version: lease.metadata.resource_version.clone(),
+            }),
+            ..Default::default()
+        };
+        match self.leases.delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+            Err(source) => Err(LeaseError {
+                action: "deleting",
                 source,
             }),
         }

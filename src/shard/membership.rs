@@ -7,10 +7,14 @@
 //! ([`REPORT_ANNOTATION`]): the ranges it claims and its findings on cluster-scoped owners.
 //! A round, every retry period:
 //!
-//! 1. renew the Lease with the current report; a replica whose tenure ran out stops its
-//!    collector and claims nothing until it renews again;
+//! 1. renew the Lease with the current report; a replica whose tenure ran out, at any moment
+//!    since the last round, stops its collector and gives up its ranges before it renews, then
+//!    claims them again through step 5 like a new replica: a renewal never gives a collector
+//!    back the writes of ranges a peer may have taken meanwhile;
 //! 2. list the group's Leases; a peer is live while its record (holder, renew time) changed
-//!    within its lease duration on *this* replica's clock, as the elector judges a leader;
+//!    within its lease duration on *this* replica's clock, as the elector judges a leader; a
+//!    Lease first seen with a renew time older than its duration (plus [`HANDOFF_MARGIN`]) on
+//!    this replica's wall clock is not live, and one [`DEAD_LEASE_DURATIONS`] old is deleted;
 //! 3. compute the target ranges: fixed by flag, or [`ring::assign`] over the live identities on
 //!    the planner's [`Scale`]. The planner is the live replica of the lowest identity: it lists
 //!    the namespaces every [`PLAN_EVERY`] rounds and publishes a new scale when the members
@@ -18,19 +22,20 @@
 //!    [`REPLAN_SKEW`]; a replica that sees no scale from the planner changes nothing that round;
 //! 4. if the running collector's ranges are not the target, stop it (its tasks and requests
 //!    end), then withdraw the claim in a write of its own;
-//! 5. with nothing running, claim the target only when no live peer claims any of it; write the
+//! 5. with nothing running, claim the target only when no peer claims any of it, a peer's claim
+//!    being honoured until [`HANDOFF_MARGIN`] after its Lease expired; write the
 //!    claim, read the peers again, and back off if another claim raced with it (the later of two
 //!    writers always sees the earlier, so at most one proceeds); then start a collector on the
 //!    target, whose workers act only once its monitors have synced.
 //!
-//! A peer that died keeps its claim until its Lease expires on every other replica's clock, and
-//! its tenure ended before that ([`crate::leader`]): its ranges are idle for about a lease
-//! duration, never collected twice.
+//! A peer that died keeps its claim until [`HANDOFF_MARGIN`] after its Lease expires on every
+//! other replica's clock, and its tenure ended before that ([`crate::leader`]): its ranges are
+//! idle for about a lease duration, never collected twice. Every read of a round is bounded
+//! (half the renew deadline), so a slow API server makes a round fail, not last.
 
 use super::ring::{self, Scale};
 use super::{Ranges, Report, Shard};
 use crate::api::shard::fnv1a64;
-use crate::graph::Uid;
 use crate::leader::{KubeLeases, LeaderElector, LeaseConfig};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -52,6 +57,15 @@ pub const PLAN_EVERY: u64 = 5;
 /// How far the largest member's share of namespaces may exceed an equal share before the
 /// planner publishes a new scale (each new scale moves ranges, so it is not redrawn for less).
 pub const REPLAN_SKEW: f64 = 1.25;
+
+/// How long after a peer's Lease expired (on this replica's clock) its claim is still honoured: a
+/// bound on the drift between two replicas' clocks and on how long a write the peer checked
+/// against its tenure may still be on its way. Only then are its ranges taken over.
+pub const HANDOFF_MARGIN: Duration = Duration::from_secs(5);
+
+/// A Lease unchanged for this many lease durations, on this replica's clock and by its renew time
+/// on this replica's wall clock alike, belongs to a replica gone for good, and is deleted.
+pub const DEAD_LEASE_DURATIONS: u32 = 5;
 
 /// How a replica's ranges are chosen (`--shards`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,14 +106,46 @@ pub trait Collecting: Send + Sync + 'static {
     /// Stops it; returns once none of its tasks or requests is left.
     fn stop(&self) -> impl Future<Output = ()> + Send;
 
-    /// True while the object `uid` is in its graph: findings on owners that left it are dropped.
-    fn holds(&self, uid: &Uid) -> bool;
+    /// Its report: its ranges and the findings that still stand on its graph
+    /// ([`Shard::report_on`]).
+    fn report(&self) -> Report;
 }
 
-/// What this replica last saw of a peer's Lease.
+/// What this replica last saw of a peer's Lease: its record, when it changed on this replica's
+/// clock, and whether, when first seen, its renew time was already older than its duration (plus
+/// [`HANDOFF_MARGIN`]) on this replica's wall clock.
 struct Seen {
     record: (String, Option<MicroTime>),
     at: Instant,
+    stale: bool,
+}
+
+/// The peers as one reading of the Leases found them.
+#[derive(Default)]
+struct Peers {
+    /// The live peers' reports, by identity: the members, and the findings that count.
+    live: BTreeMap<String, Report>,
+    /// The ranges claimed by live peers and by peers expired less than [`HANDOFF_MARGIN`] ago.
+    claims: Vec<Ranges>,
+}
+
+/// What one peer's Lease says of it.
+enum Judged {
+    /// Live: a member, whose report counts.
+    Live(String, Report),
+    /// Expired, but not long enough ago for its claim on these ranges to be let go.
+    Claiming(Ranges),
+    /// Expired: its claim is void.
+    Expired,
+    /// Gone for good ([`DEAD_LEASE_DURATIONS`]): its Lease is deleted.
+    Gone,
+}
+
+impl Peers {
+    /// True when a peer's claim overlaps `ranges`.
+    fn claim(&self, ranges: &Ranges) -> bool {
+        self.claims.iter().any(|c| c.intersects(ranges))
+    }
 }
 
 /// One replica's membership; see the [module docs](self).
@@ -174,6 +220,14 @@ impl<G: Collecting> Membership<G> {
         F: FnMut(Arc<Shard>) -> Fut,
         Fut: Future<Output = Arc<G>>,
     {
+        if self.running.is_some() && !self.elector.tenure().is_current() {
+            // The tenure lapsed since the last round (a pause, a slow round, failed renewals): a
+            // peer may have taken the ranges meanwhile. A renewal must not give the collector
+            // back its writes: the ranges are given up, and claimed again as a new replica would.
+            tracing::warn!("shard lease lapsed; stopping the collector and claiming its ranges again");
+            self.stop_collector().await;
+            self.claimed = Ranges::default();
+        }
         if !self.publish().await {
             // Fenced: the replica's writes are refused already; it stops acting altogether.
             if self.running.is_some() {
@@ -183,13 +237,13 @@ impl<G: Collecting> Membership<G> {
             self.claimed = Ranges::default();
             return;
         }
-        let Some(live) = self.read_peers().await else { return };
-        let Some(target) = self.target(&live).await else {
+        let Some(peers) = self.read_peers().await else { return };
+        let Some(target) = self.target(&peers.live).await else {
             return; // no scale from the planner yet
         };
         if let Some((shard, _)) = &self.running {
             if *shard.ranges() == target {
-                shard.set_peers(live);
+                shard.set_peers(peers.live);
                 return;
             }
             tracing::info!(from = %shard.ranges(), to = %target, "shard ranges change hands; stopping the collector first");
@@ -201,12 +255,8 @@ impl<G: Collecting> Membership<G> {
         if target.is_empty() {
             return;
         }
-        if let Some(holder) = live
-            .iter()
-            .find(|(_, r)| r.ranges.intersects(&target))
-            .map(|(id, _)| id)
-        {
-            tracing::debug!(%holder, "waiting for a peer to let go of ranges this replica is to take");
+        if peers.claim(&target) {
+            tracing::debug!("waiting for a peer to let go of ranges this replica is to take");
             return;
         }
         self.claimed = target.clone();
@@ -214,21 +264,21 @@ impl<G: Collecting> Membership<G> {
             self.claimed = Ranges::default();
             return;
         }
-        let Some(live) = self.read_peers().await else {
+        let Some(peers) = self.read_peers().await else {
             self.claimed = Ranges::default();
             self.publish().await;
             return;
         };
-        if live.values().any(|r| r.ranges.intersects(&target)) {
+        if peers.claim(&target) {
             tracing::info!("a peer claimed some of the same ranges at the same time; backing off");
             self.claimed = Ranges::default();
             self.publish().await;
             tokio::time::sleep(self.lease.retry_period.mul_f64(rand::random::<f64>())).await;
             return;
         }
-        tracing::info!(ranges = %target, peers = live.len(), "collecting a shard");
+        tracing::info!(ranges = %target, peers = peers.live.len(), "collecting a shard");
         let shard = Arc::new(Shard::new(target));
-        shard.set_peers(live);
+        shard.set_peers(peers.live);
         let collector = start(shard.clone()).await;
         self.running = Some((shard, collector));
     }
@@ -285,7 +335,12 @@ impl<G: Collecting> Membership<G> {
     /// The hashes of every namespace's name; `None` when they could not be listed.
     async fn namespace_hashes(&self) -> Option<Vec<u64>> {
         let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(self.client.clone());
-        match api.list_metadata(&kube::api::ListParams::default()).await {
+        let listed = tokio::time::timeout(
+            self.call_timeout(),
+            api.list_metadata(&kube::api::ListParams::default()),
+        )
+        .await;
+        match listed.unwrap_or_else(|_| Err(timed_out("listing the namespaces"))) {
             Ok(list) => Some(
                 list.items
                     .iter()
@@ -303,17 +358,15 @@ impl<G: Collecting> Membership<G> {
     /// Writes the Lease with the current report; true when this replica still holds it.
     async fn publish(&mut self) -> bool {
         let mut report = match &self.running {
-            Some((shard, collector)) => {
-                shard.retain_findings(|uid| collector.holds(uid));
-                shard.report()
-            }
+            Some((_, collector)) => collector.report(),
             None => Report::default(),
         };
         report.ranges = self.claimed.clone();
         report.scale = self.plan.as_ref().map(|(scale, _)| scale.clone());
         let json = serde_json::to_string(&report).unwrap_or_default();
         self.elector.annotate(REPORT_ANNOTATION, json);
-        match self.elector.renew().await {
+        let renewed = tokio::time::timeout(self.lease.renew_deadline, self.elector.renew()).await;
+        match renewed.unwrap_or_else(|_| Ok(false)) {
             Ok(held) => held && self.elector.tenure().is_current(),
             Err(e) => {
                 tracing::warn!(error = %crate::api::one_line(&e), "could not renew the shard lease");
@@ -322,17 +375,33 @@ impl<G: Collecting> Membership<G> {
         }
     }
 
-    /// The live peers' reports, by identity; `None` when the Leases could not be listed.
-    async fn read_peers(&mut self) -> Option<BTreeMap<String, Report>> {
-        let leases = match self.elector.store().list_labelled(GROUP_LABEL, &self.group).await {
-            Ok(leases) => leases,
-            Err(e) => {
+    /// How long one read of a round may take: half the renew deadline, so that a round with a
+    /// slow read still renews in time.
+    fn call_timeout(&self) -> Duration {
+        self.lease.renew_deadline / 2
+    }
+
+    /// The peers as their Leases show them now; `None` when the Leases could not be listed.
+    /// Leases of replicas gone for good ([`DEAD_LEASE_DURATIONS`]) are deleted on the way.
+    async fn read_peers(&mut self) -> Option<Peers> {
+        let listed = tokio::time::timeout(
+            self.call_timeout(),
+            self.elector.store().list_labelled(GROUP_LABEL, &self.group),
+        )
+        .await;
+        let leases = match listed {
+            Ok(Ok(leases)) => leases,
+            Ok(Err(e)) => {
                 tracing::warn!(error = %crate::api::one_line(&e), "could not list the shard leases");
+                return None;
+            }
+            Err(_) => {
+                tracing::warn!("listing the shard leases timed out");
                 return None;
             }
         };
         let now = Instant::now();
-        let mut live = BTreeMap::new();
+        let mut peers = Peers::default();
         let mut names = Vec::new();
         for lease in leases {
             let name = lease.metadata.name.clone().unwrap_or_default();
@@ -340,31 +409,68 @@ impl<G: Collecting> Membership<G> {
                 continue;
             }
             names.push(name.clone());
-            if let Some((identity, report)) = self.judge(&name, &lease, now) {
-                live.insert(identity, report);
+            let Some(judged) = self.judge(&name, &lease, now) else {
+                continue;
+            };
+            match judged {
+                Judged::Live(identity, report) => {
+                    peers.claims.push(report.ranges.clone());
+                    peers.live.insert(identity, report);
+                }
+                Judged::Claiming(ranges) => peers.claims.push(ranges),
+                Judged::Expired => {}
+                Judged::Gone => self.delete_dead(&lease).await,
             }
         }
         self.seen.retain(|name, _| names.contains(name));
-        Some(live)
+        Some(peers)
     }
 
-    /// A peer's identity and report while its Lease is live.
-    fn judge(&mut self, name: &str, lease: &Lease, now: Instant) -> Option<(String, Report)> {
+    /// Deletes the Lease of a replica gone for good, unless it was renewed since it was read.
+    async fn delete_dead(&self, lease: &Lease) {
+        let name = lease.metadata.name.as_deref().unwrap_or_default();
+        match tokio::time::timeout(self.call_timeout(), self.elector.store().delete_unchanged(lease)).await {
+            Ok(Ok(())) => tracing::info!(lease = name, "deleted the Lease of a shard replica gone for good"),
+            Ok(Err(e)) => {
+                tracing::debug!(lease = name, error = %crate::api::one_line(&e), "could not delete a dead shard lease")
+            }
+            Err(_) => tracing::debug!(lease = name, "deleting a dead shard lease timed out"),
+        }
+    }
+
+    /// What a peer's Lease says of it; see [`Judged`]. Every clock here is this replica's own:
+    /// the record's last change as this replica observed it (as the elector judges a leader), and
+    /// its wall clock only to refuse trust to a Lease that had stopped renewing before this
+    /// replica looked, never to take ranges sooner.
+    fn judge(&mut self, name: &str, lease: &Lease, now: Instant) -> Option<Judged> {
         let spec = lease.spec.as_ref()?;
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
         let record = (holder.clone(), spec.renew_time.clone());
-        let seen = self.seen.entry(name.to_string()).or_insert(Seen {
+        let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).max(0) as u64);
+        let renewed_ago = renewed_ago(lease);
+        let seen = self.seen.entry(name.to_string()).or_insert_with(|| Seen {
             record: record.clone(),
             at: now,
+            stale: renewed_ago > duration + HANDOFF_MARGIN,
         });
         if seen.record != record {
-            *seen = Seen { record, at: now };
+            *seen = Seen {
+                record,
+                at: now,
+                stale: false,
+            };
         }
-        let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).max(0) as u64);
-        if seen.at + duration <= now {
-            return None;
-        }
-        Some((holder, report_of(lease)))
+        let unchanged = now.saturating_duration_since(seen.at);
+        let report = report_of(lease);
+        Some(if unchanged < duration && !seen.stale {
+            Judged::Live(holder, report)
+        } else if unchanged < duration + HANDOFF_MARGIN {
+            Judged::Claiming(report.ranges)
+        } else if unchanged.min(renewed_ago) > duration * DEAD_LEASE_DURATIONS {
+            Judged::Gone
+        } else {
+            Judged::Expired
+        })
     }
 
     async fn stop_collector(&mut self) {
@@ -372,6 +478,22 @@ impl<G: Collecting> Membership<G> {
             collector.stop().await;
         }
     }
+}
+
+/// How long ago `lease` was last renewed by its renew time, on this replica's wall clock; zero
+/// for a renew time in the future, and "long ago" for a Lease with none.
+fn renewed_ago(lease: &Lease) -> Duration {
+    let renewed = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref());
+    let Some(MicroTime(renewed)) = renewed else {
+        return Duration::MAX;
+    };
+    let ago = k8s_openapi::jiff::Timestamp::now().duration_since(*renewed);
+    Duration::try_from(ago).unwrap_or(Duration::ZERO)
+}
+
+/// The error of a request that did not answer within its round's bound.
+fn timed_out(what: &str) -> kube::Error {
+    kube::Error::Service(format!("{what} timed out").into())
 }
 
 /// The largest member's share of the namespaces of `hashes` under `scale`, over an equal share.

@@ -20,8 +20,9 @@
 //!
 //! A cluster-scoped owner deleted in the Foreground or Orphan way can have dependents in every
 //! shard. Each replica handles the dependents in its ranges (deletes or orphans them) and records
-//! a [`Finding`] for the owner; [`membership`] publishes the findings on the replica's Lease with
-//! the ranges they speak for. The owner's replica removes the finalizer only when its own ranges
+//! a [`Finding`] for the owner's deletion (its UID and the finalizer that holds it: [`Hold`]);
+//! [`membership`] publishes the findings on the replica's Lease with the ranges they speak for,
+//! compactly and within a bound ([`findings`]). The owner's replica removes the finalizer only when its own ranges
 //! are clear and the live replicas whose findings say "clear" cover the whole hash space
 //! ([`Shard::agreed`]): a range in handoff, or held by a replica that died, has no live
 //! report, so the finalizer waits for it.
@@ -38,41 +39,49 @@
 //!   ([`crate::api::layers::Fence`]): a replica whose renewals failed stops writing before any
 //!   other can count its Lease as expired and take its ranges.
 
+mod findings;
 pub mod membership;
 mod ranges;
 pub mod ring;
 
+pub use findings::{Cleared, Finding, Findings, Hold, MAX_CLEARED};
 pub use ranges::Ranges;
 
 use crate::api::shard::ShardSelector;
-use crate::graph::{Identity, Uid};
+use crate::graph::{Graph, Identity, Uid};
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// What this replica found for a cluster-scoped owner being deleted with a finalizer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Finding {
-    /// Dependents in this replica's ranges still hold the owner (block it, or still refer to it).
-    Pending,
-    /// No dependent in this replica's ranges holds the owner any more.
-    Clear,
-}
-
 /// What one live replica published on its Lease.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Report {
     /// The ranges it acts on (none while it changes hands).
     pub ranges: Ranges,
-    /// Cluster-scoped owners with no dependent left in those ranges.
+    /// Cluster-scoped owners in Foreground deletion with no blocking dependent left in those
+    /// ranges.
+    #[serde(default, skip_serializing_if = "Cleared::is_empty")]
+    pub clear_foreground: Cleared,
+    /// Cluster-scoped owners in Orphan deletion with every dependent in those ranges orphaned.
+    #[serde(default, skip_serializing_if = "Cleared::is_empty")]
+    pub clear_orphan: Cleared,
+    /// How many owners still have dependents in those ranges (for operators, not decisions).
     #[serde(default)]
-    pub clear: Vec<String>,
-    /// Cluster-scoped owners that still have dependents in those ranges.
-    #[serde(default)]
-    pub pending: Vec<String>,
+    pub pending_owners: usize,
     /// The ring's scale, published by the planner (the live replica of the lowest identity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<ring::Scale>,
+}
+
+impl Report {
+    /// True when the report says the deletion of `uid` held by `hold` is clear in its ranges.
+    pub fn clears(&self, uid: &Uid, hold: Hold) -> bool {
+        match hold {
+            Hold::Foreground => self.clear_foreground.contains(uid),
+            Hold::Orphan => self.clear_orphan.contains(uid),
+        }
+    }
 }
 
 /// One collector instance's part of the cluster, shared by its monitors and workers; see the
@@ -84,8 +93,8 @@ pub struct Shard {
     selector: Option<ShardSelector>,
     /// The live peers' reports, by identity, as [`membership`] last read them.
     peers: RwLock<BTreeMap<String, Report>>,
-    /// This instance's findings, by owner.
-    findings: RwLock<BTreeMap<Uid, Finding>>,
+    /// This instance's findings, by deletion.
+    findings: RwLock<Findings>,
     /// Events the monitors dropped on the client because the server sent them outside the
     /// ranges (it ignores `shardSelector`).
     filtered: AtomicU64,
@@ -144,36 +153,43 @@ impl Shard {
         self.filtered.load(Ordering::Relaxed)
     }
 
-    /// Records this instance's finding for the cluster-scoped owner `uid`.
-    pub fn record(&self, uid: Uid, finding: Finding) {
+    /// Records this instance's finding for the deletion of the cluster-scoped owner `uid` held
+    /// by `hold`.
+    pub fn record(&self, uid: Uid, hold: Hold, finding: Finding) {
         if self.selector.is_none() {
             return; // alone, nobody reads them
         }
-        let mut findings = self.findings.write();
-        if findings.get(&uid) != Some(&finding) {
-            findings.insert(uid, finding);
-        }
+        self.findings.write().record(uid, hold, finding);
     }
 
-    /// Forgets the findings for owners `keep` says are gone.
-    pub fn retain_findings(&self, keep: impl Fn(&Uid) -> bool) {
-        self.findings.write().retain(|uid, _| keep(uid));
+    /// The report to publish: the ranges and the findings that still stand on `graph`. A
+    /// finding stands while its owner is in the graph, still observed with the finalizer of the
+    /// deletion it speaks for, and, for a "clear", while no dependent in these ranges holds the
+    /// owner (a blocking one for Foreground, any one for Orphan); one that no longer stands is
+    /// dropped ([`Findings::retain`]).
+    pub fn report_on(&self, graph: &Graph) -> Report {
+        self.findings.write().retain(|uid, hold, finding| {
+            let Some(owner) = graph.get(uid).filter(|n| !n.is_virtual()) else {
+                return false;
+            };
+            let finalizers = owner.observation().finalizers;
+            let (held, dependents) = match hold {
+                Hold::Foreground => (finalizers.foreground, owner.blocking_dependents()),
+                Hold::Orphan => (finalizers.orphan, owner.dependents()),
+            };
+            held && (finding == Finding::Pending || !dependents.iter().any(|d| self.owns(d.identity())))
+        });
+        self.report()
     }
 
-    /// The report to publish: the ranges and the findings.
-    pub fn report(&self) -> Report {
-        let findings = self.findings.read();
-        let of = |wanted: Finding| {
-            findings
-                .iter()
-                .filter(|(_, f)| **f == wanted)
-                .map(|(uid, _)| uid.to_string())
-                .collect()
-        };
+    /// The report of the findings as recorded, unchecked: see [`Shard::report_on`].
+    fn report(&self) -> Report {
+        let (clear_foreground, clear_orphan, pending_owners) = self.findings.read().published();
         Report {
             ranges: self.ranges.clone(),
-            clear: of(Finding::Clear),
-            pending: of(Finding::Pending),
+            clear_foreground,
+            clear_orphan,
+            pending_owners,
             scale: None,
         }
     }
@@ -183,20 +199,19 @@ impl Shard {
         *self.peers.write() = peers;
     }
 
-    /// Whether every shard lets the cluster-scoped owner `uid` go, this one's ranges being
-    /// clear: `Ok` when this instance's ranges and those of the live peers that report `uid`
-    /// clear cover the hash space; else the peers still holding it, or `[]` for ranges no live
-    /// replica reports on.
-    pub fn agreed(&self, uid: &Uid) -> Result<(), Vec<String>> {
-        let uid = uid.to_string();
+    /// Whether every shard lets the cluster-scoped owner `uid`, held by `hold`, go, this one's
+    /// ranges being clear: `Ok` when this instance's ranges and those of the live peers that
+    /// report that deletion clear cover the hash space; else the peers still holding it, or `[]`
+    /// for ranges no live replica reports on.
+    pub fn agreed(&self, uid: &Uid, hold: Hold) -> Result<(), Vec<String>> {
         let peers = self.peers.read();
-        let clear = peers.values().filter(|r| r.clear.contains(&uid)).map(|r| &r.ranges);
+        let clear = peers.values().filter(|r| r.clears(uid, hold)).map(|r| &r.ranges);
         if Ranges::union(clear.chain([&self.ranges])).is_all() {
             return Ok(());
         }
         Err(peers
             .iter()
-            .filter(|(_, r)| !r.clear.contains(&uid))
+            .filter(|(_, r)| !r.clears(uid, hold))
             .map(|(id, _)| id.clone())
             .collect())
     }

@@ -21,6 +21,7 @@ mod fault_suite;
 mod kubectl;
 mod layout;
 mod list_pages;
+mod membership_sim;
 mod over_http;
 mod partial_view;
 mod python_client;

@@ -333,3 +333,34 @@ async fn a_watch_list_without_its_bookmark_should_be_read_by_list_before_any_dec
     kube_gc::graph::invariants::assert_ok(&graph);
     gc.shutdown().await;
 }
+
+/// A dependent of an owner deleted in the Foreground way is itself deleted in the Foreground way
+/// when it has dependents; on a partial view the graph may hold none of them yet, and a
+/// Background delete would let it go before its own blocking dependents, which then block an
+/// owner that no longer exists. Until the view is complete it is deleted in the Foreground way,
+/// the choice that is right whether it has dependents or not.
+#[tokio::test(start_paused = true)]
+async fn a_foreground_owner_dependent_should_not_be_deleted_in_the_background_on_a_partial_view() {
+    let blind = Arc::new(Blind::default());
+    let mut rig = rig_with(&blind).await;
+    let rc = rig.create(&rcs(), meta(NS, "owner", vec![]));
+    let mid = rig.create(&rcs(), meta(NS, "mid", vec![blocking_ref_to(&rc)]));
+    rig.create(&pods(), meta(NS, "pod", vec![blocking_ref_to(&mid)]));
+    rig.observe(EventType::Add, &rc);
+    rig.observe(EventType::Add, &mid);
+    blind.set(&[pods()]); // the pod's list has not reached it yet
+    delete_observed(&rig, "owner", PropagationPolicy::Foreground);
+    settle(&mut rig).await;
+
+    let mid = rig
+        .cluster
+        .get_object(&rcs(), NS, "mid")
+        .expect("the middle owner must outlive its unseen blocking dependent");
+    assert!(
+        mid.metadata.has_finalizer(FINALIZER_FOREGROUND),
+        "deleted in the Foreground way: {:?}",
+        mid.metadata
+    );
+    let owner = rig.cluster.get_object(&rcs(), NS, "owner").expect("the owner waits");
+    assert!(owner.metadata.has_finalizer(FINALIZER_FOREGROUND));
+}

@@ -8,12 +8,14 @@
 
 use crate::support::*;
 
-use kube_gc::api::{PartialObjectMeta, PropagationPolicy, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+use kube_gc::api::layers::Verb;
+use kube_gc::api::{PartialObjectMeta, PropagationPolicy, StatusReason, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::graph::Uid;
-use kube_gc::shard::{Ranges, Shard};
+use kube_gc::shard::{Hold, Ranges, Shard};
 use kube_gc::sim::SimCluster;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,11 +70,16 @@ async fn start(cluster: &Arc<SimCluster>, ranges: &Ranges) -> Harness {
 
 /// Hands each replica the other's report every 100 ms (virtual), as their Leases' renewals would.
 fn exchange(a: Arc<GarbageCollector<SimCluster>>, b: Arc<GarbageCollector<SimCluster>>) {
+    exchange_while(a, b, Arc::new(AtomicBool::new(true)));
+}
+
+/// [`exchange`] while `live` holds.
+fn exchange_while(a: Arc<GarbageCollector<SimCluster>>, b: Arc<GarbageCollector<SimCluster>>, live: Arc<AtomicBool>) {
     tokio::spawn(async move {
-        loop {
+        while live.load(Ordering::SeqCst) {
             for (me, peer, name) in [(&a, &b, "b"), (&b, &a, "a")] {
                 me.shard()
-                    .set_peers(BTreeMap::from([(name.to_string(), peer.shard().report())]));
+                    .set_peers(BTreeMap::from([(name.to_string(), peer.report())]));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -153,4 +160,98 @@ async fn a_foreground_cluster_scoped_owner_should_outlive_its_blocking_dependent
     s.owners_shard
         .eventually("the owner gone after it", || s.owner_finalizers().is_none())
         .await;
+}
+
+/// A finding speaks for one deletion. The owner is deleted in the Foreground way, held there by a
+/// blocking dependent of its own shard; the other shard's dependent does not block, and its
+/// delete fails (the API server errs), so the other shard reports "clear" for the Foreground
+/// deletion while that dependent still refers to the owner. Then the owner is deleted again with
+/// the Orphan policy (the API server swaps the finalizer) while the other shard's report is still
+/// the one it wrote in the Foreground phase (its replica paused, its Lease still live). That
+/// "clear" says nothing of orphaning: the owner must keep its `orphan` finalizer until the other
+/// shard has orphaned its dependent, or that dependent is collected for a dangling owner instead
+/// of being orphaned.
+#[tokio::test(start_paused = true)]
+async fn a_foreground_finding_should_not_release_an_owner_switched_to_orphan() {
+    let cluster = Arc::new(SimCluster::new());
+    let owner = create_in(&cluster, &persistentvolumes(), meta("", "pv", vec![]));
+    let halves = [Ranges::slice(0, 2), Ranges::slice(1, 2)];
+    let mine = halves
+        .iter()
+        .position(|r| r.owns("", &Uid::parse(&owner.metadata.uid)))
+        .expect("one half owns it");
+    let [ours, theirs] = [&halves[mine], &halves[1 - mine]].map(namespace_in);
+    let held = create_in(
+        &cluster,
+        &configmaps(),
+        meta(&ours, "held", vec![blocking_ref_to(&owner)]),
+    );
+    let loose = create_in(&cluster, &configmaps(), meta(&theirs, "loose", vec![ref_to(&owner)]));
+    let owners_shard = start(&cluster, &halves[mine]).await;
+    let other = start(&cluster, &halves[1 - mine]).await;
+    let live = Arc::new(AtomicBool::new(true));
+    exchange_while(owners_shard.gc.clone(), other.gc.clone(), live.clone());
+
+    cluster.inject_fault(fault(
+        Verb::Delete,
+        Some(("", "configmaps")),
+        StatusReason::InternalError,
+        "etcd is slow",
+    ));
+    owners_shard.delete(&persistentvolumes(), &owner, policy(PropagationPolicy::Foreground));
+    let owner_uid = Uid::parse(&owner.metadata.uid);
+    owners_shard
+        .eventually("the other shard clear for the Foreground deletion", || {
+            other.gc.report().clears(&owner_uid, Hold::Foreground)
+        })
+        .await;
+    assert!(owners_shard.get(&configmaps(), &loose).is_some(), "its delete failed");
+    // The other replica pauses: its last report stays on its live Lease.
+    live.store(false, Ordering::SeqCst);
+    let stale = other.gc.report();
+    other.gc.shutdown().await;
+    owners_shard
+        .gc
+        .shard()
+        .set_peers(BTreeMap::from([("b".to_string(), stale)]));
+
+    owners_shard.delete(&persistentvolumes(), &owner, policy(PropagationPolicy::Orphan));
+    owners_shard
+        .eventually("the owner's shard orphaning its own dependent", || {
+            owners_shard
+                .get(&configmaps(), &held)
+                .is_some_and(|h| h.metadata.owner_references.is_empty())
+        })
+        .await;
+    tokio::time::sleep(ALONE).await;
+    let finalizers = owners_shard
+        .get(&persistentvolumes(), &owner)
+        .map(|o| o.metadata.finalizers);
+    assert_eq!(
+        finalizers,
+        Some(vec![FINALIZER_ORPHAN.to_string()]),
+        "a Foreground finding must not release the Orphan deletion"
+    );
+    assert_eq!(
+        owners_shard
+            .get(&configmaps(), &loose)
+            .expect("lives")
+            .metadata
+            .owner_references
+            .len(),
+        1
+    );
+
+    cluster.clear_faults();
+    let again = start(&cluster, &halves[1 - mine]).await;
+    exchange(owners_shard.gc.clone(), again.gc.clone());
+    owners_shard
+        .eventually("the owner gone once the other shard orphaned its dependent", || {
+            owners_shard.get(&persistentvolumes(), &owner).is_none()
+        })
+        .await;
+    let loose = owners_shard
+        .get(&configmaps(), &loose)
+        .expect("the orphaned dependent lives");
+    assert!(loose.metadata.owner_references.is_empty());
 }

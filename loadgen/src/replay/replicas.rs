@@ -109,7 +109,7 @@ impl Replicas {
         let published: Vec<String> = self
             .collectors
             .iter()
-            .map(|gc| serde_json::to_string(&gc.shard().report()).expect("a report serializes"))
+            .map(|gc| serde_json::to_string(&gc.report()).expect("a report serializes"))
             .collect();
         for (i, gc) in self.collectors.iter().enumerate() {
             let peers: BTreeMap<String, Report> = published
