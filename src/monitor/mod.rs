@@ -50,7 +50,7 @@ mod watch_list;
 
 pub use backoff::Backoff;
 pub use status::{MonitorStatus, SyncMode};
-pub use watch_list::INITIAL_EVENTS_END_WAIT;
+pub use watch_list::{INITIAL_EVENTS_END_WAIT, INITIAL_EVENTS_MIN_RATE};
 
 use crate::api::{ApiError, ClusterApi, Gvk, Gvr, ObjectMeta, WatchStream};
 use crate::event::{EventType, GraphEvent};
@@ -233,16 +233,21 @@ impl<C: ClusterApi> Watcher<C> {
     }
 
     /// Reads and routes the whole resource by the monitor's [`SyncMode`], falling back to the
-    /// paginated list for good when the server refuses watch-list. Returns the version of the view
+    /// paginated list for good when the server refuses watch-list, and for this read when the
+    /// watch-list broke before its end. Returns the version of the view
     /// and, after a watch-list, its stream, which goes on as a watch from that version.
     async fn read_whole(&mut self) -> (String, Option<WatchStream>) {
         if self.status.sync_mode() == SyncMode::WatchList {
             let unseen = std::mem::take(&mut self.known);
             match self.watch_list(unseen).await {
                 Ok(synced) => return (synced.resource_version, Some(synced.stream)),
-                Err(why) => {
+                Err(watch_list::Unread::Refused(why)) => {
                     log_refusal(&self.gvr, &why);
                     self.status.set_sync_mode(SyncMode::List);
+                }
+                Err(watch_list::Unread::Broke(why)) => {
+                    tracing::warn!(resource = %self.gvr, reason = %why, "watch-list broke before its initial-events-end bookmark; this read goes on by paginated list");
+                    self.status.fell_back_to_list();
                 }
             }
         }

@@ -59,6 +59,7 @@ pub struct MonitorStatus {
     relisting: AtomicBool,
     relists: AtomicU64,
     page_retries: AtomicU64,
+    list_fallbacks: AtomicU64,
     watch_resumes: AtomicU64,
     /// Milliseconds since the Unix epoch of the last complete list; 0 before the first.
     last_list_ms: AtomicU64,
@@ -101,6 +102,12 @@ impl MonitorStatus {
         self.page_retries.load(Ordering::Relaxed)
     }
 
+    /// Reads that began as a watch-list and, the stream broken before its end, went on by
+    /// paginated list.
+    pub fn list_fallbacks(&self) -> u64 {
+        self.list_fallbacks.load(Ordering::Relaxed)
+    }
+
     /// Watches reopened from the last resourceVersion after an error other than 410.
     pub fn watch_resumes(&self) -> u64 {
         self.watch_resumes.load(Ordering::Relaxed)
@@ -139,6 +146,11 @@ impl MonitorStatus {
     /// Monitor task only: a page is asked for again.
     pub(super) fn page_retried(&self) {
         self.page_retries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Monitor task only: a broken watch-list's read goes on by list.
+    pub(super) fn fell_back_to_list(&self) {
+        self.list_fallbacks.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Monitor task only: a watch is reopened after an error.

@@ -12,12 +12,19 @@
 //!   what an informer would stage there is already in `unseen`, one entry per known object.
 //! - The view counts as synced (or relisted) only at the bookmark, so no decision rests on it
 //!   before then ([`MonitorStatus::is_complete`](super::MonitorStatus::is_complete)).
-//! - A stream that fails or ends before its bookmark is opened again after the monitor's backoff,
-//!   with every object it had routed unseen again, as a list restarted after a 410.
+//! - A stream that fails or ends before its bookmark is not opened again: this read goes on by
+//!   paginated LIST, with every object it had routed unseen again, as client-go's reflector falls
+//!   back ("making progress is better than deadlocking"): a server that ends every watch after
+//!   some events or seconds (its own limits, a load balancer's, a slow-consumer cut) would
+//!   otherwise never let a large resource sync. The next read tries watch-list again.
 //! - A server that refuses watch-list (422 Invalid or 400 BadRequest: a server with the
-//!   `WatchList` gate off, or one too old for it), or whose stream brings no object for
-//!   [`INITIAL_EVENTS_END_WAIT`] before the bookmark, is read by paginated LIST from then on:
-//!   [`Refused`] says why, and the monitor logs it once.
+//!   `WatchList` gate off, or one too old for it), or whose stream does not reach the bookmark
+//!   in time, is read by paginated LIST from then on: [`Refused`] says why, and the monitor logs
+//!   it once. In time means no silence of [`INITIAL_EVENTS_END_WAIT`] before the bookmark, and
+//!   the whole initial stream within that wait plus [`INITIAL_EVENTS_MIN_RATE`] for each object:
+//!   a server that ignores `sendInitialEvents` on a busy resource is never silent, and would
+//!   otherwise be waited on forever. A 400 about the `shardSelector` is no refusal of
+//!   watch-list: it is retried, and logged as what it is.
 
 use super::{KnownSet, Watcher, ROOM_CHECK_EVERY};
 use crate::api::{ApiError, ClusterApi, StatusReason, WatchStream};
@@ -42,6 +49,21 @@ use tokio::time::Instant;
 /// progress and do not count. `loadgen record` uses the same bound.
 pub const INITIAL_EVENTS_END_WAIT: Duration = Duration::from_secs(30);
 
+/// The slowest a healthy watch-list delivers its initial objects, beyond
+/// [`INITIAL_EVENTS_END_WAIT`]: kube-apiserver streams them from its watch cache at hundreds of
+/// thousands a second, so a stream far slower than this, without its bookmark, is a server that
+/// answered a plain watch.
+pub const INITIAL_EVENTS_MIN_RATE: f64 = 10_000.0;
+
+/// Why a watch-list did not read the whole resource.
+#[derive(Debug)]
+pub(super) enum Unread {
+    /// The server does not serve watch-lists; it will not be asked again.
+    Refused(Refused),
+    /// The stream broke before its bookmark: this read goes on by list.
+    Broke(String),
+}
+
 /// Why a server will not be asked for a watch-list again.
 #[derive(Debug)]
 pub(super) enum Refused {
@@ -49,6 +71,8 @@ pub(super) enum Refused {
     Answered(ApiError),
     /// Its stream went quiet before the bookmark.
     NoBookmark,
+    /// Its stream went on without the bookmark for this long, with this many objects.
+    TooSlow(Duration, u64),
 }
 
 impl std::fmt::Display for Refused {
@@ -60,6 +84,11 @@ impl std::fmt::Display for Refused {
                 "no initial-events-end bookmark within {}s of the last event",
                 INITIAL_EVENTS_END_WAIT.as_secs()
             ),
+            Refused::TooSlow(took, objects) => write!(
+                f,
+                "no initial-events-end bookmark after {objects} events in {}s",
+                took.as_secs()
+            ),
         }
     }
 }
@@ -70,8 +99,8 @@ enum Initial {
     Ended(String),
     /// Before the bookmark: the stream failed (with the error) or closed (without).
     Broke(Option<ApiError>),
-    /// Quiet for [`INITIAL_EVENTS_END_WAIT`] before the bookmark.
-    Quiet,
+    /// Not at the bookmark in time (see the [module docs](self)).
+    Late(Refused),
 }
 
 /// A whole view read by watch-list: its resourceVersion, and the stream, which goes on as a
@@ -83,20 +112,26 @@ pub(super) struct Synced {
 
 impl<C: ClusterApi> Watcher<C> {
     /// Reads the whole resource by watch-list, routing as [`Watcher::list`] does; see the
-    /// [module docs](self). On a refusal, every object stays known, for the list that follows.
-    pub(super) async fn watch_list(&mut self, mut unseen: KnownSet) -> Result<Synced, Refused> {
+    /// [module docs](self). When it did not read the whole resource, every object stays known,
+    /// for the list that follows.
+    pub(super) async fn watch_list(&mut self, mut unseen: KnownSet) -> Result<Synced, Unread> {
         loop {
             let mut stream = match self.api.watch_list(&self.gvr, self.selector(), "").await {
                 Ok(stream) => stream,
-                Err(e) if refuses_watch_list(&e) => return Err(self.refused(Refused::Answered(e), unseen)),
+                Err(e) if refuses_watch_list(&e) => {
+                    return Err(self.unread(Unread::Refused(Refused::Answered(e)), unseen));
+                }
                 Err(e) => {
+                    if is_about_the_shard_selector(&e) {
+                        tracing::error!(resource = %self.gvr, error = %e, "the API server rejected this replica's shardSelector");
+                    }
                     self.failures.failed(&self.gvr, "watch-list", &e);
                     self.status.page_retried();
                     self.backoff.wait().await;
                     continue;
                 }
             };
-            match self.initial_events(&mut stream, &mut unseen).await {
+            let unread = match self.initial_events(&mut stream, &mut unseen).await {
                 Initial::Ended(resource_version) => {
                     self.route_vanished(unseen).await;
                     return Ok(Synced {
@@ -104,23 +139,19 @@ impl<C: ClusterApi> Watcher<C> {
                         stream,
                     });
                 }
-                Initial::Quiet => return Err(self.refused(Refused::NoBookmark, unseen)),
-                Initial::Broke(error) => {
-                    let why: &dyn std::fmt::Display = match &error {
-                        Some(e) => e,
-                        None => &"the stream closed before its initial-events-end bookmark",
-                    };
-                    self.failures.failed(&self.gvr, "watch-list", why);
-                    self.status.page_retried();
-                    unseen.extend(std::mem::take(&mut self.known));
-                    self.backoff.wait().await;
+                Initial::Late(why) => Unread::Refused(why),
+                Initial::Broke(Some(e)) => Unread::Broke(e.to_string()),
+                Initial::Broke(None) => {
+                    Unread::Broke("the stream closed before its initial-events-end bookmark".into())
                 }
-            }
+            };
+            return Err(self.unread(unread, unseen));
         }
     }
 
-    /// Gives every object of `unseen` back to the monitor's known set and returns `why`.
-    fn refused(&mut self, why: Refused, unseen: KnownSet) -> Refused {
+    /// Gives every object of `unseen`, and every one routed since, back to the monitor's known
+    /// set and returns `why`.
+    fn unread(&mut self, why: Unread, unseen: KnownSet) -> Unread {
         self.known.extend(unseen);
         why
     }
@@ -132,10 +163,13 @@ impl<C: ClusterApi> Watcher<C> {
     /// per object.
     async fn initial_events(&mut self, stream: &mut WatchStream, unseen: &mut KnownSet) -> Initial {
         let mut routed: u64 = 0;
-        let mut quiet_after = Instant::now() + INITIAL_EVENTS_END_WAIT;
+        let started = Instant::now();
+        // Time spent waiting for room in the router is the builders', not the server's.
+        let mut waited = Duration::ZERO;
+        let mut quiet_after = started + INITIAL_EVENTS_END_WAIT;
         loop {
             let event = match tokio::time::timeout_at(quiet_after, stream.next()).await {
-                Err(_) => return Initial::Quiet,
+                Err(_) => return Initial::Late(Refused::NoBookmark),
                 Ok(None) => return Initial::Broke(None),
                 Ok(Some(Err(e))) => return Initial::Broke(Some(e)),
                 Ok(Some(Ok(event))) => event,
@@ -151,8 +185,17 @@ impl<C: ClusterApi> Watcher<C> {
                 self.failures.recovered(&self.gvr);
             }
             if routed.is_multiple_of(ROOM_CHECK_EVERY) {
+                let before = Instant::now();
+                let took = before - started - waited;
+                let allowed =
+                    INITIAL_EVENTS_END_WAIT + Duration::from_secs_f64(routed as f64 / INITIAL_EVENTS_MIN_RATE);
+                if took > allowed {
+                    return Initial::Late(Refused::TooSlow(took, routed));
+                }
                 self.router.room().await;
-                quiet_after = Instant::now() + INITIAL_EVENTS_END_WAIT;
+                let now = Instant::now();
+                waited += now - before;
+                quiet_after = now + INITIAL_EVENTS_END_WAIT;
             }
             routed += 1;
             if event_type == EventType::Delete {
@@ -166,7 +209,14 @@ impl<C: ClusterApi> Watcher<C> {
 }
 
 /// True for the answers of a server that does not serve watch-lists: 422 Invalid (upstream's
-/// validation with the gate off, and servers older than the feature) or 400 BadRequest.
+/// validation with the gate off, and servers older than the feature) or 400 BadRequest, unless
+/// it is about the `shardSelector`, which a list would be refused for as well.
 fn refuses_watch_list(error: &ApiError) -> bool {
     matches!(error.reason(), Some(StatusReason::Invalid | StatusReason::BadRequest))
+        && !is_about_the_shard_selector(error)
+}
+
+/// True for an error that names the `shardSelector` parameter.
+fn is_about_the_shard_selector(error: &ApiError) -> bool {
+    error.to_string().contains("shardSelector")
 }

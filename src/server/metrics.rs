@@ -25,6 +25,7 @@
 //! | `kube_gc_monitor_relists_total{resource}` | counter | lists (or watch-lists) after the first sync |
 //! | `kube_gc_monitor_page_retries_total{resource}` | counter | list pages, or watch-lists, asked for again after a failure |
 //! | `kube_gc_monitor_watch_resumes_total{resource}` | counter | watches reopened from the last resourceVersion after an error |
+//! | `kube_gc_monitor_watch_list_fallbacks_total{resource}` | counter | reads begun as a watch-list that went on by paginated list, the stream broken before its end |
 //! | `kube_gc_monitor_last_list_timestamp_seconds{resource}` | gauge | Unix time of the last complete list (or watch-list) |
 //! | `kube_gc_monitor_sync_mode{resource,mode}` | gauge | 1, `mode` being how the monitor reads its whole resource: `watch-list` or `list` |
 //! | `kube_gc_monitors` | gauge | monitors running, one per monitored resource |
@@ -114,6 +115,7 @@ struct MonitorFigures {
     relists: u64,
     page_retries: u64,
     watch_resumes: u64,
+    list_fallbacks: u64,
     /// Unix time of the last complete list, in seconds; 0 before the first.
     last_list_timestamp: f64,
     mode: SyncMode,
@@ -127,6 +129,7 @@ impl MonitorFigures {
             relists: status.relists(),
             page_retries: status.page_retries(),
             watch_resumes: status.watch_resumes(),
+            list_fallbacks: status.list_fallbacks(),
             last_list_timestamp: status
                 .last_successful_list()
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
@@ -432,6 +435,15 @@ impl Snapshot {
                 None,
             ),
             |m| ConstCounter::new(m.watch_resumes),
+        )?;
+        self.per_resource(
+            encoder,
+            (
+                "kube_gc_monitor_watch_list_fallbacks",
+                "Reads begun as a watch-list that went on by paginated list, the stream broken before its end",
+                None,
+            ),
+            |m| ConstCounter::new(m.list_fallbacks),
         )?;
         self.per_resource(
             encoder,

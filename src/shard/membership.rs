@@ -562,6 +562,6 @@ mod tests {
         assert_eq!(report_of(&lease), Report::default());
         lease.metadata.annotations = Some([(REPORT_ANNOTATION.to_string(), "{not json".to_string())].into());
         let report = report_of(&lease);
-        assert!(report.ranges.is_all() && report.clear.is_empty());
+        assert!(report.ranges.is_all() && report.clear_foreground.is_empty() && report.clear_orphan.is_empty());
     }
 }

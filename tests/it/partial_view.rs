@@ -364,3 +364,78 @@ async fn a_foreground_owner_dependent_should_not_be_deleted_in_the_background_on
     let owner = rig.cluster.get_object(&rcs(), NS, "owner").expect("the owner waits");
     assert!(owner.metadata.has_finalizer(FINALIZER_FOREGROUND));
 }
+
+/// A server that ends every watch after 50 events (its own limits, a load balancer's, a
+/// slow-consumer cut) never lets a watch-list of a larger resource reach its bookmark: each read
+/// of that resource goes on by paginated list once its watch-list broke, as client-go's does, so
+/// the view syncs and the garbage is collected; the next read tries watch-list again.
+#[tokio::test(start_paused = true)]
+async fn a_watch_list_broken_before_its_bookmark_should_go_on_by_list() {
+    use kube_gc::monitor::SyncMode;
+    let cluster = Arc::new(SimCluster::new());
+    let owner = create_in(&cluster, &rcs(), meta(NS, "owner", vec![]));
+    let kept: Vec<PartialObjectMeta> = (0..120)
+        .map(|i| create_in(&cluster, &pods(), meta(NS, &format!("p{i}"), vec![ref_to(&owner)])))
+        .collect();
+    let ghost = ref_named(
+        "v1",
+        "ReplicationController",
+        "ghost",
+        "6f1a4a3e-0000-4000-8000-000000000002",
+    );
+    create_in(&cluster, &pods(), meta(NS, "garbage", vec![ghost]));
+    let api = Arc::new(Recorder::new(cluster.clone()));
+    api.trouble_next_watch_list(pods(), WatchListTrouble::CutEachAfter(50));
+    let gc = kube_gc::controller::GarbageCollector::start(api.clone(), kube_gc::controller::Config::default()).await;
+
+    assert!(
+        gc.wait_for_sync(std::time::Duration::from_secs(60)).await,
+        "the pods view syncs although no watch-list of it ends"
+    );
+    let status = gc.monitor_statuses()[&pods()].clone();
+    assert!(status.list_fallbacks() >= 1);
+    assert_eq!(status.sync_mode(), SyncMode::WatchList, "a broken stream is no refusal");
+    assert!(api.count("list v1/pods /") >= 1);
+    eventually("the garbage collected", || {
+        cluster.get_object(&pods(), NS, "garbage").is_err()
+    })
+    .await;
+    for pod in &kept {
+        assert!(
+            cluster.get_object(&pods(), NS, &pod.metadata.name).is_ok(),
+            "{} lives",
+            pod.metadata.name
+        );
+    }
+    gc.shutdown().await;
+}
+
+/// A server that ignores `sendInitialEvents` answers a plain watch: the objects, no bookmark,
+/// then the changes. On a busy resource the stream is never silent for long, so the silence bound
+/// alone would wait forever; the whole initial stream is bounded too, and the monitor reads the
+/// resource by list from then on.
+#[tokio::test(start_paused = true)]
+async fn a_busy_watch_list_without_its_bookmark_should_be_read_by_list() {
+    use kube_gc::monitor::{SyncMode, INITIAL_EVENTS_END_WAIT};
+    let cluster = Arc::new(SimCluster::new());
+    let owner = create_in(&cluster, &rcs(), meta(NS, "owner", vec![]));
+    let api = Arc::new(Recorder::new(cluster.clone()));
+    api.trouble_next_watch_list(pods(), WatchListTrouble::NoBookmark);
+    let churn = {
+        let (cluster, owner) = (cluster.clone(), owner.clone());
+        tokio::spawn(async move {
+            for i in 0..2_000 {
+                create_in(&cluster, &pods(), meta(NS, &format!("busy-{i}"), vec![ref_to(&owner)]));
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let gc = kube_gc::controller::GarbageCollector::start(api.clone(), kube_gc::controller::Config::default()).await;
+    assert!(
+        gc.wait_for_sync(INITIAL_EVENTS_END_WAIT * 4).await,
+        "the pods view syncs although the stream never goes quiet"
+    );
+    assert_eq!(gc.monitor_statuses()[&pods()].sync_mode(), SyncMode::List);
+    churn.abort();
+    gc.shutdown().await;
+}

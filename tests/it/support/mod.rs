@@ -773,6 +773,9 @@ pub enum WatchListTrouble {
     /// It never sends the bookmark that ends its initial events, as a server that ignores
     /// `sendInitialEvents`; it stays open with the changes that follow.
     NoBookmark,
+    /// Every watch-list of the resource, not just the next, closes after this many events, as
+    /// behind a server or proxy that ends every watch after a count of events.
+    CutEachAfter(usize),
 }
 
 impl<C> Recorder<C> {
@@ -902,9 +905,17 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
         use futures::StreamExt;
         self.note("watch-list", gvr, "", "");
         let mut stream = self.inner.watch_list(gvr, shard, resource_version).await?;
-        let trouble = self.trouble.lock().take_if(|(target, _)| target == gvr);
-        match trouble.map(|(_, trouble)| trouble) {
-            Some(WatchListTrouble::CutAfter(events)) => stream = stream.take(events).boxed(),
+        let trouble = {
+            let mut trouble = self.trouble.lock();
+            match &*trouble {
+                Some((target, each @ WatchListTrouble::CutEachAfter(_))) if target == gvr => Some(*each),
+                _ => trouble.take_if(|(target, _)| target == gvr).map(|(_, t)| t),
+            }
+        };
+        match trouble {
+            Some(WatchListTrouble::CutAfter(events) | WatchListTrouble::CutEachAfter(events)) => {
+                stream = stream.take(events).boxed()
+            }
             Some(WatchListTrouble::NoBookmark) => {
                 let withheld = |e: &Result<kube_gc::api::WatchEvent, ApiError>| {
                     std::future::ready(!e.as_ref().is_ok_and(kube_gc::api::WatchEvent::is_initial_events_end))
