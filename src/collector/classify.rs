@@ -51,12 +51,13 @@ impl<C: ClusterApi> Collector<C> {
         Ok(out)
     }
 
-    /// Looks an owner up: first among the owners this collector orphaned (by UID, which is never
-    /// reused), then in absentOwnerCache under two keys (cluster-scoped, then the
+    /// Looks an owner up: first among the owners this collector, or another collector of its
+    /// replica or group, orphaned (by UID, which is never reused; [`crate::shard::orphaned`]),
+    /// then in absentOwnerCache under two keys (cluster-scoped, then the
     /// item's namespace, since a virtual owner may have been cached under either), then in the
     /// graph, then live.
     async fn is_dangling(&self, item: &Identity, r: &OwnerRef) -> Result<(OwnerState, Seen)> {
-        if self.partial_view.orphaned.contains(&r.uid) {
+        if self.partial_view.orphaned.contains(&r.uid) || self.shard.was_orphaned(&r.uid) {
             return Ok((OwnerState::Orphaned, Seen::Collector));
         }
         let mut key: Identity = r.identity_in(&Sym::new(""));

@@ -35,6 +35,7 @@ impl<C: ClusterApi> Collector<C> {
                 .collect();
             if fresh.is_empty() {
                 self.partial_view.orphaned.record(uid);
+                self.shard.orphaned(&uid);
                 if !self.shards_let_go(owner.identity(), Hold::Orphan, "removing the orphan finalizer")? {
                     return Ok(()); // the owner's shard removes the finalizer
                 }

@@ -24,9 +24,10 @@ use crate::graph::Uid;
 use base64::Engine;
 use std::collections::BTreeMap;
 
-/// The most "clear" findings one report carries: 16 384 keys, about 175 KiB of base64, within the
-/// API server's 256 KiB bound on an object's annotations with room for the rest of the report.
-pub const MAX_CLEARED: usize = 1 << 14;
+/// The most "clear" findings one report carries: 12 288 keys, 128 KiB of base64, which with the
+/// owners orphaned lately ([`super::orphaned::MAX_PUBLISHED`]) and the ring's scale keeps a
+/// report well within the API server's 256 KiB bound on an object's annotations.
+pub const MAX_CLEARED: usize = 12 * 1024;
 
 /// The finalizer that holds a cluster-scoped owner while its dependents are handled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -82,7 +83,7 @@ impl Findings {
 
     /// The findings as a report carries them: the "clear" ones by hold, within [`MAX_CLEARED`];
     /// and how many are pending.
-    pub fn published(&self) -> (Cleared, Cleared, usize) {
+    pub fn published(&self) -> (OwnerSet, OwnerSet, usize) {
         let mut clear: Vec<(u64, Hold)> = Vec::new();
         let mut pending = 0;
         for ((uid, hold), finding) in &self.0 {
@@ -95,25 +96,31 @@ impl Findings {
             clear.select_nth_unstable(MAX_CLEARED);
             clear.truncate(MAX_CLEARED);
         }
-        let of = |wanted: Hold| Cleared::new(clear.iter().filter(|(_, h)| *h == wanted).map(|(k, _)| *k).collect());
+        let of = |wanted: Hold| OwnerSet::new(clear.iter().filter(|(_, h)| *h == wanted).map(|(k, _)| *k).collect());
         (of(Hold::Foreground), of(Hold::Orphan), pending)
     }
 }
 
 /// A set of owners' keys ([`key`]), sorted; on the wire, one base64 string of 8 bytes a key.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Cleared(Vec<u64>);
+pub struct OwnerSet(Vec<u64>);
 
-impl Cleared {
-    fn new(mut keys: Vec<u64>) -> Cleared {
+impl OwnerSet {
+    /// The set of `keys`.
+    pub fn new(mut keys: Vec<u64>) -> OwnerSet {
         keys.sort_unstable();
         keys.dedup();
-        Cleared(keys)
+        OwnerSet(keys)
     }
 
     /// True when the set names the owner `uid`.
     pub fn contains(&self, uid: &Uid) -> bool {
         self.0.binary_search(&key(uid)).is_ok()
+    }
+
+    /// The keys.
+    pub fn keys(&self) -> &[u64] {
+        &self.0
     }
 
     /// How many owners the set names.
@@ -127,15 +134,15 @@ impl Cleared {
     }
 }
 
-impl serde::Serialize for Cleared {
+impl serde::Serialize for OwnerSet {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let bytes: Vec<u8> = self.0.iter().flat_map(|k| k.to_be_bytes()).collect();
         s.serialize_str(&base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes))
     }
 }
 
-impl<'de> serde::Deserialize<'de> for Cleared {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Cleared, D::Error> {
+impl<'de> serde::Deserialize<'de> for OwnerSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<OwnerSet, D::Error> {
         use serde::de::Error;
         let text = String::deserialize(d)?;
         let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
@@ -148,7 +155,7 @@ impl<'de> serde::Deserialize<'de> for Cleared {
             .chunks_exact(8)
             .map(|c| u64::from_be_bytes(c.try_into().expect("8 bytes")))
             .collect();
-        Ok(Cleared::new(keys))
+        Ok(OwnerSet::new(keys))
     }
 }
 
@@ -181,13 +188,13 @@ mod tests {
         let (foreground, orphan, _) = findings.published();
         assert_eq!(foreground.len() + orphan.len(), MAX_CLEARED);
         let json = serde_json::to_string(&foreground).expect("serializes");
-        assert!(json.len() < 180 * 1024, "{} bytes", json.len());
+        assert!(json.len() <= 128 * 1024 + 2, "{} bytes", json.len());
         let highest = (0..(MAX_CLEARED as u128 + 1000))
             .map(|i| key(&uid(i)))
             .max()
             .expect("keys");
         assert!(!foreground.0.contains(&highest));
-        let back: Cleared = serde_json::from_str(&json).expect("reads back");
+        let back: OwnerSet = serde_json::from_str(&json).expect("reads back");
         assert_eq!(back, foreground);
     }
 
@@ -205,11 +212,11 @@ mod tests {
 
     #[test]
     fn a_malformed_set_should_not_read() {
-        assert!(serde_json::from_str::<Cleared>("\"AAAA\"").is_err());
-        assert!(serde_json::from_str::<Cleared>("\"not base64!\"").is_err());
+        assert!(serde_json::from_str::<OwnerSet>("\"AAAA\"").is_err());
+        assert!(serde_json::from_str::<OwnerSet>("\"not base64!\"").is_err());
         assert_eq!(
-            serde_json::from_str::<Cleared>("\"\"").expect("empty"),
-            Cleared::default()
+            serde_json::from_str::<OwnerSet>("\"\"").expect("empty"),
+            OwnerSet::default()
         );
     }
 }

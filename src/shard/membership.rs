@@ -34,7 +34,7 @@
 //! (half the renew deadline), so a slow API server makes a round fail, not last.
 
 use super::ring::{self, Scale};
-use super::{Ranges, Report, Shard};
+use super::{Orphaned, Ranges, Report, Shard};
 use crate::api::shard::fnv1a64;
 use crate::leader::{KubeLeases, LeaderElector, LeaseConfig};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -156,6 +156,8 @@ pub struct Membership<G> {
     assignment: Assignment,
     /// The ranges this replica's Lease claims.
     claimed: Ranges,
+    /// Owners orphaned lately, by this replica's collectors or any replica of the group.
+    orphaned: Arc<Orphaned>,
     running: Option<(Arc<Shard>, Arc<G>)>,
     seen: BTreeMap<String, Seen>,
     client: kube::Client,
@@ -175,6 +177,7 @@ impl<G: Collecting> Membership<G> {
             group: group.to_string(),
             assignment,
             claimed: Ranges::default(),
+            orphaned: Arc::default(),
             running: None,
             seen: BTreeMap::new(),
             client,
@@ -277,7 +280,7 @@ impl<G: Collecting> Membership<G> {
             return;
         }
         tracing::info!(ranges = %target, peers = peers.live.len(), "collecting a shard");
-        let shard = Arc::new(Shard::new(target));
+        let shard = Arc::new(Shard::new(target).with_orphaned(self.orphaned.clone()));
         shard.set_peers(peers.live);
         let collector = start(shard.clone()).await;
         self.running = Some((shard, collector));
@@ -362,6 +365,7 @@ impl<G: Collecting> Membership<G> {
             None => Report::default(),
         };
         report.ranges = self.claimed.clone();
+        report.orphaned = self.orphaned.published();
         report.scale = self.plan.as_ref().map(|(scale, _)| scale.clone());
         let json = serde_json::to_string(&report).unwrap_or_default();
         self.elector.annotate(REPORT_ANNOTATION, json);
@@ -409,6 +413,8 @@ impl<G: Collecting> Membership<G> {
                 continue;
             }
             names.push(name.clone());
+            // The owners any replica orphaned, live or not: its dependents may be this one's now.
+            self.orphaned.hear(&report_of(&lease).orphaned);
             let Some(judged) = self.judge(&name, &lease, now) else {
                 continue;
             };

@@ -41,10 +41,12 @@
 
 mod findings;
 pub mod membership;
+pub mod orphaned;
 mod ranges;
 pub mod ring;
 
-pub use findings::{Cleared, Finding, Findings, Hold, MAX_CLEARED};
+pub use findings::{Finding, Findings, Hold, OwnerSet, MAX_CLEARED};
+pub use orphaned::Orphaned;
 pub use ranges::Ranges;
 
 use crate::api::shard::ShardSelector;
@@ -52,6 +54,7 @@ use crate::graph::{Graph, Identity, Uid};
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// What one live replica published on its Lease.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -61,14 +64,17 @@ pub struct Report {
     pub ranges: Ranges,
     /// Cluster-scoped owners in Foreground deletion with no blocking dependent left in those
     /// ranges.
-    #[serde(default, skip_serializing_if = "Cleared::is_empty")]
-    pub clear_foreground: Cleared,
+    #[serde(default, skip_serializing_if = "OwnerSet::is_empty")]
+    pub clear_foreground: OwnerSet,
     /// Cluster-scoped owners in Orphan deletion with every dependent in those ranges orphaned.
-    #[serde(default, skip_serializing_if = "Cleared::is_empty")]
-    pub clear_orphan: Cleared,
+    #[serde(default, skip_serializing_if = "OwnerSet::is_empty")]
+    pub clear_orphan: OwnerSet,
     /// How many owners still have dependents in those ranges (for operators, not decisions).
     #[serde(default)]
     pub pending_owners: usize,
+    /// Owners the replica orphaned lately ([`orphaned`]).
+    #[serde(default, skip_serializing_if = "OwnerSet::is_empty")]
+    pub orphaned: OwnerSet,
     /// The ring's scale, published by the planner (the live replica of the lowest identity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<ring::Scale>,
@@ -95,6 +101,8 @@ pub struct Shard {
     peers: RwLock<BTreeMap<String, Report>>,
     /// This instance's findings, by deletion.
     findings: RwLock<Findings>,
+    /// Owners orphaned lately, by this replica's collectors or its peers; none when alone.
+    orphaned: Option<Arc<Orphaned>>,
     /// Events the monitors dropped on the client because the server sent them outside the
     /// ranges (it ignores `shardSelector`).
     filtered: AtomicU64,
@@ -105,11 +113,34 @@ pub struct Shard {
 impl Shard {
     /// The part of the cluster in `ranges`.
     pub fn new(ranges: Ranges) -> Shard {
+        let selector = ranges.namespace_selector();
         Shard {
-            selector: ranges.namespace_selector(),
+            orphaned: selector.as_ref().map(|_| Arc::default()),
+            selector,
             ranges,
             ..Shard::default()
         }
+    }
+
+    /// The same part, remembering orphaned owners in `orphaned`, which the replica keeps for
+    /// all its collectors ([`orphaned`]).
+    pub fn with_orphaned(mut self, orphaned: Arc<Orphaned>) -> Shard {
+        if self.orphaned.is_some() {
+            self.orphaned = Some(orphaned);
+        }
+        self
+    }
+
+    /// This instance orphaned `uid`.
+    pub fn orphaned(&self, uid: &Uid) {
+        if let Some(orphaned) = &self.orphaned {
+            orphaned.record(uid);
+        }
+    }
+
+    /// True when this replica, or a peer, orphaned `uid` lately.
+    pub fn was_orphaned(&self, uid: &Uid) -> bool {
+        self.orphaned.as_ref().is_some_and(|o| o.contains(uid))
     }
 
     /// The whole cluster: an unsharded collector's part.
@@ -190,12 +221,17 @@ impl Shard {
             clear_foreground,
             clear_orphan,
             pending_owners,
+            orphaned: self.orphaned.as_ref().map(|o| o.published()).unwrap_or_default(),
             scale: None,
         }
     }
 
-    /// Replaces the peers' reports with the ones just read from their Leases.
+    /// Replaces the peers' reports with the ones just read from their Leases, and takes in the
+    /// owners they orphaned.
     pub fn set_peers(&self, peers: BTreeMap<String, Report>) {
+        if let Some(orphaned) = &self.orphaned {
+            peers.values().for_each(|r| orphaned.hear(&r.orphaned));
+        }
         *self.peers.write() = peers;
     }
 

@@ -47,18 +47,6 @@ async fn rig_with(blind: &Arc<Blind>) -> Rig {
     Rig::with_views(SimCluster::new(), 500, CollectorConfig::default(), partial_view).await
 }
 
-/// Runs workers and applies what they route until nothing is queued (bounded).
-async fn settle(rig: &mut Rig) {
-    for _ in 0..100 {
-        let worked = rig.step_delete().await | rig.step_orphan().await;
-        let applied = rig.apply_routed();
-        if !worked && applied == 0 {
-            return;
-        }
-    }
-    panic!("likely looping: the workers never went quiet");
-}
-
 fn refs_of(rig: &Rig, obj: &PartialObjectMeta) -> usize {
     rig.cluster
         .get_object(&pods(), NS, &obj.metadata.name)
@@ -106,7 +94,7 @@ async fn orphaning_should_wait_while_a_view_is_incomplete_without_counting_a_fai
 
     blind.set(&[]);
     tokio::time::sleep(WAIT * 2).await;
-    settle(&mut rig).await;
+    rig.settle().await;
     assert_eq!(refs_of(&rig, &pod), 0, "orphaned once the view is complete");
     assert!(rig.cluster.get_object(&rcs(), NS, "owner").is_err(), "the owner went");
     assert!(rig.collector.partial_view.waiting.on(&owner.identity().uid).is_none());
@@ -123,12 +111,12 @@ async fn a_dependent_seen_after_its_owner_was_orphaned_should_lose_the_ref_not_i
     let late = rig.create(&pods(), meta(NS, "late", vec![ref_to(&rc)]));
     rig.observe(EventType::Add, &rc);
     let deleting = delete_observed(&rig, "owner", PropagationPolicy::Orphan);
-    settle(&mut rig).await;
+    rig.settle().await;
     assert!(rig.cluster.get_object(&rcs(), NS, "owner").is_err(), "the owner went");
     rig.observe(EventType::Delete, &deleting);
 
     rig.observe(EventType::Add, &late);
-    settle(&mut rig).await;
+    rig.settle().await;
     assert_eq!(refs_of(&rig, &late), 0, "the late dependent lives, orphaned");
 }
 
@@ -141,7 +129,7 @@ async fn a_foreground_owner_should_keep_its_finalizer_while_a_view_is_incomplete
     rig.observe(EventType::Add, &rc);
     blind.set(&[pods()]); // the pod's list has not reached it yet
     delete_observed(&rig, "owner", PropagationPolicy::Foreground);
-    settle(&mut rig).await;
+    rig.settle().await;
     let held = rig.cluster.get_object(&rcs(), NS, "owner").expect("the owner waits");
     assert!(held.metadata.has_finalizer(FINALIZER_FOREGROUND));
 
@@ -149,7 +137,7 @@ async fn a_foreground_owner_should_keep_its_finalizer_while_a_view_is_incomplete
     blind.set(&[]);
     for _ in 0..10 {
         tokio::time::sleep(WAIT * 2).await;
-        settle(&mut rig).await;
+        rig.settle().await;
         let pod_lives = rig.cluster.get_object(&pods(), NS, "pod").is_ok();
         let owner_lives = rig.cluster.get_object(&rcs(), NS, "owner").is_ok();
         assert!(
@@ -185,7 +173,7 @@ async fn a_dependent_should_not_be_deleted_for_an_absent_owner_while_that_owner_
     let pod = rig.create(&pods(), meta(NS, "pod", vec![ref_to(&ghost)]));
     blind.set(&[rcs()]);
     rig.observe(EventType::Add, &pod);
-    settle(&mut rig).await;
+    rig.settle().await;
     assert_eq!(refs_of(&rig, &pod), 1, "kept while the owners' view is partial");
     let uid = Uid::parse(&pod.metadata.uid);
     assert_eq!(
@@ -196,7 +184,7 @@ async fn a_dependent_should_not_be_deleted_for_an_absent_owner_while_that_owner_
     blind.set(&[]);
     for _ in 0..5 {
         tokio::time::sleep(WAIT * 2).await;
-        settle(&mut rig).await;
+        rig.settle().await;
     }
     assert!(
         rig.cluster.get_object(&pods(), NS, "pod").is_err(),
@@ -350,7 +338,7 @@ async fn a_foreground_owner_dependent_should_not_be_deleted_in_the_background_on
     rig.observe(EventType::Add, &mid);
     blind.set(&[pods()]); // the pod's list has not reached it yet
     delete_observed(&rig, "owner", PropagationPolicy::Foreground);
-    settle(&mut rig).await;
+    rig.settle().await;
 
     let mid = rig
         .cluster

@@ -11,8 +11,9 @@ use crate::support::*;
 use kube_gc::api::layers::Verb;
 use kube_gc::api::{PartialObjectMeta, PropagationPolicy, StatusReason, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use kube_gc::controller::{Config, GarbageCollector};
+use kube_gc::event::EventType;
 use kube_gc::graph::Uid;
-use kube_gc::shard::{Hold, Ranges, Shard};
+use kube_gc::shard::{Hold, Orphaned, Ranges, Shard};
 use kube_gc::sim::SimCluster;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -254,4 +255,55 @@ async fn a_foreground_finding_should_not_release_an_owner_switched_to_orphan() {
         .get(&configmaps(), &loose)
         .expect("the orphaned dependent lives");
     assert!(loose.metadata.owner_references.is_empty());
+}
+
+/// kubernetes#26120 across a handoff. A replica's collector orphans an owner while the event of a
+/// dependent created just before the Orphan DELETE has not reached it; then the namespace passes
+/// to a new collector (the same replica's after its ranges changed, or another replica's), which
+/// is the first to see that dependent. The owner is gone, so the dependent names an absent owner:
+/// it must lose the reference, as it would have on the first collector, not its life.
+#[tokio::test(start_paused = true)]
+async fn a_dependent_seen_after_a_handoff_should_lose_the_ref_to_an_owner_orphaned_before_it() {
+    let cluster = Arc::new(SimCluster::new());
+    let half = Ranges::slice(0, 2);
+    let ns = namespace_in(&half);
+    for same_replica in [true, false] {
+        let name = |what: &str| format!("{what}-{same_replica}");
+        // A replica keeps one memory of orphaned owners for all its collectors.
+        let memory = Arc::new(Orphaned::default());
+        let mut first = Rig::sharded(cluster.clone(), Shard::new(half.clone()).with_orphaned(memory.clone())).await;
+        let owner = first.create(&rcs(), meta(&ns, &name("owner"), vec![]));
+        let late = first.create(&pods(), meta(&ns, &name("late"), vec![ref_to(&owner)]));
+        first.observe(EventType::Add, &owner);
+        let orphan = policy(PropagationPolicy::Orphan);
+        cluster
+            .delete_object(&rcs(), &ns, &name("owner"), &orphan)
+            .expect("delete");
+        let deleting = cluster.get_object(&rcs(), &ns, &name("owner")).expect("held");
+        first.observe(EventType::Update, &deleting);
+        first.settle().await;
+        assert!(
+            cluster.get_object(&rcs(), &ns, &name("owner")).is_err(),
+            "the first collector let the owner go"
+        );
+
+        let shard = if same_replica {
+            Shard::new(half.clone()).with_orphaned(memory)
+        } else {
+            let shard = Shard::new(half.clone());
+            let report = first.collector.shard.report_on(&first.graph);
+            shard.set_peers(BTreeMap::from([("first".to_string(), report)]));
+            shard
+        };
+        let mut next = Rig::sharded(cluster.clone(), shard).await;
+        next.observe(EventType::Add, &late);
+        next.settle().await;
+        let late = cluster
+            .get_object(&pods(), &ns, &name("late"))
+            .expect("the late dependent lives");
+        assert!(
+            late.metadata.owner_references.is_empty(),
+            "same replica: {same_replica}"
+        );
+    }
 }

@@ -25,6 +25,7 @@ use kube_gc::journal::Journal;
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::recorder::{EventRecorder, EventSink};
 use kube_gc::router::{PartitionReceiver, Router};
+use kube_gc::shard::Shard;
 use kube_gc::sim::{SimCluster, TypeDef};
 use std::sync::Arc;
 use std::time::Duration;
@@ -466,7 +467,29 @@ impl Rig {
         config: CollectorConfig,
         partial_view: PartialView,
     ) -> Rig {
-        Rig::build(cluster, cache_capacity, config, partial_view, 1).await
+        Rig::build(
+            Arc::new(cluster),
+            cache_capacity,
+            config,
+            partial_view,
+            1,
+            Shard::whole(),
+        )
+        .await
+    }
+
+    /// A rig over a cluster other rigs may share, acting on `shard`'s part of it, as a sharded
+    /// replica's collector does.
+    pub async fn sharded(cluster: Arc<SimCluster>, shard: Shard) -> Rig {
+        Rig::build(
+            cluster,
+            500,
+            CollectorConfig::default(),
+            PartialView::complete(),
+            1,
+            shard,
+        )
+        .await
     }
 
     /// A rig like [`Rig::with_config`] whose router spreads events over `partitions` builders.
@@ -476,17 +499,25 @@ impl Rig {
         config: CollectorConfig,
         partitions: usize,
     ) -> Rig {
-        Rig::build(cluster, cache_capacity, config, PartialView::complete(), partitions).await
+        Rig::build(
+            Arc::new(cluster),
+            cache_capacity,
+            config,
+            PartialView::complete(),
+            partitions,
+            Shard::whole(),
+        )
+        .await
     }
 
     async fn build(
-        cluster: SimCluster,
+        cluster: Arc<SimCluster>,
         cache_capacity: usize,
         config: CollectorConfig,
         partial_view: PartialView,
         partitions: usize,
+        shard: Shard,
     ) -> Rig {
-        let cluster = Arc::new(cluster);
         let discovery = cluster.discover().await.expect("discovery");
         let tombstones = if config.verify_with_get {
             0
@@ -518,7 +549,7 @@ impl Rig {
             config,
             journal: Journal::in_memory(),
             events: recorder,
-            shard: Arc::new(kube_gc::shard::Shard::whole()),
+            shard: Arc::new(shard),
         });
         let applier = Applier {
             graph: graph.clone(),
@@ -537,6 +568,18 @@ impl Rig {
             absent_owner_cache,
             events,
         }
+    }
+
+    /// Runs the workers and applies what they route until nothing is queued (bounded).
+    pub async fn settle(&mut self) {
+        for _ in 0..100 {
+            let worked = self.step_delete().await | self.step_orphan().await;
+            let applied = self.apply_routed();
+            if !worked && applied == 0 {
+                return;
+            }
+        }
+        panic!("likely looping: the workers never went quiet");
     }
 
     /// An observed event for `obj` as the monitor of `api_version`/`kind` would route it.
