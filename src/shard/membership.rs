@@ -360,12 +360,15 @@ impl<G: Collecting> Membership<G> {
 
     /// Writes the Lease with the current report; true when this replica still holds it.
     async fn publish(&mut self) -> bool {
+        // A running collector's shard remembers orphaned owners in `self.orphaned` already.
         let mut report = match &self.running {
             Some((_, collector)) => collector.report(),
-            None => Report::default(),
+            None => Report {
+                orphaned: self.orphaned.published(),
+                ..Report::default()
+            },
         };
         report.ranges = self.claimed.clone();
-        report.orphaned = self.orphaned.published();
         report.scale = self.plan.as_ref().map(|(scale, _)| scale.clone());
         let json = serde_json::to_string(&report).unwrap_or_default();
         self.elector.annotate(REPORT_ANNOTATION, json);

@@ -54,6 +54,7 @@ mod delete;
 mod dry_run;
 pub mod http;
 mod lifecycle;
+pub mod limits;
 mod managed;
 mod meta;
 mod pages;

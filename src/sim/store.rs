@@ -863,6 +863,7 @@ fn dedup_owner_references(refs: &mut Vec<OwnerReference>) {
 
 /// Metadata validation shared by create and update (`ValidateObjectMeta`'s parts that matter here).
 fn validate_meta(def: &TypeDef, name: &str, meta: &ObjectMeta) -> Result<(), ApiError> {
+    super::limits::check(meta).map_err(|detail| invalid(def, name, detail))?;
     validate_owner_references(&meta.owner_references).map_err(|e| invalid(def, name, e))?;
     if meta.has_finalizer(FINALIZER_ORPHAN) && meta.has_finalizer(FINALIZER_FOREGROUND) {
         let detail = format!(

@@ -21,7 +21,7 @@
 use kube_gc::api::layers::Budget;
 use kube_gc::leader::LeaseConfig;
 use kube_gc::shard::membership::{lease_name, Assignment, Collecting, Membership};
-use kube_gc::shard::{Ranges, Report, Shard};
+use kube_gc::shard::{Hold, Ranges, Report, Shard};
 use kube_gc::sim::SimCluster;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
@@ -186,6 +186,7 @@ impl Collecting for Writer {
 }
 
 struct World {
+    cluster: Arc<SimCluster>,
     router: axum::Router,
     ledger: Arc<Mutex<Ledger>>,
     instances: AtomicU64,
@@ -211,8 +212,9 @@ impl World {
         for namespace in &namespaces {
             crate::support::create_in(&cluster, &namespaces_gvr(), crate::support::meta("", namespace, vec![]));
         }
-        let router = kube_gc::sim::http::router(cluster, Default::default());
+        let router = kube_gc::sim::http::router(cluster.clone(), Default::default());
         Arc::new(World {
+            cluster,
             router,
             ledger: Arc::default(),
             instances: AtomicU64::new(0),
@@ -437,4 +439,89 @@ fn the_lease_protocol_should_keep_one_writer_a_namespace_under_every_seed() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A collector whose report is fixed: thousands of owners in deletion.
+struct Loaded(Report);
+
+impl Collecting for Loaded {
+    async fn stop(&self) {}
+
+    fn report(&self) -> Report {
+        self.0.clone()
+    }
+}
+
+/// The report of a replica with `clear` owners in deletion clear in its ranges and `orphaned`
+/// owners orphaned lately.
+fn loaded_report(clear: u128, orphaned: u128) -> Report {
+    let uid = |i: u128| kube_gc::graph::Uid::new_v4(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834));
+    let mut findings = kube_gc::shard::Findings::default();
+    for i in 0..clear {
+        let hold = if i % 2 == 0 { Hold::Foreground } else { Hold::Orphan };
+        findings.record(uid(i), hold, kube_gc::shard::Finding::Clear);
+    }
+    let memory = kube_gc::shard::Orphaned::default();
+    for i in 0..orphaned {
+        memory.record(&uid(clear + i));
+    }
+    let (clear_foreground, clear_orphan, pending_owners) = findings.published();
+    Report {
+        clear_foreground,
+        clear_orphan,
+        pending_owners,
+        orphaned: memory.published(),
+        ..Report::default()
+    }
+}
+
+/// The API server refuses an object whose annotations pass 256 KiB, and a replica whose Lease it
+/// refuses cannot renew: its report must stay within that bound however many owners are being
+/// deleted. With 10 000 the Lease carries every one; with 40 000, the bounded share.
+#[tokio::test(start_paused = true)]
+async fn a_replica_lease_should_stay_within_the_servers_limits_with_thousands_of_owners_in_deletion() {
+    use kube_gc::shard::membership::REPORT_ANNOTATION;
+    for (clear, orphaned) in [(10_000u128, 2_000u128), (40_000, 10_000)] {
+        let world = World::new();
+        let client = client_over(world.router.clone(), Link::new(1));
+        let identity = format!("loaded-{clear}");
+        let mut membership = Membership::<Loaded>::new(
+            client,
+            lease_config(&identity),
+            "sim",
+            Assignment::Fixed(Ranges::slice(0, 2)),
+        );
+        let report = loaded_report(clear, orphaned);
+        let task = tokio::spawn(async move {
+            membership
+                .run(move |_| {
+                    let report = report.clone();
+                    async move { Arc::new(Loaded(report)) }
+                })
+                .await
+        });
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        task.abort();
+        let lease = world
+            .cluster
+            .get_object(
+                &kube_gc::api::Gvr::new("coordination.k8s.io", "v1", "leases"),
+                "kube-system",
+                &lease_name("sim", &identity),
+            )
+            .expect("the Lease was written");
+        let annotations: usize = lease.metadata.annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+        assert!(
+            annotations <= kube_gc::sim::limits::TOTAL_ANNOTATION_SIZE,
+            "{annotations} bytes"
+        );
+        let published: Report = serde_json::from_str(&lease.metadata.annotations[REPORT_ANNOTATION]).expect("a report");
+        let named = published.clear_foreground.len() + published.clear_orphan.len();
+        assert_eq!(named as u128, clear.min(kube_gc::shard::MAX_CLEARED as u128));
+        assert_eq!(
+            published.orphaned.len() as u128,
+            orphaned.min(kube_gc::shard::orphaned::MAX_PUBLISHED as u128)
+        );
+        println!("{clear} owners in deletion, {orphaned} orphaned: {annotations} bytes of annotations");
+    }
 }
