@@ -34,6 +34,13 @@ fn matrix() -> Vec<Scenario> {
         s("errors-20", &["--error-rate", "*=0.2"], Disruption::None),
         s("throttle-429", &["--error-rate", "*=0.5:429"], Disruption::None),
         s("watch-drops", &["--drop-watch-after", "2s"], Disruption::None),
+        // Every watch ends after 50 events, watch-lists included: no watch-list of a larger
+        // resource reaches its bookmark, and each read goes on by list.
+        s(
+            "watch-event-cut",
+            &["--drop-watch-after-events", "50"],
+            Disruption::None,
+        ),
         s(
             "short-history",
             // The drops make the frozen collector reopen its watches, from versions the short
@@ -63,6 +70,11 @@ fn matrix() -> Vec<Scenario> {
             Disruption::RestartServer,
         ),
         s(
+            "errors-20-apiserver-restart",
+            &["--error-rate", "*=0.2"],
+            Disruption::RestartServer,
+        ),
+        s(
             "errors-20-kill-collector",
             &["--error-rate", "*=0.2"],
             Disruption::KillCollector,
@@ -72,6 +84,14 @@ fn matrix() -> Vec<Scenario> {
         s(
             "shards-kill-errors-10",
             &["--error-rate", "*=0.1"],
+            Disruption::KillShard,
+        ),
+        // Frozen past its 4 s Lease and the handoff margin: the others take its ranges, and on
+        // waking it must give them up, not write on.
+        s("shards-freeze", &[], Disruption::FreezeShard(Duration::from_secs(15))),
+        s(
+            "shards-watch-event-cut",
+            &["--drop-watch-after-events", "50"],
             Disruption::KillShard,
         ),
         s(
@@ -157,6 +177,16 @@ async fn a_shard_killed_mid_cascade_should_have_its_ranges_finished_by_the_other
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shard_joining_mid_cascade_should_take_its_ranges_without_a_wrongful_deletion() {
     check("shards-add", 1, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_frozen_past_its_lease_should_give_its_ranges_up_on_waking() {
+    check("shards-freeze", 1, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_ended_after_a_count_of_events_should_still_let_every_view_sync() {
+    check("watch-event-cut", 1, 2).await;
 }
 
 /// The whole matrix, for every seed; see the module docs.

@@ -41,11 +41,17 @@ pub enum Disruption {
     KillShard,
     /// A third sharded replica joins two mid-cascade.
     AddShard,
+    /// One of three sharded replicas is stopped (SIGSTOP) mid-cascade, past its Lease's
+    /// duration, then resumed this long after.
+    FreezeShard(Duration),
 }
 
 impl Disruption {
     fn sharded(self) -> bool {
-        matches!(self, Disruption::KillShard | Disruption::AddShard)
+        matches!(
+            self,
+            Disruption::KillShard | Disruption::AddShard | Disruption::FreezeShard(_)
+        )
     }
 }
 
@@ -330,7 +336,7 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         Disruption::KillLeader => (0..2)
             .map(|i| Collector::start(&dir, &format!("kube-gc-run-{i}"), &elect))
             .collect(),
-        Disruption::KillShard => (0..3)
+        Disruption::KillShard | Disruption::FreezeShard(_) => (0..3)
             .map(|i| Collector::start(&dir, &format!("kube-gc-shard-{i}"), &shard))
             .collect(),
         Disruption::AddShard => (0..2)
@@ -381,14 +387,22 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         Disruption::RestartServer => server.restart(),
         Disruption::KillLeader | Disruption::KillShard => collectors[leader].kill(),
         Disruption::AddShard => collectors.push(Collector::start(&dir, "kube-gc-shard-added", &shard)),
+        Disruption::FreezeShard(_) => collectors[leader].process.signal(libc::SIGSTOP),
         Disruption::None | Disruption::Freeze(_) => {}
     })
     .await;
     let workload_end = Instant::now();
-    if let Disruption::Freeze(frozen) = scenario.disruption {
-        workload::churn(&client, 120).await;
-        tokio::time::sleep(frozen.saturating_sub(frozen_at.elapsed())).await;
-        collectors[leader].process.signal(libc::SIGCONT);
+    match scenario.disruption {
+        Disruption::Freeze(frozen) => {
+            workload::churn(&client, 120).await;
+            tokio::time::sleep(frozen.saturating_sub(frozen_at.elapsed())).await;
+            collectors[leader].process.signal(libc::SIGCONT);
+        }
+        Disruption::FreezeShard(frozen) => {
+            tokio::time::sleep(frozen.saturating_sub(workload_end.elapsed())).await;
+            collectors[leader].process.signal(libc::SIGCONT);
+        }
+        _ => {}
     }
 
     let expected = universe.expected();
@@ -485,6 +499,7 @@ fn faults_text(s: &Scenario) -> String {
         Disruption::KillLeader => parts.push("kill -9 leader of 2".into()),
         Disruption::KillShard => parts.push("kill -9 one of 3 shards".into()),
         Disruption::AddShard => parts.push("third shard joins 2".into()),
+        Disruption::FreezeShard(d) => parts.push(format!("one of 3 shards frozen {}s", d.as_secs())),
     }
     if parts.is_empty() {
         "none".into()
