@@ -104,7 +104,7 @@ impl<C: ClusterApi> Collector<C> {
             let why = why_of(Write::RemoveOwnerRefs, REASON_SOLID_REMAINS, state, &classes).refs(&uids);
             return self.remove_owner_refs(identity, state, &uids, &why).await.map(drop);
         }
-        if !classes.waiting.is_empty() && self.may_have_dependents(item).await {
+        if !classes.waiting.is_empty() && self.may_have_dependents(item) {
             if item.dependents().iter().any(|d| d.is_deleting_dependents()) {
                 // A dependency cycle through a foreground deletion: unblock, or both wait forever.
                 // The heuristic has false positives and races between workers, as upstream's.
@@ -132,15 +132,14 @@ impl<C: ClusterApi> Collector<C> {
     }
 
     /// Whether `item` has dependents, or may have ones the graph has not seen: while a view is
-    /// incomplete or the builders have events to apply, an empty dependents set proves nothing.
-    /// It chooses the policy of a dependent of a waiting owner, where the Foreground way is right
-    /// whether the item has dependents or not, and the Background way only when it has none: a
-    /// dependent deleted in the background ahead of its own blocking dependents leaves them
-    /// blocking an owner that is gone ([`super::partial_view`]).
-    async fn may_have_dependents(&self, item: &Handle) -> bool {
-        item.dependents_len() > 0
-            || !self.partial_view.views.incomplete(None).is_empty()
-            || !self.router.caught_up(std::time::Duration::ZERO).await
+    /// incomplete, an empty dependents set proves nothing. It chooses the policy of a dependent of
+    /// a waiting owner, where the Foreground way is right whether the item has dependents or not,
+    /// and the Background way only when it has none: a dependent deleted in the background ahead
+    /// of its own blocking dependents leaves them blocking an owner that is gone
+    /// ([`super::partial_view`]). Events in flight to the builders are not waited for here: that
+    /// window is upstream's too, and the owner's finalizer still waits for them.
+    fn may_have_dependents(&self, item: &Handle) -> bool {
+        item.dependents_len() > 0 || !self.partial_view.views.incomplete(None).is_empty()
     }
 
     /// Strips the refs to `uids` from an item: dangling and waiting owners of an item that has a

@@ -16,10 +16,11 @@
 //! - *Foreground finalizer.* An owner goes once no blocking dependent is left in the graph; a
 //!   blocking dependent not seen yet would be left behind, orphaned against its owner's wish.
 //! - *Policy of a waiting owner's dependent.* It is deleted in the Foreground way when it has
-//!   dependents, else by its own finalizers (the Background way, mostly). With a view incomplete
-//!   or events still to apply, no dependent in the graph proves nothing, so it is deleted in the
+//!   dependents, else by its own finalizers (the Background way, mostly). With a view incomplete,
+//!   no dependent in the graph proves nothing, so it is deleted in the
 //!   Foreground way, which is right either way: deleted in the background, it would go ahead of
-//!   its own blocking dependents. This choice does not wait, as upstream's does not.
+//!   its own blocking dependents. This choice does not wait, as upstream's does not, and events
+//!   in flight to the builders do not change it (upstream has that window too).
 //! - *Absent owner.* An owner deleted with the Orphan policy while its own monitor was blind left
 //!   no trace in [`PartialView::orphaned`]; its dependents must not be judged before that monitor
 //!   has caught up.

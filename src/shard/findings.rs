@@ -8,9 +8,8 @@
 //!   API server swaps `foregroundDeletion` for `orphan`), is a new deletion: a "clear" for the
 //!   first says nothing of the second, since Foreground only waits for *blocking* dependents
 //!   while Orphan needs *every* dependent orphaned.
-//! - A "clear" is only ever withdrawn between two reports, never added: each report is taken
-//!   after the findings are checked against the graph ([`Findings::retain`]), so one whose owner
-//!   changed its finalizer, left the graph, or gained a dependent in the ranges since it was
+//! - Each report is taken after the findings are checked against the graph
+//!   ([`Findings::retain`]): one whose owner changed its finalizer or left the graph since it was
 //!   judged is dropped, and comes back only when a worker judges the owner again.
 //! - A report is bounded ([`MAX_CLEARED`]): the "clear" sets carry 8 bytes an owner (a 64-bit
 //!   key, base64), and beyond the bound the owners of the lowest keys go first. Every replica

@@ -194,21 +194,20 @@ impl Shard {
     }
 
     /// The report to publish: the ranges and the findings that still stand on `graph`. A
-    /// finding stands while its owner is in the graph, still observed with the finalizer of the
-    /// deletion it speaks for, and, for a "clear", while no dependent in these ranges holds the
-    /// owner (a blocking one for Foreground, any one for Orphan); one that no longer stands is
-    /// dropped ([`Findings::retain`]).
+    /// finding stands while its owner is in the graph and still observed with the finalizer of
+    /// the deletion it speaks for; one that no longer stands is dropped ([`Findings::retain`]).
+    /// Whether a "clear" still holds is the workers' to judge, not the report's: a worker records
+    /// "clear" for an Orphan deletion once it has patched every dependent, before the graph has
+    /// seen the patches, and a finding dropped then would never be recorded again.
     pub fn report_on(&self, graph: &Graph) -> Report {
-        self.findings.write().retain(|uid, hold, finding| {
-            let Some(owner) = graph.get(uid).filter(|n| !n.is_virtual()) else {
-                return false;
-            };
-            let finalizers = owner.observation().finalizers;
-            let (held, dependents) = match hold {
-                Hold::Foreground => (finalizers.foreground, owner.blocking_dependents()),
-                Hold::Orphan => (finalizers.orphan, owner.dependents()),
-            };
-            held && (finding == Finding::Pending || !dependents.iter().any(|d| self.owns(d.identity())))
+        self.findings.write().retain(|uid, hold, _| {
+            graph.get(uid).filter(|n| !n.is_virtual()).is_some_and(|owner| {
+                let finalizers = owner.observation().finalizers;
+                match hold {
+                    Hold::Foreground => finalizers.foreground,
+                    Hold::Orphan => finalizers.orphan,
+                }
+            })
         });
         self.report()
     }
