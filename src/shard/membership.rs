@@ -565,6 +565,93 @@ mod tests {
         assert_ne!(name, lease_name("kube-gc", "other"));
     }
 
+    /// A membership whose client is never called: `judge` reads only the Leases it is given.
+    fn membership() -> Membership<NoCollector> {
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, std::io::Error>(std::io::ErrorKind::NotConnected.into())
+        });
+        let lease = LeaseConfig {
+            namespace: "kube-gc".into(),
+            name: lease_name("kube-gc", "me"),
+            identity: "me".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            budget: crate::api::layers::Budget { qps: 5.0, burst: 10 },
+        };
+        Membership::new(
+            kube::Client::new(service, "kube-gc"),
+            lease,
+            "kube-gc",
+            Assignment::Auto,
+        )
+    }
+
+    struct NoCollector;
+
+    impl Collecting for NoCollector {
+        async fn stop(&self) {}
+
+        fn report(&self) -> Report {
+            Report::default()
+        }
+    }
+
+    /// A peer's Lease, last renewed `ago` on this machine's wall clock, claiming every range.
+    fn lease_renewed(ago: Duration) -> Lease {
+        let mut lease = Lease::default();
+        let renewed = k8s_openapi::jiff::Timestamp::now() - ago;
+        lease.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+            holder_identity: Some("peer".into()),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(MicroTime(renewed)),
+            ..Default::default()
+        });
+        let report = serde_json::to_string(&Report {
+            ranges: Ranges::all(),
+            ..Report::default()
+        });
+        lease.metadata.annotations = Some([(REPORT_ANNOTATION.to_string(), report.expect("JSON"))].into());
+        lease
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_stale_when_first_seen_should_count_for_nothing_but_keep_its_claim_a_while() {
+        let mut m = membership();
+        let stale = lease_renewed(Duration::from_secs(600));
+        let judged = |m: &mut Membership<NoCollector>, lease: &Lease| match m.judge("peer-lease", lease, Instant::now())
+        {
+            Some(Judged::Live(..)) => "live",
+            Some(Judged::Claiming(_)) => "claiming",
+            Some(Judged::Expired) => "expired",
+            Some(Judged::Gone) => "gone",
+            None => "none",
+        };
+        assert_eq!(
+            judged(&mut m, &stale),
+            "claiming",
+            "not live, but its claim is honoured on this clock"
+        );
+        tokio::time::advance(Duration::from_secs(15) + HANDOFF_MARGIN).await;
+        assert_eq!(judged(&mut m, &stale), "expired");
+        tokio::time::advance(Duration::from_secs(15) * DEAD_LEASE_DURATIONS).await;
+        assert_eq!(
+            judged(&mut m, &stale),
+            "gone",
+            "unchanged for 5 durations on both clocks"
+        );
+
+        let mut m = membership();
+        let fresh = lease_renewed(Duration::ZERO);
+        assert_eq!(judged(&mut m, &fresh), "live");
+        tokio::time::advance(Duration::from_secs(15) * (DEAD_LEASE_DURATIONS + 1)).await;
+        assert_eq!(
+            judged(&mut m, &fresh),
+            "expired",
+            "its renew time is recent on the wall clock"
+        );
+    }
+
     #[test]
     fn an_unreadable_report_should_claim_everything_and_clear_nothing() {
         let mut lease = Lease::default();
