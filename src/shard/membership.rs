@@ -417,8 +417,9 @@ impl<G: Collecting> Membership<G> {
             }
             names.push(name.clone());
             // The owners any replica orphaned, live or not: its dependents may be this one's now.
-            self.orphaned.hear(&report_of(&lease).orphaned);
-            let Some(judged) = self.judge(&name, &lease, now) else {
+            let report = report_of(&lease);
+            self.orphaned.hear(&report.orphaned);
+            let Some(judged) = self.judge(&name, &lease, report, now) else {
                 continue;
             };
             match judged {
@@ -447,11 +448,11 @@ impl<G: Collecting> Membership<G> {
         }
     }
 
-    /// What a peer's Lease says of it; see [`Judged`]. Every clock here is this replica's own:
+    /// What a peer's Lease, whose report is `report`, says of it; see [`Judged`]. Every clock here is this replica's own:
     /// the record's last change as this replica observed it (as the elector judges a leader), and
     /// its wall clock only to refuse trust to a Lease that had stopped renewing before this
     /// replica looked, never to take ranges sooner.
-    fn judge(&mut self, name: &str, lease: &Lease, now: Instant) -> Option<Judged> {
+    fn judge(&mut self, name: &str, lease: &Lease, report: Report, now: Instant) -> Option<Judged> {
         let spec = lease.spec.as_ref()?;
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
         let record = (holder.clone(), spec.renew_time.clone());
@@ -470,7 +471,6 @@ impl<G: Collecting> Membership<G> {
             };
         }
         let unchanged = now.saturating_duration_since(seen.at);
-        let report = report_of(lease);
         Some(if unchanged < duration && !seen.stale {
             Judged::Live(holder, report)
         } else if unchanged < duration + HANDOFF_MARGIN {
@@ -619,8 +619,12 @@ mod tests {
     async fn a_lease_stale_when_first_seen_should_count_for_nothing_but_keep_its_claim_a_while() {
         let mut m = membership();
         let stale = lease_renewed(Duration::from_secs(600));
-        let judged = |m: &mut Membership<NoCollector>, lease: &Lease| match m.judge("peer-lease", lease, Instant::now())
-        {
+        let judged = |m: &mut Membership<NoCollector>, lease: &Lease| match m.judge(
+            "peer-lease",
+            lease,
+            report_of(lease),
+            Instant::now(),
+        ) {
             Some(Judged::Live(..)) => "live",
             Some(Judged::Claiming(_)) => "claiming",
             Some(Judged::Expired) => "expired",
