@@ -17,7 +17,7 @@ use kube_gc::api::KubeApi;
 use kube_gc::audit::AuditConfig;
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
 use kube_gc::journal::{FileConfig, Journal, JournalConfig};
-use kube_gc::leader::{LeaderElector, LeaseConfig, Tenure};
+use kube_gc::leader::{LeaderElector, LeaseConfig, Tenure, WallClock};
 use kube_gc::monitor::SyncMode;
 use kube_gc::queue::RateLimiterConfig;
 use kube_gc::server::Slot;
@@ -101,6 +101,10 @@ pub struct RunArgs {
     /// Name of the Lease.
     #[arg(long, default_value = "kube-gc")]
     leader_elect_resource_name: String,
+    /// Writes and reads Lease times by a wall clock this far ahead of the system's (behind with
+    /// a leading `-`): for testing that no decision rests on replicas' clocks agreeing.
+    #[arg(long, hide = true, default_value = "0", allow_hyphen_values = true, value_parser = kube_gc::leader::parse_skew)]
+    clock_skew: k8s_openapi::jiff::SignedDuration,
     /// Namespace of the Lease.
     #[arg(long, default_value = "kube-system")]
     leader_elect_resource_namespace: String,
@@ -402,6 +406,7 @@ impl RunArgs {
                 qps: self.leader_elect_qps,
                 burst: self.leader_elect_burst,
             },
+            clock: WallClock::system().skewed(self.clock_skew),
         };
         lease.check().map_err(anyhow::Error::msg)?;
         Ok(lease)

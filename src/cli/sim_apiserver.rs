@@ -161,6 +161,9 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
         ..http::ServerOptions::default()
     };
     http::serve(listener, Arc::clone(&cluster), options, shutdown).await?;
+    // A request that outlived the drain may still be running: sealed, it can no longer change
+    // what is saved after its client was told it succeeded.
+    cluster.seal();
     if let Some(path) = &args.state_file {
         let saved = cluster
             .save_state_file(path)

@@ -25,7 +25,10 @@
 //! API client knows nothing of leases or tenures: the client's write fence
 //! ([`crate::api::layers::Fence`]) is handed `Tenure::is_current` as a closure.
 
+mod clock;
 mod store;
+
+pub use clock::{parse_skew, WallClock};
 
 pub use store::{KubeLeases, LeaseError, LeaseStore};
 
@@ -56,6 +59,8 @@ pub struct LeaseConfig {
     pub retry_period: Duration,
     /// The client-side rate limit of the lease's own requests.
     pub budget: Budget,
+    /// The wall clock the Lease's times are written by ([`WallClock::system`] but in tests).
+    pub clock: WallClock,
 }
 
 impl LeaseConfig {
@@ -250,7 +255,7 @@ impl<S: LeaseStore> LeaderElector<S> {
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(now());
+        spec.renew_time = Some(self.now());
         self.throttle.acquire().await;
         // A lost race means another replica already wrote over this one's record.
         self.store.replace(&lease).await.map(drop)
@@ -295,12 +300,12 @@ impl<S: LeaseStore> LeaderElector<S> {
             return Ok(false);
         }
         if !mine {
-            spec.acquire_time = Some(now());
+            spec.acquire_time = Some(self.now());
             spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
         }
         spec.holder_identity = Some(self.config.identity.clone());
         spec.lease_duration_seconds = Some(self.lease_seconds());
-        spec.renew_time = Some(now());
+        spec.renew_time = Some(self.now());
         self.marks.apply(&mut lease.metadata);
         self.throttle.acquire().await;
         self.store.replace(&lease).await
@@ -316,8 +321,8 @@ impl<S: LeaseStore> LeaderElector<S> {
             spec: Some(LeaseSpec {
                 holder_identity: Some(self.config.identity.clone()),
                 lease_duration_seconds: Some(self.lease_seconds()),
-                acquire_time: Some(now()),
-                renew_time: Some(now()),
+                acquire_time: Some(self.now()),
+                renew_time: Some(self.now()),
                 lease_transitions: Some(0),
                 ..LeaseSpec::default()
             }),
@@ -327,13 +332,14 @@ impl<S: LeaseStore> LeaderElector<S> {
         self.store.create(&lease).await
     }
 
+    /// The time to write in the Lease, by its configured wall clock.
+    fn now(&self) -> MicroTime {
+        MicroTime(self.config.clock.now())
+    }
+
     fn lease_seconds(&self) -> i32 {
         i32::try_from(self.config.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX)
     }
-}
-
-fn now() -> MicroTime {
-    MicroTime(k8s_openapi::jiff::Timestamp::now())
 }
 
 /// This replica's identity: the host name and a random suffix, as client-go composes it, so two
@@ -409,6 +415,7 @@ mod tests {
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             budget: Budget::UNLIMITED,
+            clock: WallClock::system(),
         };
         config.check().expect("upstream's default timing");
         LeaderElector::new(store.clone(), config)

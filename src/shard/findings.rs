@@ -37,6 +37,16 @@ pub enum Hold {
     Orphan,
 }
 
+impl Hold {
+    /// True when `finalizers` still hold the owner this way: the deletion is not over.
+    pub fn held_by(self, finalizers: &crate::graph::ObservedFinalizers) -> bool {
+        match self {
+            Hold::Foreground => finalizers.foreground,
+            Hold::Orphan => finalizers.orphan,
+        }
+    }
+}
+
 /// What this replica found for one deletion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Finding {

@@ -36,7 +36,7 @@
 use super::ring::{self, Scale};
 use super::{Orphaned, Ranges, Report, Shard};
 use crate::api::shard::fnv1a64;
-use crate::leader::{KubeLeases, LeaderElector, LeaseConfig};
+use crate::leader::{KubeLeases, LeaderElector, LeaseConfig, WallClock};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use std::collections::BTreeMap;
@@ -457,7 +457,7 @@ impl<G: Collecting> Membership<G> {
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
         let record = (holder.clone(), spec.renew_time.clone());
         let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).max(0) as u64);
-        let renewed_ago = renewed_ago(lease);
+        let renewed_ago = renewed_ago(lease, &self.lease.clock);
         let seen = self.seen.entry(name.to_string()).or_insert_with(|| Seen {
             record: record.clone(),
             at: now,
@@ -489,15 +489,14 @@ impl<G: Collecting> Membership<G> {
     }
 }
 
-/// How long ago `lease` was last renewed by its renew time, on this replica's wall clock; zero
+/// How long ago `lease` was last renewed by its renew time, on this replica's wall `clock`; zero
 /// for a renew time in the future, and "long ago" for a Lease with none.
-fn renewed_ago(lease: &Lease) -> Duration {
+fn renewed_ago(lease: &Lease, clock: &WallClock) -> Duration {
     let renewed = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref());
     let Some(MicroTime(renewed)) = renewed else {
         return Duration::MAX;
     };
-    let ago = k8s_openapi::jiff::Timestamp::now().duration_since(*renewed);
-    Duration::try_from(ago).unwrap_or(Duration::ZERO)
+    clock.since(*renewed)
 }
 
 /// The error of a request that did not answer within its round's bound.
@@ -578,6 +577,7 @@ mod tests {
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             budget: crate::api::layers::Budget { qps: 5.0, burst: 10 },
+            clock: WallClock::system(),
         };
         Membership::new(
             kube::Client::new(service, "kube-gc"),

@@ -201,13 +201,10 @@ impl Shard {
     /// seen the patches, and a finding dropped then would never be recorded again.
     pub fn report_on(&self, graph: &Graph) -> Report {
         self.findings.write().retain(|uid, hold, _| {
-            graph.get(uid).filter(|n| !n.is_virtual()).is_some_and(|owner| {
-                let finalizers = owner.observation().finalizers;
-                match hold {
-                    Hold::Foreground => finalizers.foreground,
-                    Hold::Orphan => finalizers.orphan,
-                }
-            })
+            graph
+                .get(uid)
+                .filter(|n| !n.is_virtual())
+                .is_some_and(|owner| hold.held_by(&owner.observation().finalizers))
         });
         self.report()
     }

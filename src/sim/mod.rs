@@ -265,6 +265,14 @@ impl SimCluster {
         ApiCalls::from_count(&self.calls)
     }
 
+    /// Refuses every write from now on with 503 ServiceUnavailable, reads and watches still
+    /// served: a server that stops seals its cluster before saving it, so that a write still in
+    /// flight is either in the saved state or was never acknowledged, as a real API server
+    /// acknowledges only what its storage committed.
+    pub fn seal(&self) {
+        self.state.lock().seal();
+    }
+
     /// How many objects are stored, over all types.
     pub fn object_count(&self) -> usize {
         self.state.lock().object_count()

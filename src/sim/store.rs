@@ -26,7 +26,7 @@ use super::watch::{Change, WatchHub};
 use crate::api::time::now_rfc3339;
 use crate::api::{
     validate_owner_references, ApiError, Discovery, EventRecord, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta,
-    WatchEvent, WatchEventType, WatchStream, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+    StatusReason, WatchEvent, WatchEventType, WatchStream, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -107,6 +107,15 @@ tokio::task_local! {
     pub(crate) static COMMITTED: std::cell::Cell<Option<u64>>;
 }
 
+/// The type of `types` serving `gvr`, if that version is served.
+fn served_mut<'a>(types: &'a mut Types, gvr: &Gvr) -> Result<&'a mut TypeState, ApiError> {
+    types
+        .get_mut(gvr.group.as_str())
+        .and_then(|resources| resources.get_mut(gvr.resource.as_str()))
+        .filter(|ty| ty.def.serves(&gvr.version))
+        .ok_or_else(|| resource_not_found(gvr))
+}
+
 /// The whole simulated cluster.
 pub(super) struct State {
     /// The last resourceVersion handed out. It starts at 1, as etcd's revision does, so that no
@@ -115,6 +124,9 @@ pub(super) struct State {
     last_rv: u64,
     /// Types by group, then resource.
     types: Types,
+    /// Set once the server stops: every write is refused from then on, so that a saved state
+    /// holds every write a client was ever told succeeded.
+    sealed: bool,
     /// How many changes each type's watch history keeps.
     history_limit: usize,
     /// Recorded core/v1 events, in order.
@@ -191,6 +203,7 @@ impl State {
         let mut state = State {
             last_rv,
             types: BTreeMap::new(),
+            sealed: false,
             history_limit,
             events: Vec::new(),
             failing_discovery: BTreeSet::new(),
@@ -302,17 +315,27 @@ impl State {
             .ok_or_else(|| resource_not_found(gvr))
     }
 
-    /// A writer for the type serving `gvr`.
+    /// Refuses every write from now on; see [`super::SimCluster::seal`].
+    pub(super) fn seal(&mut self) {
+        self.sealed = true;
+    }
+
+    /// The type serving `gvr`, to change its watchers rather than its objects.
+    fn type_mut(&mut self, gvr: &Gvr) -> Result<&mut TypeState, ApiError> {
+        served_mut(&mut self.types, gvr)
+    }
+
+    /// A writer for the type serving `gvr`; 503 once the cluster is sealed.
     pub(super) fn writer(&mut self, gvr: &Gvr) -> Result<Writer<'_>, ApiError> {
+        if self.sealed {
+            return Err(ApiError::status(
+                StatusReason::ServiceUnavailable,
+                "the server is shutting down; the write was not made",
+            ));
+        }
         let crd = self.describing_crd(gvr);
-        let ty = self
-            .types
-            .get_mut(gvr.group.as_str())
-            .and_then(|resources| resources.get_mut(gvr.resource.as_str()))
-            .filter(|ty| ty.def.serves(&gvr.version))
-            .ok_or_else(|| resource_not_found(gvr))?;
         Ok(Writer {
-            ty,
+            ty: served_mut(&mut self.types, gvr)?,
             last_rv: &mut self.last_rv,
             dry_run: self.dry_run,
             fields: FieldsWriter {
@@ -476,24 +499,24 @@ impl State {
 
     /// Opens a watch on the type serving `gvr`.
     pub(super) fn watch(&mut self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
-        let w = self.writer(gvr)?;
-        let subscription = w.ty.hub.subscribe(resource_version)?;
-        Ok(subscription.into_stream(gvr.api_version(), w.ty.def.kind.clone()))
+        let ty = self.type_mut(gvr)?;
+        let subscription = ty.hub.subscribe(resource_version)?;
+        Ok(subscription.into_stream(gvr.api_version(), ty.def.kind.clone()))
     }
 
     /// Opens a watch that, from `""` or `"0"`, first reports every existing object as ADDED; see
     /// [`super::SimCluster::watch_objects`].
     pub(super) fn watch_with_initial(&mut self, gvr: &Gvr, resource_version: &str) -> Result<WatchStart, ApiError> {
         let now = self.last_rv;
-        let w = self.writer(gvr)?;
+        let ty = self.type_mut(gvr)?;
         let (start, initial) = match resource_version {
-            "" | "0" => (now, w.ty.objects.iter().map(|o| Change::added(Arc::clone(o))).collect()),
+            "" | "0" => (now, ty.objects.iter().map(|o| Change::added(Arc::clone(o))).collect()),
             rv => (rv.parse().unwrap_or(0), Vec::new()),
         };
         let initial_events = initial.len();
-        let subscription = w.ty.hub.subscribe_after(resource_version, initial)?;
+        let subscription = ty.hub.subscribe_after(resource_version, initial)?;
         Ok(WatchStart {
-            stream: subscription.into_stream(gvr.api_version(), w.ty.def.kind.clone()),
+            stream: subscription.into_stream(gvr.api_version(), ty.def.kind.clone()),
             initial_events,
             resource_version: start,
         })

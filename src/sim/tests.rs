@@ -232,6 +232,34 @@ fn background_delete_without_finalizers_should_remove_the_object() {
 }
 
 #[test]
+fn a_sealed_cluster_should_refuse_every_write_and_still_serve_reads_and_watches() {
+    let cluster = SimCluster::new();
+    create_pod(&cluster, "a", &[FINALIZER_ORPHAN]);
+    let before = get_pod(&cluster, "a");
+    cluster.seal();
+    let unavailable = StatusReason::ServiceUnavailable;
+    assert_eq!(reason(cluster.create(&pods(), object(NS, "b"))), unavailable);
+    assert_eq!(
+        reason(cluster.delete_object(&pods(), NS, "a", &DeleteOptions::default())),
+        unavailable
+    );
+    let unfinalize = json!({"metadata": {"finalizers": null}});
+    assert_eq!(
+        reason(cluster.patch_object(&pods(), NS, "a", PatchType::Merge, &unfinalize)),
+        unavailable
+    );
+    assert_eq!(
+        get_pod(&cluster, "a"),
+        before,
+        "nothing a refused write asked for was made"
+    );
+    assert_eq!(reason(cluster.get_object(&pods(), NS, "b")), StatusReason::NotFound);
+    cluster
+        .watch_objects(&pods(), &before.metadata.resource_version)
+        .expect("a watch still opens");
+}
+
+#[test]
 fn foreground_delete_should_add_foreground_deletion_and_a_deletion_timestamp() {
     let cluster = SimCluster::new();
     create_pod(&cluster, "a", &["x/y"]);

@@ -4,7 +4,10 @@
 //! tokio's paused clock, each through a [`Link`] of its own: a seeded latency on every request,
 //! and switches that freeze the replica (as SIGSTOP does: nothing it has not sent yet leaves it
 //! until it thaws) or cut it off from the server (its requests fail). A seed draws the schedule of
-//! faults: freezes past the Lease duration, partitions, kills, and restarts under a new identity.
+//! faults: freezes past the Lease duration, partitions, kills, and restarts under a new identity;
+//! and each replica's wall clock, which follows tokio's and is set off by up to
+//! [`MAX_CLOCK_SKEW`] either way, so that Leases age in virtual time and no two replicas agree on
+//! the time.
 //! Each replica's collector is a [`Writer`]: while its ranges are its own and its tenure is
 //! current (the fence), it writes to every namespace of its ranges every [`WRITE_EVERY`], and each
 //! write reaches the server after the link's latency, however the replica fares meanwhile.
@@ -18,8 +21,9 @@
 //!
 //! `MEMBERSHIP_SEEDS=N` runs N seeds (default: a few, for CI); `MEMBERSHIP_SEED=S` replays one.
 
+use k8s_openapi::jiff::SignedDuration;
 use kube_gc::api::layers::Budget;
-use kube_gc::leader::LeaseConfig;
+use kube_gc::leader::{LeaseConfig, WallClock};
 use kube_gc::shard::membership::{lease_name, Assignment, Collecting, Membership};
 use kube_gc::shard::{Hold, Ranges, Report, Shard};
 use kube_gc::sim::SimCluster;
@@ -50,7 +54,12 @@ fn namespaces_gvr() -> kube_gc::api::Gvr {
     kube_gc::api::Gvr::new("", "v1", "namespaces")
 }
 
-fn lease_config(identity: &str) -> LeaseConfig {
+/// The furthest a replica's wall clock is off, either way: twice the Lease duration and the
+/// handoff margin.
+const MAX_CLOCK_SKEW: Duration = Duration::from_secs(40);
+
+/// A replica's Lease, written and judged by `clock`.
+fn lease_config(identity: &str, clock: WallClock) -> LeaseConfig {
     LeaseConfig {
         namespace: "kube-system".into(),
         name: lease_name("sim", identity),
@@ -59,7 +68,15 @@ fn lease_config(identity: &str) -> LeaseConfig {
         renew_deadline: Duration::from_secs(10),
         retry_period: Duration::from_secs(2),
         budget: Budget { qps: 50.0, burst: 100 },
+        clock,
     }
+}
+
+/// The wall clock of the replica whose link's seed is `seed`: tokio's, off by a seeded skew.
+fn skewed_clock(seed: u64) -> WallClock {
+    let bound = MAX_CLOCK_SKEW.as_millis() as i64;
+    let skew = StdRng::seed_from_u64(seed ^ 0x5eed_c10c).gen_range(-bound..=bound);
+    WallClock::following_tokio().skewed(SignedDuration::from_millis(skew))
 }
 
 /// One replica's way to the server; see the [module docs](self).
@@ -225,7 +242,12 @@ impl World {
     fn start_replica(self: &Arc<Self>, identity: &str, seed: u64) -> Replica {
         let link = Link::new(seed);
         let client = client_over(self.router.clone(), link.clone());
-        let mut membership = Membership::<Writer>::new(client, lease_config(identity), "sim", Assignment::Auto);
+        let mut membership = Membership::<Writer>::new(
+            client,
+            lease_config(identity, skewed_clock(seed)),
+            "sim",
+            Assignment::Auto,
+        );
         let tenure = membership.elector().tenure();
         let running: Arc<Mutex<Vec<Arc<Writer>>>> = Arc::default();
         let (world, writers, writer_link) = (self.clone(), running.clone(), link.clone());
@@ -487,7 +509,7 @@ async fn a_replica_lease_should_stay_within_the_servers_limits_with_thousands_of
         let identity = format!("loaded-{clear}");
         let mut membership = Membership::<Loaded>::new(
             client,
-            lease_config(&identity),
+            lease_config(&identity, WallClock::following_tokio()),
             "sim",
             Assignment::Fixed(Ranges::slice(0, 2)),
         );

@@ -273,6 +273,7 @@ async fn one_replica_at_a_time_should_hold_the_leader_lease() {
             renew_deadline: Duration::from_millis(1200),
             retry_period: Duration::from_millis(200),
             budget: kube_gc::api::layers::Budget::CONTROLLER_MANAGER,
+            clock: kube_gc::leader::WallClock::system(),
         };
         lease.check().expect("valid timing");
         LeaderElector::over_kube(client.clone(), lease)

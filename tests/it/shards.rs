@@ -257,6 +257,47 @@ async fn a_foreground_finding_should_not_release_an_owner_switched_to_orphan() {
     assert!(loose.metadata.owner_references.is_empty());
 }
 
+/// A Foreground deletion turned to Orphan must still end. Each shard's dependent blocks the
+/// owner, and its delete fails (the API server errs), so the owner is held in the Foreground
+/// way; then it is deleted again with the Orphan policy. Each shard orphans its dependent and
+/// reports "clear" for the Orphan deletion; the patch's event then brings the owner, still marked
+/// as deleting dependents in the graph, back to the Foreground path, which must not record a
+/// finding for the deletion that is over in place of the Orphan one: the owner's shard would
+/// wait for the other shard forever.
+#[tokio::test(start_paused = true)]
+async fn a_foreground_deletion_switched_to_orphan_should_release_its_owner_once_every_shard_orphaned() {
+    let s = setup().await;
+    let other = s.start_the_other_shard().await;
+    s.cluster.inject_fault(fault(
+        Verb::Delete,
+        Some(("", "configmaps")),
+        StatusReason::InternalError,
+        "etcd is slow",
+    ));
+    s.owners_shard
+        .delete(&persistentvolumes(), &s.owner, policy(PropagationPolicy::Foreground));
+    let owner_uid = Uid::parse(&s.owner.metadata.uid);
+    s.owners_shard
+        .eventually("the other shard holding the Foreground deletion", || {
+            let report = other.gc.report();
+            report.pending_owners > 0 || report.clears(&owner_uid, Hold::Foreground)
+        })
+        .await;
+    s.owners_shard
+        .delete(&persistentvolumes(), &s.owner, policy(PropagationPolicy::Orphan));
+    s.cluster.clear_faults();
+    s.owners_shard
+        .eventually("the owner gone once both shards orphaned their dependents", || {
+            s.owner_finalizers().is_none()
+        })
+        .await;
+    for i in 0..2 {
+        let dependent = s.dependent(i).expect("an orphaned dependent lives");
+        assert!(dependent.metadata.owner_references.is_empty(), "{i}: {dependent:?}");
+    }
+    assert!(!other.gc.report().clears(&owner_uid, Hold::Foreground));
+}
+
 /// kubernetes#26120 across a handoff. A replica's collector orphans an owner while the event of a
 /// dependent created just before the Orphan DELETE has not reached it; then the namespace passes
 /// to a new collector (the same replica's after its ranges changed, or another replica's), which

@@ -171,8 +171,8 @@ fn app(cluster: Arc<SimCluster>, options: ServerOptions, stopping: CancellationT
 /// flight up to [`DRAIN`] to finish.
 ///
 /// Once it returns, the server changes the cluster no more, unless a request outlived the drain:
-/// such a request goes on until the runtime is dropped, and whether its change lands before a
-/// [saved state](SimCluster::save_state) is taken is a race.
+/// such a request goes on until the runtime is dropped, so a caller that saves the state
+/// [seals](SimCluster::seal) the cluster first, and the request's write is refused.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     cluster: Arc<SimCluster>,

@@ -2,9 +2,9 @@
 //! object was removed, and whether two replicas ever wrote in turns.
 //!
 //! A server restarted from its state file writes a new log, numbered from 1 again, so a request's
-//! place in time is (incarnation, seq). An object's *removal* is the last successful write to it
-//! (a DELETE, or the PATCH that removed its last finalizer); the workload never recreates a name,
-//! so a name stands for one object.
+//! place in time is (incarnation, seq). An object's *removal* is the collector's last successful
+//! write to it (a DELETE, or the PATCH that removed its last finalizer); the workload never
+//! recreates a name, so a name stands for one object.
 
 use super::oracle::Key;
 use serde::Deserialize;
@@ -78,14 +78,15 @@ pub fn read(logs: &[impl AsRef<Path>]) -> Vec<Line> {
     lines
 }
 
-/// When each object was removed: its last successful DELETE or PATCH, by server incarnation and
-/// the resourceVersion it committed at (the log's order may differ from the commits' for requests
-/// that raced).
+/// When the collector removed each object: its last successful DELETE or PATCH of it, by server
+/// incarnation and the resourceVersion it committed at (the log's order may differ from the
+/// commits' for requests that raced). The workload's own DELETEs only mark what a finalizer holds,
+/// so they are no removal.
 pub fn removals(lines: &[Line]) -> HashMap<Key, (usize, u64)> {
     let mut out: HashMap<Key, (usize, u64)> = HashMap::new();
     for line in lines
         .iter()
-        .filter(|l| l.succeeded() && matches!(l.verb.as_str(), "delete" | "patch"))
+        .filter(|l| l.succeeded() && l.by_collector() && matches!(l.verb.as_str(), "delete" | "patch"))
     {
         let Some(rv) = line.committed_resource_version else {
             continue; // wrote nothing

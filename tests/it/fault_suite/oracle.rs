@@ -113,8 +113,10 @@ impl Obj {
 pub struct Universe {
     /// Every object, as created, by UID.
     pub objects: BTreeMap<String, Obj>,
-    /// The workload's deletions, by UID.
+    /// The workload's deletions, by UID: the last policy each was deleted with.
     pub deleted: HashMap<String, PropagationPolicy>,
+    /// Owners deleted in the Foreground way, then with the Orphan policy mid-cascade.
+    pub switched: BTreeSet<String>,
     model: Model,
 }
 
@@ -134,6 +136,7 @@ impl Universe {
         Universe {
             objects: BTreeMap::new(),
             deleted: HashMap::new(),
+            switched: BTreeSet::new(),
             model: Model::serving(resources.into_iter().map(|r| r.kind.clone())),
         }
     }
@@ -154,6 +157,19 @@ impl Universe {
         self.deleted.insert(uid.into(), policy);
     }
 
+    /// A deletion of `uid`, being deleted in the Foreground way, with the Orphan policy: what the
+    /// cascade deleted before the collector saw the switch is gone, the rest is orphaned, and
+    /// which is which is timing's.
+    pub fn switch_to_orphan(&mut self, uid: &str) {
+        self.delete(uid, PropagationPolicy::Orphan);
+        self.switched.insert(uid.into());
+    }
+
+    /// The objects that name `owner` among their owners.
+    pub fn dependents_of<'a>(&'a self, owner: &'a str) -> impl Iterator<Item = &'a Obj> {
+        self.objects.values().filter(move |o| o.owners().any(|u| u == owner))
+    }
+
     /// The UID of the object at `key`, if the oracle knows it.
     pub fn uid_of(&self, key: &Key) -> Option<&str> {
         self.objects.values().find(|o| &o.key == key).map(Obj::uid)
@@ -164,17 +180,25 @@ impl Universe {
     pub fn expected(&self) -> Expected {
         let verdicts = self.model.verdicts();
         let removed = self.objects.keys().filter(|uid| self.model.get(uid).is_none());
-        let gone = verdicts.gone.iter().chain(removed).cloned().collect();
-        let live = verdicts
+        let mut gone: BTreeSet<String> = verdicts.gone.iter().chain(removed).cloned().collect();
+        let mut live: BTreeMap<String, BTreeSet<String>> = verdicts
             .live
             .iter()
             .map(|(uid, o)| (uid.clone(), o.owner_references.iter().map(|r| r.uid.clone()).collect()))
             .collect();
-        Expected {
-            gone,
-            live,
-            undecided: verdicts.undecided,
+        let mut undecided = verdicts.undecided;
+        for owner in &self.switched {
+            for dependent in self.dependents_of(owner) {
+                let uid = dependent.uid().to_string();
+                gone.remove(&uid);
+                live.remove(&uid);
+                undecided.insert(
+                    uid,
+                    "its owner's Foreground deletion turned to Orphan mid-cascade".into(),
+                );
+            }
         }
+        Expected { gone, live, undecided }
     }
 }
 

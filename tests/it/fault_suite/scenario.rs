@@ -4,7 +4,8 @@
 //! time and every wait is bounded.
 
 use super::audit;
-use super::oracle::{Expected, Obj, Resource, Universe};
+use super::oracle::{Expected, Key, Obj, Resource, Universe};
+use super::support::partition::Partition;
 use super::support::process::{leader_elect_flags, Child};
 use super::support::{crd_manifest, http_get};
 use super::workload::{self, Layout};
@@ -44,15 +45,31 @@ pub enum Disruption {
     /// One of three sharded replicas is stopped (SIGSTOP) mid-cascade, past its Lease's
     /// duration, then resumed this long after.
     FreezeShard(Duration),
+    /// One of three sharded replicas is cut off from the API server mid-cascade (its
+    /// connections dropped, new ones never answered: [`Partition`]), this long, then healed.
+    CutOffShard(Duration),
 }
 
 impl Disruption {
     fn sharded(self) -> bool {
         matches!(
             self,
-            Disruption::KillShard | Disruption::AddShard | Disruption::FreezeShard(_)
+            Disruption::KillShard | Disruption::AddShard | Disruption::FreezeShard(_) | Disruption::CutOffShard(_)
         )
     }
+}
+
+/// What the workload creates and deletes ([`workload`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Workload {
+    /// Owner trees of every kind, three quarters of the roots deleted with a seeded policy each.
+    Trees,
+    /// The trees, and owners with dependents in every shard whose Foreground deletion turns to
+    /// Orphan mid-cascade; three sharded replicas.
+    OrphanSwitch,
+    /// This many cluster-scoped owners with a blocking dependent each, deleted in the Foreground
+    /// way at once; three sharded replicas.
+    ClusterOwners(usize),
 }
 
 /// A named scenario.
@@ -62,6 +79,17 @@ pub struct Scenario {
     /// Fault flags of `kube-gc sim-apiserver`.
     pub faults: &'static [&'static str],
     pub disruption: Disruption,
+    pub workload: Workload,
+    /// `--clock-skew` of the replicas started first, in order: their wall clocks disagree.
+    pub clock_skews: &'static [&'static str],
+    /// Flags every sharded replica runs with.
+    pub collector_flags: &'static [&'static str],
+}
+
+impl Scenario {
+    fn sharded(&self) -> bool {
+        self.disruption.sharded() || self.workload != Workload::Trees
+    }
 }
 
 /// One row of the report.
@@ -170,9 +198,14 @@ impl Collector {
     /// Starts a replica; `FAULT_COLLECTOR_BIN` and `FAULT_COLLECTOR_FLAGS` (space-separated) run
     /// another build or add flags, for comparisons.
     fn start(dir: &Path, name: &str, role: &[&str]) -> Collector {
+        Collector::start_through(dir, name, role, &dir.join("kubeconfig"))
+    }
+
+    /// Starts a replica that reaches the server as `kubeconfig` says.
+    fn start_through(dir: &Path, name: &str, role: &[&str], kubeconfig: &Path) -> Collector {
         let bin = std::env::var("FAULT_COLLECTOR_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_kube-gc").to_string());
         let mut command = std::process::Command::new(bin);
-        command.args(["run", "--kubeconfig"]).arg(dir.join("kubeconfig"));
+        command.args(["run", "--kubeconfig"]).arg(kubeconfig);
         command.args([
             "--secure-port",
             "0",
@@ -329,19 +362,35 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         universe.add(obj);
     }
 
-    let sharded = scenario.disruption.sharded();
+    let sharded = scenario.sharded();
     let elect = leader_elect_flags("1s");
     let shard: Vec<&str> = elect[1..].iter().copied().chain(["--shards", "auto"]).collect();
-    let mut collectors = match scenario.disruption {
+    // The first replica reaches the server through a partition it can be cut off by.
+    let partition = match scenario.disruption {
+        Disruption::CutOffShard(_) => Some(Partition::start(([127, 0, 0, 1], server.port).into()).await),
+        _ => None,
+    };
+    let shard: Vec<&str> = shard
+        .into_iter()
+        .chain(scenario.collector_flags.iter().copied())
+        .collect();
+    let start_shard = |i: usize| {
+        let mut role = shard.clone();
+        if let Some(skew) = scenario.clock_skews.get(i) {
+            role.extend(["--clock-skew", skew]);
+        }
+        let name = format!("kube-gc-shard-{i}");
+        match (&partition, i) {
+            (Some(p), 0) => Collector::start_through(&dir, &name, &role, &kubeconfig_through(&dir, server.port, p)),
+            _ => Collector::start(&dir, &name, &role),
+        }
+    };
+    let mut collectors: Vec<Collector> = match scenario.disruption {
         Disruption::KillLeader => (0..2)
             .map(|i| Collector::start(&dir, &format!("kube-gc-run-{i}"), &elect))
             .collect(),
-        Disruption::KillShard | Disruption::FreezeShard(_) => (0..3)
-            .map(|i| Collector::start(&dir, &format!("kube-gc-shard-{i}"), &shard))
-            .collect(),
-        Disruption::AddShard => (0..2)
-            .map(|i| Collector::start(&dir, &format!("kube-gc-shard-{i}"), &shard))
-            .collect(),
+        Disruption::AddShard => (0..2).map(start_shard).collect(),
+        _ if sharded => (0..3).map(start_shard).collect(),
         _ => vec![Collector::start(&dir, "kube-gc-run-0", &[])],
     };
     let leader = if sharded {
@@ -366,7 +415,18 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     };
 
     let layout = if sharded { Layout::Spread } else { Layout::One };
-    let (roots, replica_sets) = workload::create_trees(&client, &mut universe, scale, layout).await;
+    let (roots, replica_sets) = match scenario.workload {
+        Workload::ClusterOwners(_) => Default::default(),
+        Workload::Trees | Workload::OrphanSwitch => workload::create_trees(&client, &mut universe, scale, layout).await,
+    };
+    let switched = match scenario.workload {
+        Workload::OrphanSwitch => workload::create_switched_owners(&client, &mut universe, scale).await,
+        _ => Vec::new(),
+    };
+    let many = match scenario.workload {
+        Workload::ClusterOwners(count) => workload::create_cluster_owners(&client, &mut universe, count).await,
+        _ => Vec::new(),
+    };
     tokio::time::sleep(Duration::from_secs(2)).await;
     workload::create_late_dependents(&client, &mut universe, &replica_sets, &mut rng).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -388,9 +448,12 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         Disruption::KillLeader | Disruption::KillShard => collectors[leader].kill(),
         Disruption::AddShard => collectors.push(Collector::start(&dir, "kube-gc-shard-added", &shard)),
         Disruption::FreezeShard(_) => collectors[leader].process.signal(libc::SIGSTOP),
+        Disruption::CutOffShard(_) => partition.as_ref().expect("the partition").cut(),
         Disruption::None | Disruption::Freeze(_) => {}
     })
     .await;
+    workload::switch_to_orphan(&client, &mut universe, &switched).await;
+    workload::delete_all_foreground(&client, &mut universe, &many).await;
     let workload_end = Instant::now();
     match scenario.disruption {
         Disruption::Freeze(frozen) => {
@@ -401,6 +464,10 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         Disruption::FreezeShard(frozen) => {
             tokio::time::sleep(frozen.saturating_sub(workload_end.elapsed())).await;
             collectors[leader].process.signal(libc::SIGCONT);
+        }
+        Disruption::CutOffShard(cut) => {
+            tokio::time::sleep(cut.saturating_sub(workload_end.elapsed())).await;
+            partition.as_ref().expect("the partition").heal();
         }
         _ => {}
     }
@@ -452,7 +519,16 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     let wrongful = wrongful_deletions(&universe, &expected, &lines);
     failures.extend(wrongful.iter().cloned());
     failures.extend(foreground_order(&universe, &expected, &lines));
+    failures.extend(orphan_switch(&universe, &lines));
     if sharded {
+        for collector in &collectors {
+            if collector.process.log().contains("Too long") {
+                failures.push(format!(
+                    "{}: the API server refused a write as too long (its Lease?)",
+                    collector.name
+                ));
+            }
+        }
         // Against a server that ignores shardSelector the replicas filter on the client, and say
         // so; against one that applies it, nothing is left to filter.
         let ignoring = scenario.faults.contains(&"ShardedListAndWatch=false");
@@ -500,12 +576,32 @@ fn faults_text(s: &Scenario) -> String {
         Disruption::KillShard => parts.push("kill -9 one of 3 shards".into()),
         Disruption::AddShard => parts.push("third shard joins 2".into()),
         Disruption::FreezeShard(d) => parts.push(format!("one of 3 shards frozen {}s", d.as_secs())),
+        Disruption::CutOffShard(d) => parts.push(format!("one of 3 shards cut off {}s", d.as_secs())),
+    }
+    match s.workload {
+        Workload::Trees => {}
+        Workload::OrphanSwitch => parts.push("Foreground switched to Orphan".into()),
+        Workload::ClusterOwners(n) => parts.push(format!("{n} cluster-scoped owners deleted Foreground")),
+    }
+    if !s.clock_skews.is_empty() {
+        parts.push(format!("clocks off by {}", s.clock_skews.join(", ")));
     }
     if parts.is_empty() {
         "none".into()
     } else {
         parts.join(" ")
     }
+}
+
+/// A kubeconfig beside the scenario's, for a replica that reaches the server on `port` through
+/// `partition`.
+fn kubeconfig_through(dir: &Path, port: u16, partition: &Partition) -> PathBuf {
+    let direct = std::fs::read_to_string(dir.join("kubeconfig")).expect("the kubeconfig");
+    let through = direct.replace(&format!("127.0.0.1:{port}"), &partition.addr().to_string());
+    assert_ne!(through, direct, "the kubeconfig names the server as 127.0.0.1:{port}");
+    let path = dir.join("kubeconfig-partitioned");
+    std::fs::write(&path, through).expect("write the kubeconfig");
+    path
 }
 
 /// The index of the replica that leads (the only one, without leader election).
@@ -622,6 +718,39 @@ fn unexplained_deletions(
 
 /// Requests a killed replica may have had in flight: its workers (`--concurrent-gc-syncs`).
 const IN_FLIGHT_PER_REPLICA: usize = 20;
+
+/// Dependents of owners switched to Orphan that the collector deleted after it released their
+/// owner (a dependent left referencing it, then collected as dangling, instead of orphaned);
+/// and a failure if every cascade ended before its switch, which would have tested nothing.
+fn orphan_switch(universe: &Universe, lines: &[audit::Line]) -> Vec<String> {
+    if universe.switched.is_empty() {
+        return Vec::new();
+    }
+    let removed = audit::removals(lines);
+    let deleted: HashMap<Key, (usize, u64)> = audit::collector_deletes(lines)
+        .filter_map(|l| Some((l.key(), (l.incarnation, l.committed_resource_version?))))
+        .collect();
+    let mut out = Vec::new();
+    let mut orphaned = 0;
+    for owner in &universe.switched {
+        let owner_key = &universe.objects[owner].key;
+        let released = removed.get(owner_key);
+        for dependent in universe.dependents_of(owner) {
+            match (deleted.get(&dependent.key), released) {
+                (None, _) => orphaned += 1,
+                (Some(at), Some(released)) if at > released => out.push(format!(
+                    "{} deleted at {at:?}, after its owner {owner_key}, switched to Orphan, was released at {released:?}",
+                    dependent.key
+                )),
+                (Some(_), _) => {}
+            }
+        }
+    }
+    if orphaned == 0 {
+        out.push("every switched owner's cascade ended before its switch: nothing was orphaned".into());
+    }
+    out
+}
 
 /// Foreground owners removed while a blocking dependent the oracle collects, which has no other
 /// owner, was still there.

@@ -8,9 +8,13 @@
 //!
 //! Spread ([`Layout::Spread`], the sharded scenarios): the trees go to [`SPREAD`] namespaces, and
 //! ClusterRoles own ConfigMaps in several namespaces and a ClusterRole each, so that a
-//! cluster-scoped owner's Foreground or Orphan deletion needs every shard.
+//! cluster-scoped owner's Foreground or Orphan deletion needs every shard. Two more workloads
+//! serve the sharded scenarios: owners with dependents in every namespace whose Foreground
+//! deletion turns to Orphan mid-cascade ([`switch_to_orphan`]), and thousands of cluster-scoped
+//! owners deleted in the Foreground way at once ([`delete_all_foreground`]).
 
 use super::oracle::{Obj, Resource, Universe};
+use futures::StreamExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::Client;
 use kube_gc::api::PropagationPolicy as Policy;
@@ -102,6 +106,7 @@ fn owner_ref(ar: &ApiResource, owner: &Obj) -> Value {
 }
 
 /// The objects whose deletion the workload decides.
+#[derive(Default)]
 pub struct Roots(Vec<(ApiResource, Obj)>);
 
 /// Creates `name` of kind `ar` in `namespace` (`""`: cluster-scoped) owned as `owners` says, and
@@ -113,6 +118,13 @@ async fn create(
     name: &str,
     owners: Vec<Value>,
 ) -> Obj {
+    let obj = create_one(client, (ar, namespace), name, owners).await;
+    universe.add(obj.clone());
+    obj
+}
+
+/// Creates `name` as [`create`] does, without adding it to the universe.
+async fn create_one(client: &Client, (ar, namespace): (&ApiResource, &str), name: &str, owners: Vec<Value>) -> Obj {
     let api = api_in(client, namespace, ar);
     let manifest = json!({"apiVersion": ar.api_version, "kind": ar.kind,
                           "metadata": {"name": name, "ownerReferences": owners}});
@@ -121,9 +133,7 @@ async fn create(
         .create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("creating {} {name}: {e}", ar.plural));
-    let obj = Obj::of(&Resource::new(ar.clone(), !namespace.is_empty()), &created);
-    universe.add(obj.clone());
-    obj
+    Obj::of(&Resource::new(ar.clone(), !namespace.is_empty()), &created)
 }
 
 /// The first wave: every tree, multi-owner objects and dependents of owners that never existed.
@@ -233,6 +243,144 @@ async fn create_cluster_scoped_trees(
         roots.push((cr.clone(), role));
     }
     roots
+}
+
+/// ConfigMaps each switched owner has in every namespace of a spread workload.
+const SWITCHED_PER_NAMESPACE: usize = 4;
+
+/// ClusterRoles with ConfigMaps in every namespace of a spread workload, so in every shard: the
+/// owners whose Foreground deletion [`switch_to_orphan`] turns to Orphan mid-cascade.
+pub async fn create_switched_owners(client: &Client, universe: &mut Universe, count: usize) -> Vec<Obj> {
+    let (cr, cm) = (clusterroles(), configmaps());
+    let mut owners = Vec::new();
+    for i in 0..count {
+        let role = create(client, universe, (&cr, ""), &format!("fs-sw-{i}"), vec![]).await;
+        let refs = vec![owner_ref(&cr, &role)];
+        for n in 0..SPREAD {
+            let ns = Layout::Spread.namespace(n);
+            for k in 0..SWITCHED_PER_NAMESPACE {
+                create(client, universe, (&cm, &ns), &format!("fs-swcm-{i}-{k}"), refs.clone()).await;
+            }
+        }
+        owners.push(role);
+    }
+    owners
+}
+
+/// How long [`switch_to_orphan`] waits for the collector to delete a first dependent of each
+/// owner, before it switches anyway.
+const CASCADE_UNDER_WAY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Deletes each of `owners` in the Foreground way and, once the collector has deleted one of the
+/// dependents of each (the cascade is under way in some shard), again with the Orphan policy:
+/// the API server swaps the `foregroundDeletion` finalizer for `orphan`, and what the cascade has
+/// not deleted yet must be orphaned.
+pub async fn switch_to_orphan(client: &Client, universe: &mut Universe, owners: &[Obj]) {
+    let api = Api::<DynamicObject>::all_with(client.clone(), &clusterroles());
+    let delete = |policy| DeleteParams {
+        propagation_policy: Some(policy),
+        ..DeleteParams::default()
+    };
+    for owner in owners {
+        api.delete(&owner.key.name, &delete(PropagationPolicy::Foreground))
+            .await
+            .unwrap_or_else(|e| panic!("deleting {}: {e}", owner.key));
+        universe.delete(owner.uid(), Policy::Foreground);
+    }
+    let configmaps = Api::<DynamicObject>::all_with(client.clone(), &configmaps());
+    let started = std::time::Instant::now();
+    while started.elapsed() < CASCADE_UNDER_WAY {
+        let Ok(list) = configmaps.list(&Default::default()).await else {
+            continue;
+        };
+        let left = |owner: &Obj| {
+            list.items
+                .iter()
+                .filter(|o| {
+                    o.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|r| r.uid == owner.uid())
+                })
+                .count()
+        };
+        if owners.iter().all(|o| left(o) < SPREAD * SWITCHED_PER_NAMESPACE) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for owner in owners {
+        api.delete(&owner.key.name, &delete(PropagationPolicy::Orphan))
+            .await
+            .unwrap_or_else(|e| panic!("deleting {} again: {e}", owner.key));
+        universe.switch_to_orphan(owner.uid());
+    }
+}
+
+/// `count` ClusterRoles, each with a ConfigMap (blockOwnerDeletion) in a namespace of a spread
+/// workload: the owners deleted in the Foreground way all at once.
+pub async fn create_cluster_owners(client: &Client, universe: &mut Universe, count: usize) -> Vec<Obj> {
+    let (cr, cm) = (clusterroles(), configmaps());
+    for i in 0..SPREAD {
+        create(
+            client,
+            universe,
+            (&namespaces(), ""),
+            &Layout::Spread.namespace(i),
+            vec![],
+        )
+        .await;
+    }
+    let created: Vec<(Obj, Obj)> = futures::stream::iter(0..count)
+        .map(|i| {
+            let (cr, cm) = (cr.clone(), cm.clone());
+            async move {
+                let role = create_one(client, (&cr, ""), &format!("fs-many-{i}"), vec![]).await;
+                let ns = Layout::Spread.namespace(i);
+                let refs = vec![owner_ref(&cr, &role)];
+                let dependent = create_one(client, (&cm, &ns), &format!("fs-manycm-{i}"), refs).await;
+                (role, dependent)
+            }
+        })
+        .buffer_unordered(CONCURRENT_REQUESTS)
+        .collect()
+        .await;
+    let mut owners = Vec::with_capacity(count);
+    for (role, dependent) in created {
+        universe.add(role.clone());
+        universe.add(dependent);
+        owners.push(role);
+    }
+    owners
+}
+
+/// How many requests the bulk steps keep in flight: a controller creating or deleting at once.
+const CONCURRENT_REQUESTS: usize = 32;
+
+/// Deletes every one of `owners` (ClusterRoles) in the Foreground way, [`CONCURRENT_REQUESTS`] at
+/// a time.
+pub async fn delete_all_foreground(client: &Client, universe: &mut Universe, owners: &[Obj]) {
+    let api = Api::<DynamicObject>::all_with(client.clone(), &clusterroles());
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Foreground),
+        ..DeleteParams::default()
+    };
+    futures::stream::iter(owners)
+        .map(|owner| {
+            let (api, params) = (&api, &params);
+            async move {
+                api.delete(&owner.key.name, params)
+                    .await
+                    .unwrap_or_else(|e| panic!("deleting {}: {e}", owner.key));
+            }
+        })
+        .buffer_unordered(CONCURRENT_REQUESTS)
+        .collect::<()>()
+        .await;
+    for owner in owners {
+        universe.delete(owner.uid(), Policy::Foreground);
+    }
 }
 
 /// The second wave: Pods added to existing ReplicaSets once the collector runs.

@@ -8,6 +8,7 @@
 
 #![allow(dead_code)] // each test file uses a different part of the kit
 
+pub mod partition;
 pub mod process;
 
 use kube_gc::api::layers::{self, Budget, Budgets, Fault, Fence, Stack, Verb};
