@@ -160,10 +160,9 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
         audit,
         ..http::ServerOptions::default()
     };
-    http::serve(listener, Arc::clone(&cluster), options, shutdown).await?;
-    // A request that outlived the drain may still be running: sealed, it can no longer change
+    // Once it returns, the cluster is sealed: a request that outlived the drain cannot change
     // what is saved after its client was told it succeeded.
-    cluster.seal();
+    http::serve(listener, Arc::clone(&cluster), options, shutdown).await?;
     if let Some(path) = &args.state_file {
         let saved = cluster
             .save_state_file(path)

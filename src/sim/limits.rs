@@ -1,9 +1,10 @@
 //! The limits the API server puts on an object's metadata (`ValidateObjectMeta`), with its 422
-//! messages: what a real server refuses, the simulated one refuses too, so that a client that
-//! grows an annotation without bound (a replica's shard report, say) fails here as it would on a
-//! cluster.
+//! messages, and the one its storage puts on a whole object: what a real server refuses, the
+//! simulated one refuses too, so that a client that grows an annotation without bound (a
+//! replica's shard report, say) fails here as it would on a cluster. The request body's own limit
+//! (413 past 3 MiB) is the HTTP face's (`super::http::DEFAULT_MAX_BODY_BYTES`).
 
-use crate::api::ObjectMeta;
+use crate::api::{ObjectMeta, PartialObjectMeta};
 
 /// The most bytes all of an object's annotations may hold, keys and values together.
 pub const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
@@ -11,6 +12,31 @@ pub const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
 pub const LABEL_VALUE_LENGTH: usize = 63;
 /// The longest name of most resources (a DNS subdomain), and of a label key's prefix.
 pub const NAME_LENGTH: usize = 253;
+
+/// The most bytes etcd takes in one request (its `--max-request-bytes` default, 1.5 MiB).
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+
+/// What kube-apiserver answers (500, in etcd's words) when its storage refuses an object as too
+/// large.
+pub const OBJECT_TOO_LARGE: &str = "etcdserver: request is too large";
+
+/// True when `obj`, stored, would pass [`MAX_OBJECT_BYTES`]. Its JSON form is measured, a little
+/// larger than the protobuf etcd is sent, so the bound errs towards refusing.
+pub fn too_large(obj: &PartialObjectMeta) -> bool {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter fails only if serialising does, which a stored object never does.
+    serde_json::to_writer(&mut count, obj).is_ok() && count.0 > MAX_OBJECT_BYTES
+}
 
 /// The first limit `meta` breaks, as the detail of the API server's 422.
 pub fn check(meta: &ObjectMeta) -> Result<(), String> {
@@ -61,6 +87,19 @@ fn is_label_value(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_object_should_be_refused_past_etcds_request_size() {
+        let with_data = |bytes: usize| -> PartialObjectMeta {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "cm", "namespace": "default"},
+                "data": {"blob": "x".repeat(bytes)},
+            }))
+            .expect("an object")
+        };
+        assert!(!too_large(&with_data(MAX_OBJECT_BYTES - 1024)));
+        assert!(too_large(&with_data(MAX_OBJECT_BYTES)));
+    }
 
     fn meta(f: impl FnOnce(&mut ObjectMeta)) -> ObjectMeta {
         let mut meta = ObjectMeta {

@@ -385,6 +385,7 @@ impl State {
         if w.ty.objects.get(&obj.metadata.namespace, &obj.metadata.name).is_some() {
             return Err(already_exists(&w.ty.def, &obj.metadata.name));
         }
+        check_size(&obj)?;
         if obj.metadata.uid.is_empty() {
             obj.metadata.uid = new_uid();
         }
@@ -840,6 +841,7 @@ fn check_replace(def: &TypeDef, old: &PartialObjectMeta, new: &mut PartialObject
     keep_system_fields(old, new);
     dedup_owner_references(&mut new.metadata.owner_references);
     validate_meta(def, name, &new.metadata)?;
+    check_size(new)?;
     if old.metadata.deletion_timestamp.is_some() {
         let added: BTreeSet<&String> = new
             .metadata
@@ -882,6 +884,17 @@ fn dedup_owner_references(refs: &mut Vec<OwnerReference>) {
         }
     }
     *refs = kept;
+}
+
+/// The storage's refusal of an object too large for it ([`super::limits::too_large`]).
+fn check_size(obj: &PartialObjectMeta) -> Result<(), ApiError> {
+    if super::limits::too_large(obj) {
+        return Err(ApiError::status(
+            StatusReason::InternalError,
+            super::limits::OBJECT_TOO_LARGE,
+        ));
+    }
+    Ok(())
 }
 
 /// Metadata validation shared by create and update (`ValidateObjectMeta`'s parts that matter here).

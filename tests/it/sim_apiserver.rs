@@ -1668,6 +1668,62 @@ async fn serve_should_end_open_watches_and_return_once_shut_down() {
     );
 }
 
+/// A stopping server gives the requests in flight a drain, then saves its state; a request that
+/// outlived the drain goes on, and its write must not land after the state is taken and still be
+/// answered as done, or a restart from that state would bring back what the client was told is
+/// gone. Served with 2 s of latency before each request, a DELETE sent just before the stop
+/// outlives the 1 s drain: it must be refused, the object kept in the state saved after `serve`.
+#[tokio::test]
+async fn a_write_still_in_flight_when_serve_returns_should_be_refused_not_lost() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("the listener has an address");
+    let cluster = Arc::new(SimCluster::new());
+    let gvr = kube_gc::api::Gvr::new("", "v1", "configmaps");
+    let meta = kube_gc::api::ObjectMeta {
+        name: "a".into(),
+        namespace: "default".into(),
+        ..Default::default()
+    };
+    cluster
+        .create(
+            &gvr,
+            kube_gc::api::PartialObjectMeta {
+                metadata: meta,
+                ..Default::default()
+            },
+        )
+        .expect("the ConfigMap");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let options = ServerOptions {
+        faults: HttpFaults {
+            latency: Latency::Fixed(Duration::from_secs(2)),
+            ..HttpFaults::default()
+        },
+        ..ServerOptions::default()
+    };
+    let serving = tokio::spawn(http::serve(listener, Arc::clone(&cluster), options, async {
+        let _ = stopped.await;
+    }));
+    let cms: Api<ConfigMap> = Api::default_namespaced(client_for(addr, false).await);
+    let delete = tokio::spawn(async move { cms.delete("a", &DeleteParams::default()).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.send(()).expect("the server is still waiting for its shutdown");
+    within("serve to return", serving)
+        .await
+        .expect("the serving task ran to its end")
+        .expect("serve stopped without an error");
+    let mut saved = Vec::new();
+    cluster.save_state(&mut saved).expect("the state is saved");
+    let answer = within("the DELETE's answer", delete).await.expect("the request task");
+    status_of(answer, 503, "ServiceUnavailable");
+    let saved = String::from_utf8(saved).expect("UTF-8");
+    assert!(saved.contains(r#""name":"a""#), "the ConfigMap is in the saved state");
+    assert!(
+        cluster.get_object(&gvr, "default", "a").is_ok(),
+        "and in the cluster: nothing was deleted"
+    );
+}
+
 #[tokio::test]
 async fn the_audit_log_should_record_each_answered_request_with_its_verb_code_and_user_agent() {
     let dir = tempfile::tempdir().expect("a temporary directory");

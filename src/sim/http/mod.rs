@@ -170,9 +170,9 @@ fn app(cluster: Arc<SimCluster>, options: ServerOptions, stopping: CancellationT
 /// time: it takes no new connection or request, ends every open watch, and gives the requests in
 /// flight up to [`DRAIN`] to finish.
 ///
-/// Once it returns, the server changes the cluster no more, unless a request outlived the drain:
-/// such a request goes on until the runtime is dropped, so a caller that saves the state
-/// [seals](SimCluster::seal) the cluster first, and the request's write is refused.
+/// Once it returns, the server changes the cluster no more: a request that outlived the drain
+/// goes on until the runtime is dropped, but the cluster is [sealed](SimCluster::seal) and its
+/// write refused (503), so a state saved afterwards holds every write a client was told was made.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     cluster: Arc<SimCluster>,
@@ -187,14 +187,16 @@ pub async fn serve(
             stopping.cancel();
         }
     };
-    let served = axum::serve(listener, app(cluster, options, stopping.clone()))
+    let served = axum::serve(listener, app(Arc::clone(&cluster), options, stopping.clone()))
         .with_graceful_shutdown(signal)
         .into_future();
     tokio::pin!(served);
-    tokio::select! {
+    let result = tokio::select! {
         served = &mut served => served,
         () = stopping.cancelled() => tokio::time::timeout(DRAIN, served).await.unwrap_or(Ok(())),
-    }
+    };
+    cluster.seal();
+    result
 }
 
 /// The one path of every request: read it, serve it, log it.
