@@ -190,12 +190,6 @@ impl<C: ClusterApi> Collector<C> {
     /// view is complete and the graph, with every event routed so far applied, still shows no
     /// blocking dependent ([`super::partial_view`]).
     async fn process_deleting_dependents_item(&self, item: &Handle, state: &ItemState) -> Result<()> {
-        if !state.finalizers.foreground {
-            // Deleted again with the Orphan policy (the server swapped the finalizers), or let go
-            // already: the node stays marked as deleting dependents, but its Foreground deletion
-            // is over, and a finding recorded for it now would stand in for the Orphan one.
-            return Ok(());
-        }
         let mut blocking = item.blocking_dependents();
         if blocking.is_empty() {
             self.require_complete_views("removing the foregroundDeletion finalizer")

@@ -162,32 +162,24 @@ impl<C: ClusterApi> Collector<C> {
     /// Once no dependent in this shard holds `owner` for the deletion `hold`: whether this shard
     /// removes the owner's finalizer now. A namespaced owner's dependents are all in its own
     /// shard: yes. For a cluster-scoped one, this shard's finding is recorded for the others;
-    /// an error to wait on while the deletion is not over: in the owner's shard, until every
-    /// other shard's report clears it; in the others, until the owner's shard has removed the
-    /// finalizer, so that a finding lost meanwhile (dropped for another deletion of the owner
-    /// by a worker that read it before a switch of policy) is recorded again; then `false`.
+    /// `false` when the owner is another shard's, an error to wait on when another shard's
+    /// ranges may still hold dependents.
     fn shards_let_go(&self, owner: &Identity, hold: Hold, before: &'static str) -> Result<bool> {
         if !owner.namespace.is_empty() {
             return Ok(true);
         }
-        self.shard.record(owner.uid, hold, Finding::Clear);
-        let waiting = || CollectError::PartialView {
-            incomplete: Vec::new(),
-            before,
-        };
+        self.record_finding(owner, hold, Finding::Clear);
         if !self.shard.owns(owner) {
-            let held = self
-                .graph
-                .get(&owner.uid)
-                .filter(|n| !n.is_virtual())
-                .is_some_and(|n| hold.held_by(&n.observation().finalizers));
-            return if held { Err(waiting()) } else { Ok(false) };
+            return Ok(false);
         }
         match self.shard.agreed(&owner.uid, hold) {
             Ok(()) => Ok(true),
             Err(holding) => {
                 tracing::debug!(owner = %owner, ?holding, "{before}: waiting for the other shards");
-                Err(waiting())
+                Err(CollectError::PartialView {
+                    incomplete: Vec::new(),
+                    before,
+                })
             }
         }
     }
@@ -196,8 +188,19 @@ impl<C: ClusterApi> Collector<C> {
     /// deletion `hold`.
     fn shard_holds(&self, owner: &Identity, hold: Hold) {
         if owner.namespace.is_empty() {
-            self.shard.record(owner.uid, hold, Finding::Pending);
+            self.record_finding(owner, hold, Finding::Pending);
         }
+    }
+
+    /// Records `finding` for the deletion of `owner` held by `hold`, if the graph still observes
+    /// the owner held that way ([`Shard::record`]).
+    fn record_finding(&self, owner: &Identity, hold: Hold, finding: Finding) {
+        self.shard.record(owner.uid, hold, finding, || {
+            self.graph
+                .get(&owner.uid)
+                .filter(|n| !n.is_virtual())
+                .is_some_and(|n| hold.held_by(&n.observation().finalizers))
+        });
     }
 
     /// One attemptToDelete worker: runs until its queue shuts down.

@@ -185,12 +185,19 @@ impl Shard {
     }
 
     /// Records this instance's finding for the deletion of the cluster-scoped owner `uid` held
-    /// by `hold`.
-    pub fn record(&self, uid: Uid, hold: Hold, finding: Finding) {
+    /// by `hold`, if `still_held` says the owner is still held that way, asked under the findings'
+    /// lock. A worker that judged the owner before its deletion changed (deleted again with the
+    /// other policy, the server swapping the finalizers) thus never records over the finding of a
+    /// worker that judged the new deletion: either it records first and is overwritten, or the
+    /// change is in the graph by then and it records nothing.
+    pub fn record(&self, uid: Uid, hold: Hold, finding: Finding, still_held: impl FnOnce() -> bool) {
         if self.selector.is_none() {
             return; // alone, nobody reads them
         }
-        self.findings.write().record(uid, hold, finding);
+        let mut findings = self.findings.write();
+        if still_held() {
+            findings.record(uid, hold, finding);
+        }
     }
 
     /// The report to publish: the ranges and the findings that still stand on `graph`. A
