@@ -291,6 +291,8 @@ pub async fn switch_to_orphan(client: &Client, universe: &mut Universe, owners: 
     let started = std::time::Instant::now();
     while started.elapsed() < CASCADE_UNDER_WAY {
         let Ok(list) = configmaps.list(&Default::default()).await else {
+            // The server failed the read: ask again after the same pause, not at once.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
         };
         let left = |owner: &Obj| {
