@@ -7,7 +7,7 @@
 //! then answered by a matching fault if one is armed (a request that fails still reached the
 //! server), and only otherwise by the store.
 
-use super::pages::Listing;
+use super::pages::{self, Listing};
 use super::store::present;
 use super::SimCluster;
 use crate::api::layers::{Count, Layer, Request, Verb};
@@ -151,7 +151,8 @@ impl SimCluster {
         limit: usize,
     ) -> Result<ObjectList, ApiError> {
         let token = (!continue_token.is_empty()).then_some(continue_token);
-        let page = self.pages.page(token, (limit > 0).then_some(limit), || {
+        let collection = pages::collection(gvr, None);
+        let page = self.pages.page(&collection, token, (limit > 0).then_some(limit), || {
             let mut snapshot = self.snapshot(gvr, None)?;
             if let Some(shard) = shard {
                 snapshot
@@ -161,6 +162,7 @@ impl SimCluster {
             Ok(Listing {
                 items: snapshot.items,
                 resource_version: snapshot.resource_version,
+                collection: collection.clone(),
             })
         })?;
         let def = self.type_def(gvr)?;

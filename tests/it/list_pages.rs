@@ -45,8 +45,8 @@ struct Paging {
     /// For each page of pods after a first: whether the graph held every pod of the pages before
     /// it when it was asked for.
     earlier_pages_in_graph: Mutex<Vec<bool>>,
-    /// What the next page of pods after a first fails with, once.
-    fail_next_page: Mutex<Option<ApiError>>,
+    /// What the next page of pods after a first is answered with in place of the cluster's, once.
+    next_page_answer: Mutex<Option<Result<ObjectList, ApiError>>>,
     /// First pages of pods asked for: one per list started.
     first_pages: AtomicUsize,
     /// Every continue token asked for, in order.
@@ -76,7 +76,7 @@ impl Paging {
             graph: OnceLock::new(),
             served: Mutex::new(Vec::new()),
             earlier_pages_in_graph: Mutex::new(Vec::new()),
-            fail_next_page: Mutex::new(None),
+            next_page_answer: Mutex::new(None),
             first_pages: AtomicUsize::new(0),
             tokens: Mutex::new(Vec::new()),
             watches: Mutex::new(Vec::new()),
@@ -169,8 +169,8 @@ impl ClusterApi for Paging {
             self.record_later_page();
             let in_graph = self.served_pods_in_graph().await;
             self.earlier_pages_in_graph.lock().push(in_graph);
-            if let Some(error) = self.fail_next_page.lock().take() {
-                return Err(error);
+            if let Some(answer) = self.next_page_answer.lock().take() {
+                return answer;
             }
         }
         let page = self.cluster.list_page(gvr, shard, continue_token, limit).await?;
@@ -271,9 +271,9 @@ fn pods_status<C: ClusterApi>(h: &Harness<C>) -> Arc<MonitorStatus> {
 }
 
 /// Lists pods, loses their watch while a tenth of them are deleted and a few created, and has the
-/// relist that follows fail on its second page with `error`. Returns how many lists of pods were
-/// started in all (first pages asked for).
-async fn relist_failing_on_its_second_page(error: ApiError) -> (usize, Arc<Paging>) {
+/// relist that follows answered on its second page with `answer`. Returns how many lists of pods
+/// were started in all (first pages asked for).
+async fn relist_failing_on_its_second_page(answer: Result<ObjectList, ApiError>) -> (usize, Arc<Paging>) {
     let cluster = Arc::new(SimCluster::new());
     let created = create_pods(&cluster);
     let (h, api) = start(cluster.clone()).await;
@@ -294,13 +294,13 @@ async fn relist_failing_on_its_second_page(error: ApiError) -> (usize, Arc<Pagin
     h.wait(Duration::from_secs(1)).await;
     assert!(gone.iter().all(|(_, pod)| h.in_graph(pod)), "the deletions were lost");
     *api.vanished.lock() = gone.iter().map(|(_, pod)| Uid::parse(&pod.metadata.uid)).collect();
-    *api.fail_next_page.lock() = Some(error);
+    *api.next_page_answer.lock() = Some(answer);
     cluster.set_watch_blackout("", "pods", false);
     // The first event after the blackout ends the watch with 410 Gone: the monitor relists.
     let nudge = h.create(&pods(), meta(NS, "pod-nudge", vec![]));
 
     h.eventually("the graph of the relisted pods", || {
-        api.fail_next_page.lock().is_none()
+        api.next_page_answer.lock().is_none()
             && gone.iter().all(|(_, pod)| !h.in_graph(pod))
             && late.iter().chain([&nudge]).all(|pod| h.in_graph(pod))
     })
@@ -332,10 +332,10 @@ async fn relist_failing_on_its_second_page(error: ApiError) -> (usize, Arc<Pagin
 
 #[tokio::test(start_paused = true)]
 async fn a_relist_whose_continue_token_expires_should_start_over_and_delete_what_vanished() {
-    let (lists, _) = relist_failing_on_its_second_page(ApiError::status(
+    let (lists, _) = relist_failing_on_its_second_page(Err(ApiError::status(
         StatusReason::Expired,
         "The provided continue parameter is too old to display a consistent list result.",
-    ))
+    )))
     .await;
     assert_eq!(
         lists, 3,
@@ -343,10 +343,28 @@ async fn a_relist_whose_continue_token_expires_should_start_over_and_delete_what
     );
 }
 
+/// A server restarted mid-list may answer a continue token with a page of another snapshot: the
+/// last page of an unrelated list, at its own resourceVersion. Taken as the list's end, it would
+/// have every pod of the pages never read deleted from the graph, and their owners released.
+#[tokio::test(start_paused = true)]
+async fn a_page_of_another_snapshot_should_start_the_list_over_not_end_it() {
+    let foreign = ObjectList {
+        items: Vec::new(),
+        resource_version: "1".into(),
+        continue_token: String::new(),
+        shard_selector: None,
+    };
+    let (lists, _) = relist_failing_on_its_second_page(Ok(foreign)).await;
+    assert_eq!(
+        lists, 3,
+        "the first list, the relist, and the relist started over once its page came from another snapshot"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_relist_failing_midway_should_retry_its_page_and_delete_what_vanished() {
     let (lists, api) =
-        relist_failing_on_its_second_page(ApiError::status(StatusReason::InternalError, "etcd timeout")).await;
+        relist_failing_on_its_second_page(Err(ApiError::status(StatusReason::InternalError, "etcd timeout"))).await;
     assert_eq!(lists, 2, "the failed page was retried, the list not started over");
     let tokens = api.tokens.lock().clone();
     let repeated = tokens.windows(2).filter(|w| w[0] == w[1]).count();
@@ -361,7 +379,7 @@ async fn a_failed_page_of_the_first_list_should_be_asked_for_again_from_its_toke
     let cluster = Arc::new(SimCluster::new());
     create_pods(&cluster);
     let (h, api) = start_with(cluster, |api| {
-        *api.fail_next_page.lock() = Some(ApiError::status(StatusReason::InternalError, "etcd timeout"));
+        *api.next_page_answer.lock() = Some(Err(ApiError::status(StatusReason::InternalError, "etcd timeout")));
     })
     .await;
     assert_eq!(api.first_pages.load(Ordering::Relaxed), 1, "never started over");

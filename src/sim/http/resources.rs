@@ -17,7 +17,7 @@ use super::request::{manager_from_user_agent, negotiate, HttpVerb, Params, Resou
 use super::watch::{self, WatchLimits};
 use super::Server;
 use crate::api::{ApiError, DeleteOptions, PartialObjectMeta, PatchType, StatusReason};
-use crate::sim::pages::Listing;
+use crate::sim::pages::{self, Listing};
 use crate::sim::{Deletion, TypeDef, Writes, Written};
 use axum::body::Body;
 use axum::http::request::Parts;
@@ -144,9 +144,12 @@ impl Server {
     }
 
     fn list(&self, path: &ResourcePath, params: &Params, presentation: &Presentation) -> Result<Response, ApiError> {
-        let page = self.pages.page(params.continue_token.as_deref(), params.limit, || {
-            self.listing(path, params)
-        })?;
+        let collection = pages::collection(&path.gvr, path.namespace.as_deref());
+        let page = self
+            .pages
+            .page(&collection, params.continue_token.as_deref(), params.limit, || {
+                self.listing(path, params)
+            })?;
         let api_version = path.gvr.api_version();
         let kind = self.cluster.type_def(&path.gvr)?.kind;
         let items: Vec<PartialObjectMeta> = page.items().iter().map(|o| stamped(o, &api_version, &kind)).collect();
@@ -172,6 +175,7 @@ impl Server {
         Ok(Listing {
             items: snapshot.items,
             resource_version: snapshot.resource_version,
+            collection: pages::collection(&path.gvr, path.namespace.as_deref()),
         })
     }
 
