@@ -14,7 +14,7 @@ use futures::StreamExt;
 use kube_gc::api::shard::ShardSelector;
 use kube_gc::api::{
     ApiError, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta, Patch,
-    StatusReason, WatchStream,
+    PropagationPolicy, StatusReason, WatchStream,
 };
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::graph::{invariants, Graph, Uid};
@@ -348,17 +348,76 @@ async fn a_relist_whose_continue_token_expires_should_start_over_and_delete_what
 /// have every pod of the pages never read deleted from the graph, and their owners released.
 #[tokio::test(start_paused = true)]
 async fn a_page_of_another_snapshot_should_start_the_list_over_not_end_it() {
-    let foreign = ObjectList {
-        items: Vec::new(),
-        resource_version: "1".into(),
-        continue_token: String::new(),
-        shard_selector: None,
-    };
-    let (lists, _) = relist_failing_on_its_second_page(Ok(foreign)).await;
+    let (lists, _) = relist_failing_on_its_second_page(Ok(foreign_last_page())).await;
     assert_eq!(
         lists, 3,
         "the first list, the relist, and the relist started over once its page came from another snapshot"
     );
+}
+
+/// The last page of an unrelated list, empty, at a resourceVersion of its own: what a restarted
+/// server answered to a continue token of its predecessor whose id it had given to a list of its
+/// own.
+fn foreign_last_page() -> ObjectList {
+    ObjectList {
+        items: Vec::new(),
+        resource_version: "1".into(),
+        continue_token: String::new(),
+        shard_selector: None,
+    }
+}
+
+/// After an API server restart, a Foreground owner was released while its blocking dependents
+/// lived: the relist of those dependents ended short on a page of another snapshot, and the graph
+/// took the objects of the pages it never read for deleted. Here a ReplicaSet's pods, held in
+/// deletion by a finalizer of their own, all lie past the relist's first page.
+#[tokio::test(start_paused = true)]
+async fn a_foreground_owner_should_keep_its_finalizer_when_a_relist_ends_on_another_snapshot() {
+    let cluster = Arc::new(SimCluster::new());
+    // First in name order: a page of them comes before any pod of the ReplicaSet.
+    for i in 0..600 {
+        create_in(&cluster, &pods(), meta(NS, &format!("a-{i:04}"), vec![]));
+    }
+    let rs = create_in(&cluster, &replicasets(), meta(NS, "rs", vec![]));
+    let held: Vec<_> = (0..10)
+        .map(|i| {
+            let mut pod = meta(NS, &format!("z-{i}"), vec![blocking_ref_to(&rs)]);
+            pod.finalizers = vec!["example.com/hold".into()];
+            create_in(&cluster, &pods(), pod)
+        })
+        .collect();
+    let (h, api) = start(cluster.clone()).await;
+    h.delete(&replicasets(), &rs, policy(PropagationPolicy::Foreground));
+    h.eventually("every pod of the ReplicaSet deleted, and held by its finalizer", || {
+        held.iter().all(|pod| {
+            h.get(&pods(), pod)
+                .is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+        })
+    })
+    .await;
+
+    cluster.set_watch_blackout("", "pods", true);
+    h.create(&pods(), meta(NS, "b-lost", vec![]));
+    h.wait(Duration::from_secs(1)).await;
+    *api.next_page_answer.lock() = Some(Ok(foreign_last_page()));
+    cluster.set_watch_blackout("", "pods", false);
+    // The first event after the blackout ends the watch with 410 Gone: the monitor relists.
+    let nudge = h.create(&pods(), meta(NS, "b-nudge", vec![]));
+    h.eventually("the relist's second page", || api.next_page_answer.lock().is_none())
+        .await;
+    h.settle().await;
+
+    assert!(
+        h.exists(&replicasets(), &rs),
+        "the ReplicaSet was released while its blocking pods lived"
+    );
+    assert!(held.iter().all(|pod| h.in_graph(pod)), "the graph lost the held pods");
+    h.eventually("the relist, started over, reading every page", || h.in_graph(&nudge))
+        .await;
+    h.settle().await;
+    assert!(h.exists(&replicasets(), &rs), "the ReplicaSet waits for its pods");
+    assert_eq!(h.gc.graph().len(), cluster.object_count(), "one node per object");
+    h.gc.shutdown().await;
 }
 
 #[tokio::test(start_paused = true)]
