@@ -77,6 +77,16 @@ fn matrix() -> Vec<Scenario> {
             &["--error-rate", "*=0.2"],
             Disruption::RestartServer,
         ),
+        // The monitors read by paginated list, so that a list may be in flight when the server
+        // restarts: its continue token must not resume a list of the restarted server's.
+        Scenario {
+            collector_flags: &["--feature-gates", "WatchListClient=false"],
+            ..s(
+                "list-errors-20-apiserver-restart",
+                &["--error-rate", "*=0.2"],
+                Disruption::RestartServer,
+            )
+        },
         s(
             "errors-20-kill-collector",
             &["--error-rate", "*=0.2"],

@@ -586,6 +586,9 @@ fn faults_text(s: &Scenario) -> String {
     if !s.clock_skews.is_empty() {
         parts.push(format!("clocks off by {}", s.clock_skews.join(", ")));
     }
+    if !s.collector_flags.is_empty() {
+        parts.push(format!("collector {}", s.collector_flags.join(" ")));
+    }
     if parts.is_empty() {
         "none".into()
     } else {
