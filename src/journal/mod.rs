@@ -129,16 +129,24 @@ impl Journal {
 }
 
 /// Reads a journal file: every line, in order; a line that is not an entry is an error naming
-/// its number.
+/// its number. A last line without its newline that is not an entry is the write a killed process
+/// left torn (the writer buffers, so `kill -9` can stop it anywhere in a line), and is skipped.
 pub fn read(path: &std::path::Path) -> Result<Vec<Entry>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    text.lines()
+    let (whole, torn) = match text.rsplit_once('\n') {
+        Some((whole, rest)) => (whole, rest),
+        None => ("", text.as_str()),
+    };
+    let mut entries: Vec<Entry> = whole
+        .lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(n, line)| {
             serde_json::from_str(line).map_err(|e| format!("{}:{}: not a journal entry: {e}", path.display(), n + 1))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    entries.extend(serde_json::from_str(torn).ok());
+    Ok(entries)
 }
 
 #[cfg(test)]

@@ -126,6 +126,22 @@ fn the_latest_lines_should_stay_in_memory_without_a_file() {
 }
 
 #[test]
+fn a_last_line_torn_by_a_killed_writer_should_be_skipped_and_a_whole_one_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.jsonl");
+    let first = serde_json::to_string(&entry(Source::Sent, Action::Delete, "1")).unwrap();
+    let second = serde_json::to_string(&entry(Source::Sent, Action::Delete, "2")).unwrap();
+    std::fs::write(&path, format!("{first}\n{}", &second[..second.len() / 2])).unwrap();
+    assert_eq!(uids(&read(&path).unwrap()), ["1"]);
+    std::fs::write(&path, format!("{first}\n{second}")).unwrap();
+    assert_eq!(
+        uids(&read(&path).unwrap()),
+        ["1", "2"],
+        "a last line without its newline"
+    );
+}
+
+#[test]
 fn a_line_that_is_not_an_entry_should_be_named_by_its_number() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("j.jsonl");
