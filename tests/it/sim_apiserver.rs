@@ -844,7 +844,8 @@ async fn continue_tokens_should_be_410_once_expired_and_400_when_malformed() {
     create_all(&cms, (0..3).map(|i| format!("cm-{i}"))).await;
     let page = |token: &str| ListParams::default().limit(1).continue_token(token);
 
-    let status = status_of(cms.list(&page("999999-1")).await, 410, "Expired");
+    // Well formed (epoch, snapshot id, offset), naming a snapshot this server never took.
+    let status = status_of(cms.list(&page("00000000-999999-1")).await, 410, "Expired");
     assert!(status.message.contains("continue"), "{status:?}");
     status_of(cms.list(&page("not-a-token")).await, 400, "BadRequest");
 
