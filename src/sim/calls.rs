@@ -162,7 +162,6 @@ impl SimCluster {
             Ok(Listing {
                 items: snapshot.items,
                 resource_version: snapshot.resource_version,
-                collection: collection.clone(),
             })
         })?;
         let def = self.type_def(gvr)?;

@@ -32,13 +32,12 @@ const KEPT_SNAPSHOTS: usize = 64;
 pub(super) struct Listing {
     pub(super) items: Vec<Arc<PartialObjectMeta>>,
     pub(super) resource_version: u64,
-    /// The collection listed (type and namespace), which a continue token must be sent with.
-    pub(super) collection: String,
 }
 
 /// The snapshots of paginated lists in progress.
 pub(super) struct Pages {
-    kept: Mutex<LruCache<u64, Arc<Listing>>>,
+    /// Each kept listing with the collection it lists, which its continue tokens must be sent with.
+    kept: Mutex<LruCache<u64, (String, Arc<Listing>)>>,
     next_id: AtomicU64,
     /// Tells this server's tokens from those of another incarnation, whose ids collide.
     epoch: u32,
@@ -56,7 +55,7 @@ impl Default for Pages {
     }
 }
 
-/// Names the collection a list reads, as a [`Listing`] remembers it: `gvr`, in `namespace` if
+/// Names the collection a list reads, as [`Pages`] keeps it beside the listing: `gvr`, in `namespace` if
 /// any.
 pub(super) fn collection(gvr: &Gvr, namespace: Option<&str>) -> String {
     match namespace {
@@ -107,7 +106,7 @@ impl Pages {
         let continue_token = if remaining > 0 {
             let id = id.unwrap_or_else(|| {
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                self.kept.lock().put(id, Arc::clone(&listing));
+                self.kept.lock().put(id, (collection.to_string(), Arc::clone(&listing)));
                 id
             });
             Some(format!("{:08x}-{id}-{end}", self.epoch))
@@ -144,20 +143,17 @@ impl Pages {
         let kept = (epoch == self.epoch)
             .then(|| self.kept.lock().get(&id).cloned())
             .flatten();
-        let listing = kept.ok_or_else(|| {
+        let (listed, listing) = kept.ok_or_else(|| {
             ApiError::status(
                 StatusReason::Expired,
                 "The provided continue parameter is too old to display a consistent list result. You can start a \
                  new list without the continue parameter.",
             )
         })?;
-        if listing.collection != collection {
+        if listed != collection {
             return Err(ApiError::status(
                 StatusReason::BadRequest,
-                format!(
-                    "the continue token {token:?} was issued for a list of {}, not of {collection}",
-                    listing.collection
-                ),
+                format!("the continue token {token:?} was issued for a list of {listed}, not of {collection}"),
             ));
         }
         Ok((listing, offset, id))
@@ -168,7 +164,7 @@ impl Pages {
 mod tests {
     use super::*;
 
-    fn listing(collection: &str, names: &[&str]) -> Listing {
+    fn listing(names: &[&str]) -> Listing {
         let items = names
             .iter()
             .map(|name| {
@@ -180,7 +176,6 @@ mod tests {
         Listing {
             items,
             resource_version: 7,
-            collection: collection.to_string(),
         }
     }
 
@@ -190,7 +185,7 @@ mod tests {
 
     fn first_page(pages: &Pages, collection: &str, names: &[&str]) -> Page {
         pages
-            .page(collection, None, Some(1), || Ok(listing(collection, names)))
+            .page(collection, None, Some(1), || Ok(listing(names)))
             .expect("a first page")
     }
 

@@ -175,7 +175,6 @@ impl Server {
         Ok(Listing {
             items: snapshot.items,
             resource_version: snapshot.resource_version,
-            collection: pages::collection(&path.gvr, path.namespace.as_deref()),
         })
     }
 
