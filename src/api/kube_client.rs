@@ -22,6 +22,7 @@
 //! the counts and without waiting for a token of the budget.
 
 use super::outage::Outage;
+use super::rest_path::{path, with_query};
 use super::shard::ShardSelector;
 use super::{
     ApiError, ApiResource, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
@@ -121,7 +122,7 @@ impl KubeApi {
             ("timeoutSeconds", timeout.as_str()),
         ];
         query.extend_from_slice(start);
-        let uri = with_query(&path(gvr, "", None), &query);
+        let uri = with_query(&path(gvr, "", None)?, &query);
         let mut req = request(Method::GET, &uri, ACCEPT_METADATA, None)?;
         // As kube-rs asks for its watches: an event stream is read as it comes, uncompressed.
         req.headers_mut()
@@ -130,35 +131,6 @@ impl KubeApi {
         let kind = self.kinds.read().get(gvr).cloned().unwrap_or_default();
         Ok(super::watch_wire::events(body, gvr.api_version(), kind))
     }
-}
-
-/// The REST path of a collection (`name` `None`) or an object.
-pub(crate) fn path(gvr: &Gvr, namespace: &str, name: Option<&str>) -> String {
-    let mut path = if gvr.group.is_empty() {
-        format!("/api/{}", gvr.version)
-    } else {
-        format!("/apis/{}/{}", gvr.group, gvr.version)
-    };
-    if !namespace.is_empty() {
-        path.push_str("/namespaces/");
-        path.push_str(namespace);
-    }
-    path.push('/');
-    path.push_str(&gvr.resource);
-    if let Some(name) = name {
-        path.push('/');
-        path.push_str(name);
-    }
-    path
-}
-
-/// `path?query`, each value percent-encoded: a continue token or resourceVersion is opaque and may
-/// hold characters a query string reserves.
-pub(crate) fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
-    let query = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(pairs)
-        .finish();
-    format!("{path}?{query}")
 }
 
 fn request(
@@ -264,13 +236,13 @@ impl ClusterApi for KubeApi {
     }
 
     async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
-        let req = request(Method::GET, &path(gvr, namespace, Some(name)), ACCEPT_METADATA, None)?;
+        let req = request(Method::GET, &path(gvr, namespace, Some(name))?, ACCEPT_METADATA, None)?;
         Ok(self.stamp(gvr, self.send(req).await?))
     }
 
     async fn patch(&self, gvr: &Gvr, namespace: &str, name: &str, edit: &Patch) -> Result<PartialObjectMeta, ApiError> {
         let body = Some((edit.patch_type.content_type(), edit.body.to_string().into_bytes()));
-        let req = request(Method::PATCH, &path(gvr, namespace, Some(name)), ACCEPT_METADATA, body)?;
+        let req = request(Method::PATCH, &path(gvr, namespace, Some(name))?, ACCEPT_METADATA, body)?;
         Ok(self.stamp(gvr, self.send(req).await?))
     }
 
@@ -278,7 +250,7 @@ impl ClusterApi for KubeApi {
         let body = serde_json::to_vec(options).unwrap_or_default();
         let req = request(
             Method::DELETE,
-            &path(gvr, namespace, Some(name)),
+            &path(gvr, namespace, Some(name))?,
             ACCEPT_METADATA,
             Some(("application/json", body)),
         )?;
@@ -302,7 +274,7 @@ impl ClusterApi for KubeApi {
         if let Some(selector) = &shard {
             query.push(("shardSelector", selector));
         }
-        let uri = with_query(&path(gvr, "", None), &query);
+        let uri = with_query(&path(gvr, "", None)?, &query);
         let page: MetadataList = self
             .send(request(Method::GET, &uri, ACCEPT_METADATA_LIST, None)?)
             .await?;
@@ -364,32 +336,11 @@ impl ClusterApi for KubeApi {
         let body = Some(("application/json", body.to_string().into_bytes()));
         let req = request(
             Method::POST,
-            &path(&gvr, event.namespace(), None),
+            &path(&gvr, event.namespace(), None)?,
             "application/json",
             body,
         )?;
         self.call(self.client.request_text(req)).await?;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn query_values_should_be_percent_encoded() {
-        let uri = with_query("/api/v1/pods", &[("limit", "500"), ("continue", "a+b/c=&d")]);
-        assert_eq!(uri, "/api/v1/pods?limit=500&continue=a%2Bb%2Fc%3D%26d");
-    }
-
-    #[test]
-    fn paths_should_follow_the_rest_layout() {
-        let deployments = Gvr::new("apps", "v1", "deployments");
-        assert_eq!(
-            path(&deployments, "ns", Some("d")),
-            "/apis/apps/v1/namespaces/ns/deployments/d"
-        );
-        assert_eq!(path(&Gvr::new("", "v1", "nodes"), "", None), "/api/v1/nodes");
     }
 }

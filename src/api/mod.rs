@@ -13,6 +13,7 @@ pub mod layers;
 mod mapper;
 pub mod names;
 mod outage;
+mod rest_path;
 pub mod shard;
 pub mod time;
 mod types;
@@ -24,8 +25,9 @@ pub use error::{one_line, ApiError, StatusCause, StatusReason, TransportError};
 pub use kube_client::KubeApi;
 /// The REST paths and metadata `Accept` headers of the kube-rs transport, for the other metadata
 /// readers of the crate (`kube-gc tree`).
-pub(crate) use kube_client::{path as rest_path, with_query, ACCEPT_METADATA, ACCEPT_METADATA_LIST};
+pub(crate) use kube_client::{ACCEPT_METADATA, ACCEPT_METADATA_LIST};
 pub use mapper::{RestMapper, SharedRestMapper};
+pub(crate) use rest_path::{path as rest_path, with_query};
 pub use types::*;
 pub use validation::{validate_owner_references, InvalidOwnerReference};
 

@@ -192,7 +192,10 @@ pub async fn get(
     name: &str,
 ) -> Result<Option<Object>, Error> {
     let namespace = if resource.namespaced { namespace } else { "" };
-    let uri = path(&resource.gvr, namespace, Some(name));
+    // A name no object can have is refused before a request: nothing has it.
+    let Ok(uri) = path(&resource.gvr, namespace, Some(name)) else {
+        return Ok(None);
+    };
     match client
         .request::<PartialObjectMeta>(get_request(&uri, ACCEPT_METADATA)?)
         .await
@@ -220,7 +223,10 @@ struct PageMeta {
 
 /// Every object of `resource` in `namespace` (all namespaces when empty), page by page.
 async fn list(client: &kube::Client, resource: &Resource, namespace: &str) -> Result<Vec<Object>, Error> {
-    let collection = path(&resource.gvr, namespace, None);
+    // A namespace no object can be in holds nothing.
+    let Ok(collection) = path(&resource.gvr, namespace, None) else {
+        return Ok(Vec::new());
+    };
     let limit = PAGE_SIZE.to_string();
     let mut objects = Vec::new();
     let mut continue_token = String::new();

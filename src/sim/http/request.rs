@@ -30,7 +30,10 @@ pub(super) struct Call {
 impl Call {
     /// Reads what `parts` asks for; this never fails, so that even a bad request can be recorded.
     pub(super) fn read(parts: &Parts) -> Call {
-        let target = parse_path(parts.uri.path());
+        // The path's segments are read decoded, as the API server reads them: a client escapes a
+        // space or `?` in a name, and the name is what it named.
+        let path = percent_encoding::percent_decode_str(parts.uri.path()).decode_utf8_lossy();
+        let target = parse_path(&path);
         let query = Query::<BTreeMap<String, String>>::try_from_uri(&parts.uri)
             .map(|Query(query)| query)
             .map_err(|e| e.to_string());
