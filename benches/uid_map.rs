@@ -68,7 +68,7 @@ impl UidMap for Locked {
         self.0.read().get(uid).cloned()
     }
     fn insert(&self, handle: Handle) {
-        let uid = handle.identity().uid;
+        let uid = handle.identity().uid.clone();
         self.0.write().insert(uid, handle);
     }
     fn remove(&self, uid: &Uid) -> Option<Handle> {

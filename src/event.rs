@@ -165,7 +165,7 @@ impl GraphEvent {
             event_type,
             is_virtual: false,
             object: EventObject {
-                uid,
+                uid: uid.clone(),
                 name: graph.shared_name(&uid, &meta.name),
                 namespace: Sym::new(&meta.namespace),
                 owners,
@@ -185,7 +185,7 @@ impl GraphEvent {
             event_type: EventType::Delete,
             is_virtual: true,
             object: EventObject {
-                uid: identity.uid,
+                uid: identity.uid.clone(),
                 name: identity.name.clone(),
                 namespace: identity.namespace,
                 owners: OwnerRefs::default(),
@@ -200,7 +200,7 @@ impl GraphEvent {
         Identity {
             type_meta: self.type_meta,
             name: self.object.name.clone(),
-            uid: self.object.uid,
+            uid: self.object.uid.clone(),
             namespace: self.object.namespace,
         }
     }

@@ -262,7 +262,7 @@ impl<C: ClusterApi> Auditor<C> {
                     gvk: gvk.clone(),
                     namespace: id.namespace.to_string(),
                     name: id.name.to_string(),
-                    uid: id.uid,
+                    uid: id.uid.clone(),
                     seen,
                 });
             }

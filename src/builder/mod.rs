@@ -224,7 +224,12 @@ impl GraphBuilder {
             (diff, removed)
         });
         if let Some((witness, removed)) = self.witness.as_ref().zip(removed) {
-            let unblocked: Vec<Uid> = diff.changed.iter().filter(|c| c.unblocks).map(|c| c.uid).collect();
+            let unblocked: Vec<Uid> = diff
+                .changed
+                .iter()
+                .filter(|c| c.unblocks)
+                .map(|c| c.uid.clone())
+                .collect();
             let change = Change {
                 identity: node.identity(),
                 prior,
@@ -336,7 +341,7 @@ impl GraphBuilder {
             self.absent_owner_cache.add(event.identity());
             if !event.is_virtual {
                 // A watch saw it go: certain, whatever the coordinates a dependent names it by.
-                self.graph.tombstones().record(event.object.uid);
+                self.graph.tombstones().record(event.object.uid.clone());
             }
         }
         for dep in dependents {

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
 /// A ref whose UID an update removed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RemovedRef {
     /// Its position in the old list.
     pub old: usize,
@@ -16,7 +16,7 @@ pub struct RemovedRef {
 }
 
 /// A ref present before and after an update whose fields changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChangedRef {
     /// Its position in the old list.
     pub old: usize,
@@ -77,7 +77,7 @@ pub fn references_diffs(old: &[OwnerRef], new: &[OwnerRef]) -> ReferenceDiff {
                     diff.changed.push(ChangedRef {
                         old: i,
                         new: n,
-                        uid: r.uid,
+                        uid: r.uid.clone(),
                         unblocks: old[i].blocks_owner_deletion() && !r.blocks_owner_deletion(),
                     });
                 }
@@ -91,7 +91,7 @@ pub fn references_diffs(old: &[OwnerRef], new: &[OwnerRef]) -> ReferenceDiff {
             matched[last] = true; // reported once, at its first ref
             diff.removed.push(RemovedRef {
                 old: i,
-                uid: r.uid,
+                uid: r.uid.clone(),
                 blocked: r.blocks_owner_deletion(),
             });
         }
@@ -113,7 +113,7 @@ impl<'a> OldRefs<'a> {
     fn new(refs: &'a [OwnerRef]) -> Self {
         let by_uid = (refs.len() > Self::SCANNED).then(|| {
             // Later refs overwrite earlier ones: the last ref of a UID wins.
-            refs.iter().enumerate().map(|(i, r)| (r.uid, i)).collect()
+            refs.iter().enumerate().map(|(i, r)| (r.uid.clone(), i)).collect()
         });
         OldRefs { refs, by_uid }
     }
@@ -211,8 +211,8 @@ mod tests {
 
     /// The diff as spec §3.3 states it, with maps: the model the in-place search must agree with.
     fn model(old: &[OwnerRef], new: &[OwnerRef]) -> Resolved {
-        let by_uid: HashMap<_, &OwnerRef> = old.iter().map(|r| (r.uid, r)).collect();
-        let mut unmatched: HashSet<_> = by_uid.keys().copied().collect();
+        let by_uid: HashMap<_, &OwnerRef> = old.iter().map(|r| (r.uid.clone(), r)).collect();
+        let mut unmatched: HashSet<_> = by_uid.keys().cloned().collect();
         let (mut added, mut changed) = (Vec::new(), Vec::new());
         for r in new {
             if unmatched.remove(&r.uid) {
@@ -226,7 +226,7 @@ mod tests {
         let mut seen = HashSet::new();
         let removed = old
             .iter()
-            .filter(|r| unmatched.contains(&r.uid) && seen.insert(r.uid))
+            .filter(|r| unmatched.contains(&r.uid) && seen.insert(r.uid.clone()))
             .cloned()
             .collect();
         (added, removed, changed)
@@ -236,7 +236,10 @@ mod tests {
     /// against those refs.
     fn resolve(diff: &ReferenceDiff, old: &[OwnerRef], new: &[OwnerRef]) -> Resolved {
         for r in &diff.removed {
-            assert_eq!((r.uid, r.blocked), (old[r.old].uid, old[r.old].blocks_owner_deletion()));
+            assert_eq!(
+                (r.uid.clone(), r.blocked),
+                (old[r.old].uid.clone(), old[r.old].blocks_owner_deletion())
+            );
         }
         for c in &diff.changed {
             let (o, n) = (&old[c.old], &new[c.new]);

@@ -85,7 +85,7 @@ impl<C: ClusterApi> Collector<C> {
         } else {
             // Refs to owners this collector orphaned go first; the rest is judged on the object
             // as the patch left it.
-            let uids: Vec<Uid> = classes.orphaned.iter().map(|r| r.uid).collect();
+            let uids: Vec<Uid> = classes.orphaned.iter().map(|r| r.uid.clone()).collect();
             let why = why_of(Write::RemoveOwnerRefs, REASON_ORPHANED, state, &classes).refs(&uids);
             stripped = self.remove_owner_refs(identity, state, &uids, &why).await?;
             if stripped.owners.is_empty() {
@@ -100,7 +100,12 @@ impl<C: ClusterApi> Collector<C> {
         // Every action from here rests on the dangling owners being absent.
         self.require_owner_views(&classes.dangling, "acting on absent owners")?;
         if !classes.solid.is_empty() {
-            let uids: Vec<Uid> = classes.dangling.iter().chain(&classes.waiting).map(|r| r.uid).collect();
+            let uids: Vec<Uid> = classes
+                .dangling
+                .iter()
+                .chain(&classes.waiting)
+                .map(|r| r.uid.clone())
+                .collect();
             let why = why_of(Write::RemoveOwnerRefs, REASON_SOLID_REMAINS, state, &classes).refs(&uids);
             return self.remove_owner_refs(identity, state, &uids, &why).await.map(drop);
         }
@@ -114,7 +119,7 @@ impl<C: ClusterApi> Collector<C> {
                 let blocking: Vec<Uid> = owners
                     .iter()
                     .filter(|r| r.blocks_owner_deletion())
-                    .map(|r| r.uid)
+                    .map(|r| r.uid.clone())
                     .collect();
                 let why = why_of(Write::UnblockOwnerRefs, REASON_UNBLOCK, state, &classes).refs(&blocking);
                 self.patch_with_fallback(identity, smp, || state.if_observed(), merge, &why)

@@ -195,7 +195,7 @@ impl<C: ClusterApi> Collector<C> {
     /// Records `finding` for the deletion of `owner` held by `hold`, if the graph still observes
     /// the owner held that way ([`Shard::record`]).
     fn record_finding(&self, owner: &Identity, hold: Hold, finding: Finding) {
-        self.shard.record(owner.uid, hold, finding, || {
+        self.shard.record(owner.uid.clone(), hold, finding, || {
             self.graph
                 .get(&owner.uid)
                 .filter(|n| !n.is_virtual())
@@ -245,7 +245,7 @@ impl<C: ClusterApi> Collector<C> {
             Action::Wait(_) => queue.add_after(item.clone(), partial_view::WAIT),
         }
         match &action {
-            Action::Wait(resources) => waiting.wait(item.identity().uid, resources),
+            Action::Wait(resources) => waiting.wait(item.identity().uid.clone(), resources),
             _ => waiting.done(&item.identity().uid),
         }
         queue.done(&item);

@@ -21,7 +21,7 @@ impl<C: ClusterApi> Collector<C> {
     /// finalizer goes, so that a dependent whose event is still on its way has the reference
     /// removed, not the dependent.
     pub async fn attempt_to_orphan_worker(&self, owner: &Handle) -> Result<()> {
-        let uid = owner.identity().uid;
+        let uid = owner.identity().uid.clone();
         let mut patched: HashSet<Uid> = HashSet::new();
         for _ in 0..ORPHAN_ROUNDS {
             self.require_complete_views("orphaning dependents").await?;
@@ -34,7 +34,7 @@ impl<C: ClusterApi> Collector<C> {
                 .filter(|d| !patched.contains(&d.identity().uid) && self.shard.owns(d.identity()))
                 .collect();
             if fresh.is_empty() {
-                self.partial_view.orphaned.record(uid);
+                self.partial_view.orphaned.record(uid.clone());
                 self.shard.orphaned(&uid);
                 if !self.shards_let_go(owner.identity(), Hold::Orphan, "removing the orphan finalizer")? {
                     return Ok(()); // the owner's shard removes the finalizer
@@ -45,7 +45,7 @@ impl<C: ClusterApi> Collector<C> {
             }
             self.shard_holds(owner.identity(), Hold::Orphan);
             self.orphan_dependents(owner.identity(), &fresh).await?;
-            patched.extend(fresh.iter().map(|d| d.identity().uid));
+            patched.extend(fresh.iter().map(|d| d.identity().uid.clone()));
         }
         Err(CollectError::PartialView {
             incomplete: Vec::new(),
@@ -57,7 +57,7 @@ impl<C: ClusterApi> Collector<C> {
     /// dependent with no bound; a bound keeps a million-dependent owner from flooding the server).
     /// A dependent that is already gone is fine; any other failure fails the whole step.
     async fn orphan_dependents(&self, owner: &Identity, dependents: &[Handle]) -> Result<()> {
-        let owner_uid = [owner.uid];
+        let owner_uid = [owner.uid.clone()];
         let failures: Vec<String> = stream::iter(dependents.iter().cloned())
             .map(|dep| self.orphan_one(dep, &owner_uid))
             .buffer_unordered(self.config.orphan_concurrency.max(1))

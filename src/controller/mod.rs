@@ -247,7 +247,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
         let mut waiting = Vec::new();
         self.graph.for_each_node(|node| {
             if stall::waits_on_collector(node) {
-                waiting.push(node.identity().uid);
+                waiting.push(node.identity().uid.clone());
             }
         });
         let queues = [&self.attempt_to_delete, &self.attempt_to_orphan];

@@ -258,7 +258,7 @@ impl Stall {
         let before = std::mem::take(&mut inner.waiting_since);
         inner.waiting_since = waiting
             .iter()
-            .map(|uid| (*uid, before.get(uid).copied().unwrap_or(now)))
+            .map(|uid| (uid.clone(), before.get(uid).copied().unwrap_or(now)))
             .collect();
         inner.last = reading;
         inner.detector.step(now, reading)
@@ -280,7 +280,11 @@ impl Stall {
     /// each waiting.
     pub fn waiting_objects(&self) -> Vec<(Uid, Instant)> {
         let inner = self.inner.lock();
-        inner.waiting_since.iter().map(|(uid, since)| (*uid, *since)).collect()
+        inner
+            .waiting_since
+            .iter()
+            .map(|(uid, since)| (uid.clone(), *since))
+            .collect()
     }
 }
 
@@ -386,9 +390,9 @@ mod tests {
         let stall = Stall::new(STALL_AFTER);
         let (a, b) = (Uid::parse("a"), Uid::parse("b"));
         let t0 = Instant::now();
-        stall.record(t0, busy(0, 0, 0), &[a]);
-        stall.record(t0 + secs(30), busy(0, 0, 0), &[a, b]);
-        stall.record(t0 + secs(60), busy(0, 0, 0), &[b]);
+        stall.record(t0, busy(0, 0, 0), std::slice::from_ref(&a));
+        stall.record(t0 + secs(30), busy(0, 0, 0), &[a, b.clone()]);
+        stall.record(t0 + secs(60), busy(0, 0, 0), std::slice::from_ref(&b));
         let mut waiting = stall.waiting_objects();
         waiting.sort();
         assert_eq!(waiting, [(b, t0 + secs(30))], "a left; b kept its first sighting");

@@ -55,7 +55,7 @@ fn node_json(node: &Node) -> Value {
         .iter()
         .map(|r| serde_json::to_value(r.to_wire()).unwrap_or_default())
         .collect();
-    let mut dependents: Vec<Uid> = node.dependents().iter().map(|d| d.identity().uid).collect();
+    let mut dependents: Vec<Uid> = node.dependents().iter().map(|d| d.identity().uid.clone()).collect();
     dependents.sort();
     json!({
         "uid": id.uid.to_string(),
@@ -75,7 +75,11 @@ fn node_json(node: &Node) -> Value {
 /// owner references and dependents (upstream's `toDOTNodesAndEdgesForObj`).
 fn select(graph: &Graph, uids: &[Uid]) -> BTreeMap<Uid, Handle> {
     if uids.is_empty() {
-        return graph.handles().into_iter().map(|h| (h.identity().uid, h)).collect();
+        return graph
+            .handles()
+            .into_iter()
+            .map(|h| (h.identity().uid.clone(), h))
+            .collect();
     }
     let mut selected = BTreeMap::new();
     let mut pending = uids.to_vec();
@@ -86,8 +90,8 @@ fn select(graph: &Graph, uids: &[Uid]) -> BTreeMap<Uid, Handle> {
         let Some(node) = graph.get(&uid) else {
             continue;
         };
-        node.with_owners(|refs| pending.extend(refs.iter().map(|r| r.uid)));
-        pending.extend(node.dependents().iter().map(|d| d.identity().uid));
+        node.with_owners(|refs| pending.extend(refs.iter().map(|r| r.uid.clone())));
+        pending.extend(node.dependents().iter().map(|d| d.identity().uid.clone()));
         selected.insert(uid, node);
     }
     selected
@@ -98,7 +102,7 @@ fn layout(selected: &BTreeMap<Uid, Handle>) -> (BTreeMap<Uid, Vertex>, BTreeSet<
     let mut vertices: BTreeMap<Uid, Vertex> = selected
         .iter()
         .filter(|(_, node)| node.dependents_len() > 0 || node.with_owners(|refs| !refs.is_empty()))
-        .map(|(uid, node)| (*uid, Vertex::observed(node)))
+        .map(|(uid, node)| (uid.clone(), Vertex::observed(node)))
         .collect();
     // A set, because the graph is a strict digraph: two refs to one owner are one edge.
     let mut edges = BTreeSet::new();
@@ -107,8 +111,10 @@ fn layout(selected: &BTreeMap<Uid, Handle>) -> (BTreeMap<Uid, Vertex>, BTreeSet<
             // Upstream files the synthetic vertex under the *dependent's* UID, so a second
             // dependent of the same missing owner adds a duplicate vertex and later edges can leave
             // from the wrong vertex. Filing it under the owner's UID is the evident intent.
-            vertices.entry(owner.uid).or_insert_with(|| Vertex::missing(&owner));
-            edges.insert((*uid, owner.uid));
+            vertices
+                .entry(owner.uid.clone())
+                .or_insert_with(|| Vertex::missing(&owner));
+            edges.insert((uid.clone(), owner.uid));
         }
     }
     (vertices, edges)
@@ -349,7 +355,7 @@ mod tests {
         OwnerRef::new(
             TypeMeta::new(owner.api_version(), owner.kind()),
             owner.name.clone(),
-            owner.uid,
+            owner.uid.clone(),
             Some(true),
             None,
         )

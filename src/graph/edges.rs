@@ -189,7 +189,7 @@ impl Graph {
             // A self-owned node would otherwise keep itself alive.
             set.remove(node);
             if set.len() > 0 {
-                let kept = adrift.0.entry(*uid).or_default();
+                let kept = adrift.0.entry(uid.clone()).or_default();
                 for d in set.iter() {
                     kept.insert(d.clone());
                 }

@@ -74,7 +74,7 @@ impl OwnerRef {
         Identity {
             type_meta: self.type_meta(),
             name: self.name.clone(),
-            uid: self.uid,
+            uid: self.uid.clone(),
             namespace: *namespace,
         }
     }

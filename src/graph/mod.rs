@@ -295,13 +295,13 @@ mod tests {
             .map(|i| {
                 let n = node(i);
                 graph.insert(n.clone());
-                n.identity().uid
+                n.identity().uid.clone()
             })
             .collect();
         let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
         let drawn = graph.sample(40, &mut rng);
         assert_eq!(drawn.len(), 40);
-        let distinct: HashSet<Uid> = drawn.iter().map(|h| h.identity().uid).collect();
+        let distinct: HashSet<Uid> = drawn.iter().map(|h| h.identity().uid.clone()).collect();
         assert_eq!(distinct.len(), 40, "no node twice");
         assert!(distinct.is_subset(&uids));
         assert_eq!(graph.sample(10_000, &mut rng).len(), 500, "at most the whole graph");

@@ -485,7 +485,7 @@ mod tests {
         let identity = Identity {
             type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
             name: Name::new(&uid.to_string()),
-            uid: *uid,
+            uid: uid.clone(),
             namespace: Sym::new("ns"),
         };
         Handle::new(identity, &[], false)
@@ -526,8 +526,8 @@ mod tests {
         assert_eq!(shard.len(), half);
         assert_eq!(shard.handles().len(), half);
         let mut visited = Vec::new();
-        shard.for_each(|node| visited.push(node.identity().uid));
-        let mut expected: Vec<Uid> = shard.handles().iter().map(|h| h.identity().uid).collect();
+        shard.for_each(|node| visited.push(node.identity().uid.clone()));
+        let mut expected: Vec<Uid> = shard.handles().iter().map(|h| h.identity().uid.clone()).collect();
         visited.sort();
         expected.sort();
         assert_eq!(visited, expected, "for_each visits each live node once");

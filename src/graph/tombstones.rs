@@ -105,7 +105,7 @@ mod tests {
         let tombstones = Tombstones::new(SHARDS * 2 * 4); // 4 per generation of a shard
         let uids: Vec<Uid> = (0..1000u128).map(Uid::new_v4).collect();
         for uid in &uids {
-            tombstones.record(*uid);
+            tombstones.record(uid.clone());
         }
         assert!(tombstones.len() <= SHARDS * 2 * 4, "{}", tombstones.len());
         assert!(tombstones.contains(uids.last().expect("a uid")), "the newest is kept");

@@ -1,50 +1,75 @@
 //! Object UIDs in 16 bytes.
 //!
 //! Kubernetes generates UIDs as RFC 4122 UUIDs (version 1 or 4) and prints them as lowercase
-//! hyphenated strings; those are packed into 128 bits. Any other string (tests, hand-made objects,
-//! a UUID of another variant) goes to a process-wide table and the UID holds its index, tagged with
-//! variant bits `11` that no packed UUID has: packed UUIDs have variant bits `10`. So a `Uid` is
-//! `Copy`, never allocates for a real cluster's UIDs, and is exact: `Uid::parse(s).to_string() == s`
-//! for every `s`.
+//! hyphenated strings; those are packed into 128 bits, and a `Uid` of one is a plain copy of them.
+//! Any other string is free text to the API server: an owner reference may carry whatever uid a
+//! tenant writes. Such a `Uid` holds its own copy of the string, a shared [`Name`], tagged with
+//! variant bits `11` that no packed UUID has (packed UUIDs have variant bits `10`), beside a keyed
+//! 62-bit hash of it. So what a `Uid` costs goes with its last holder, and memory for text UIDs is
+//! bounded by the ones still held: nothing is kept in a process-wide table.
 //!
-//! Invariant: two `Uid`s are equal exactly when their strings are, because each string has one
-//! encoding: packed when it is a canonical variant-`10` UUID, otherwise its single table index.
-//! The table only grows; it holds strings that are not Kubernetes-generated UIDs, which a real
-//! cluster does not have.
+//! Invariants:
+//! - `hi` holds a `Name` exactly when `lo` carries the text tag and a non-zero hash
+//!   ([`Uid::has_text`]); otherwise it holds plain bits. The empty string is the text tag with
+//!   hash 0 and no `Name`: [`Uid::EMPTY`].
+//! - Two `Uid`s are equal exactly when their strings are: a packed UUID has one encoding, and two
+//!   text UIDs are equal when their hashes and then their strings are. The hash is keyed per
+//!   process, so a tenant cannot pick uids that collide in the graph's table; a collision would
+//!   only cost a string comparison, never a false equality.
+//! - `Uid::parse(s).to_string() == s` for every `s`.
 
-use parking_lot::Mutex;
+use super::name::Name;
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::mem::ManuallyDrop;
 use std::sync::LazyLock;
 
-/// A UID. The high and low halves of the UUID's 128 bits, big-endian, so that the derived order
-/// of two packed UUIDs is the order of their strings.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+/// A UID; see the [module docs](self). The high and low halves of a packed UUID's 128 bits,
+/// big-endian, so that the order of two packed UUIDs is the order of their strings.
 pub struct Uid {
-    hi: u64,
+    hi: Hi,
     lo: u64,
+}
+
+/// The high half: a packed UUID's bits, or a text UID's string (see the module's invariants).
+union Hi {
+    bits: u64,
+    text: ManuallyDrop<Name>,
 }
 
 /// The two variant bits of a UUID (the top bits of its low half).
 const VARIANT_MASK: u64 = 0b11 << 62;
 /// RFC 4122 variant: the only one packed.
 const VARIANT_RFC4122: u64 = 0b10 << 62;
-/// Marks a table index; no packed UUID carries it.
+/// Marks a text UID; no packed UUID carries it.
 const TEXT_TAG: u64 = 0b11 << 62;
 
+/// The key of text UIDs' hashes, drawn once per process.
+static TEXT_HASH_KEY: LazyLock<std::hash::RandomState> = LazyLock::new(std::hash::RandomState::new);
+
 impl Uid {
-    /// The empty UID, which no real object has. Index 0 of the text table.
-    pub const EMPTY: Uid = Uid { hi: 0, lo: TEXT_TAG };
+    /// The empty UID, which no real object has.
+    pub const EMPTY: Uid = Uid {
+        hi: Hi { bits: 0 },
+        lo: TEXT_TAG,
+    };
 
     /// Parses a UID string; never fails.
     pub fn parse(s: &str) -> Uid {
         match parse_canonical_uuid(s) {
             Some(v) if (v as u64) & VARIANT_MASK == VARIANT_RFC4122 => Uid::from_bits(v),
-            _ => Uid {
-                hi: 0,
-                lo: TEXT_TAG | TEXTS.index_of(s),
-            },
+            _ if s.is_empty() => Uid::EMPTY,
+            _ => {
+                // Hash 0 is the empty UID's; a text that hashes to it takes 1.
+                let hash = (TEXT_HASH_KEY.hash_one(s) & !VARIANT_MASK).max(1);
+                Uid {
+                    hi: Hi {
+                        text: ManuallyDrop::new(Name::new(s)),
+                    },
+                    lo: TEXT_TAG | hash,
+                }
+            }
         }
     }
 
@@ -59,27 +84,89 @@ impl Uid {
 
     fn from_bits(v: u128) -> Uid {
         Uid {
-            hi: (v >> 64) as u64,
+            hi: Hi { bits: (v >> 64) as u64 },
             lo: v as u64,
         }
     }
 
-    fn text_index(&self) -> Option<usize> {
-        (self.lo & VARIANT_MASK == TEXT_TAG).then_some((self.lo & !TEXT_TAG) as usize)
+    /// True for a text UID other than the empty one: `hi` holds its `Name`.
+    fn has_text(&self) -> bool {
+        self.lo & VARIANT_MASK == TEXT_TAG && self.lo != TEXT_TAG
+    }
+
+    /// The string of a text UID; `None` for a packed UUID. The empty UID's is `""`.
+    fn text(&self) -> Option<&str> {
+        if self.has_text() {
+            // SAFETY: `has_text` says `hi` holds a `Name` (the module's first invariant), which
+            // lives as long as `self`.
+            Some(unsafe { self.hi.text.as_str() })
+        } else {
+            (self.lo & VARIANT_MASK == TEXT_TAG).then_some("")
+        }
+    }
+
+    /// A packed UUID's high bits; 0 for a text UID.
+    fn bits(&self) -> u64 {
+        if self.has_text() {
+            0
+        } else {
+            // SAFETY: without text, `hi` holds plain bits (the module's first invariant).
+            unsafe { self.hi.bits }
+        }
     }
 
     /// A well-mixed 64-bit hash, stable for the life of the process and the same on every thread.
     /// The graph shards by it, and the router partitions cluster-scoped objects by it.
     pub fn hash64(&self) -> u64 {
-        // Packed UUIDs are already random (v4) or time-ordered (v1); one multiply-fold spreads
-        // either kind, and table indexes too.
-        let folded = u128::from(self.hi ^ self.lo) * 0x9e37_79b9_7f4a_7c15;
+        // Packed UUIDs are already random (v4) or time-ordered (v1), and a text UID's low half is
+        // a keyed hash of it; one multiply-fold spreads either.
+        let folded = u128::from(self.bits() ^ self.lo) * 0x9e37_79b9_7f4a_7c15;
         (folded as u64) ^ ((folded >> 64) as u64)
     }
 
     /// True for the empty UID.
     pub fn is_empty(&self) -> bool {
-        *self == Uid::EMPTY
+        self.lo == TEXT_TAG
+    }
+}
+
+impl Clone for Uid {
+    fn clone(&self) -> Self {
+        let hi = if self.has_text() {
+            // SAFETY: `has_text` says `hi` holds a `Name`; the clone takes a count of its own.
+            Hi {
+                text: unsafe { self.hi.text.clone() },
+            }
+        } else {
+            Hi { bits: self.bits() }
+        };
+        Uid { hi, lo: self.lo }
+    }
+}
+
+impl Drop for Uid {
+    fn drop(&mut self) {
+        if self.has_text() {
+            // SAFETY: `has_text` says `hi` holds a `Name`, dropped once, here.
+            unsafe { ManuallyDrop::drop(&mut self.hi.text) }
+        }
+    }
+}
+
+impl PartialEq for Uid {
+    fn eq(&self, other: &Self) -> bool {
+        self.lo == other.lo && (self.bits() == other.bits()) && self.text() == other.text()
+    }
+}
+
+impl Eq for Uid {}
+
+/// By the low half and the high bits: equal UIDs have both equal, and a text UID's low half is
+/// already a hash of its string.
+impl Hash for Uid {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.lo);
+        state.write_u64(self.bits());
     }
 }
 
@@ -108,41 +195,12 @@ fn parse_canonical_uuid(s: &str) -> Option<u128> {
     Some(value)
 }
 
-/// The strings of UIDs that are not packed UUIDs, by index, and the index of each.
-struct Texts(Mutex<(Vec<&'static str>, HashMap<&'static str, u64>)>);
-
-static TEXTS: LazyLock<Texts> = LazyLock::new(|| {
-    let texts = Texts(Mutex::default());
-    texts.index_of(""); // index 0: Uid::EMPTY
-    texts
-});
-
-impl Texts {
-    fn index_of(&self, s: &str) -> u64 {
-        let mut guard = self.0.lock();
-        let (strings, index) = &mut *guard;
-        if let Some(&i) = index.get(s) {
-            return i;
-        }
-        // Leaked on purpose: the table lives as long as the process and never shrinks.
-        let leaked: &'static str = Box::leak(s.into());
-        let i = strings.len() as u64;
-        strings.push(leaked);
-        index.insert(leaked, i);
-        i
-    }
-
-    fn get(&self, i: usize) -> &'static str {
-        self.0.lock().0[i]
-    }
-}
-
 impl fmt::Display for Uid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(i) = self.text_index() {
-            return f.write_str(TEXTS.get(i));
+        if let Some(text) = self.text() {
+            return f.write_str(text);
         }
-        let v = (u128::from(self.hi) << 64) | u128::from(self.lo);
+        let v = (u128::from(self.bits()) << 64) | u128::from(self.lo);
         let hex = format!("{v:032x}");
         write!(
             f,
@@ -166,8 +224,8 @@ impl fmt::Debug for Uid {
 /// strings would because fixed-width lowercase hex sorts like the number it spells.
 impl Ord for Uid {
     fn cmp(&self, other: &Self) -> Ordering {
-        match (self.text_index(), other.text_index()) {
-            (None, None) => (self.hi, self.lo).cmp(&(other.hi, other.lo)),
+        match (self.text(), other.text()) {
+            (None, None) => (self.bits(), self.lo).cmp(&(other.bits(), other.lo)),
             _ => self.to_string().cmp(&other.to_string()),
         }
     }
@@ -203,15 +261,9 @@ mod tests {
             assert_eq!(Uid::parse(s).to_string(), s);
             assert_eq!(Uid::parse(s), Uid::parse(s));
         }
-        assert!(Uid::parse("0a1b2c3d-0000-4000-8000-00000000ffff")
-            .text_index()
-            .is_none());
-        assert!(Uid::parse("0a1b2c3d-0000-4000-c000-00000000ffff")
-            .text_index()
-            .is_some());
-        assert!(Uid::parse("0A1B2C3D-0000-4000-8000-00000000FFFF")
-            .text_index()
-            .is_some());
+        assert!(Uid::parse("0a1b2c3d-0000-4000-8000-00000000ffff").text().is_none());
+        assert!(Uid::parse("0a1b2c3d-0000-4000-c000-00000000ffff").text().is_some());
+        assert!(Uid::parse("0A1B2C3D-0000-4000-8000-00000000FFFF").text().is_some());
         assert!(Uid::parse("").is_empty());
         assert_eq!(std::mem::size_of::<Uid>(), 16);
     }
@@ -223,7 +275,7 @@ mod tests {
         assert_eq!(&s[14..15], "4");
         assert!(matches!(&s[19..20], "8" | "9" | "a" | "b"));
         assert_eq!(Uid::parse(&s), uid);
-        assert!(uid.text_index().is_none());
+        assert!(uid.text().is_none());
     }
 
     #[test]
@@ -242,5 +294,33 @@ mod tests {
         let mut sorted = strings.clone();
         sorted.sort();
         assert_eq!(strings, sorted);
+    }
+
+    #[test]
+    fn a_text_uid_should_hold_its_own_string_and_equal_every_copy_of_it() {
+        let text = "x".repeat(300);
+        let (a, b) = (Uid::parse(&text), Uid::parse(&text));
+        assert_eq!(a, b, "equal by string, though each holds its own copy");
+        assert_eq!(a.hash64(), b.hash64());
+        let set: std::collections::HashSet<Uid> = [a.clone()].into();
+        assert!(set.contains(&b));
+        let kept = a.clone();
+        drop(a);
+        assert_eq!(kept.to_string(), text);
+        assert_ne!(Uid::parse("x"), Uid::parse("y"));
+        assert_ne!(Uid::parse("x"), Uid::EMPTY);
+        assert_eq!(Uid::EMPTY.clone(), Uid::parse(""));
+    }
+
+    #[test]
+    fn clones_dropped_on_other_threads_should_keep_the_text_until_the_last() {
+        let uid = Uid::parse("held-by-threads");
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                let held: Vec<Uid> = (0..20).map(|_| uid.clone()).collect();
+                scope.spawn(move || assert!(held.iter().all(|u| u.to_string() == "held-by-threads")));
+            }
+        });
+        assert_eq!(uid.to_string(), "held-by-threads");
     }
 }

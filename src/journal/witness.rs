@@ -62,7 +62,7 @@ impl Journal {
             .collect();
         for owner in removed.iter().filter(|(_, state, _)| *state == OwnerState::Orphaning) {
             let mut record = change.observed(Action::Orphan, "the ref to an owner being deleted with orphan went");
-            record.refs = vec![owner.0.uid];
+            record.refs = vec![owner.0.uid.clone()];
             record.owners = vec![owner.clone()];
             self.record(record);
         }
@@ -72,7 +72,7 @@ impl Journal {
             .collect();
         if !gone.is_empty() {
             let mut record = change.observed(Action::RemoveOwnerRefs, "refs to dangling or waiting owners went");
-            record.refs = gone.iter().map(|(r, _, _)| r.uid).collect();
+            record.refs = gone.iter().map(|(r, _, _)| r.uid.clone()).collect();
             record.owners = gone;
             self.record(record);
         }

@@ -266,7 +266,7 @@ impl<C: ClusterApi> Watcher<C> {
         };
         let known_before = unseen.remove(&event.object.uid);
         // One lookup in the known set both answers and remembers, as `send` would.
-        let known_in_read = !self.known.insert(event.object.uid);
+        let known_in_read = !self.known.insert(event.object.uid.clone());
         if known_before || known_in_read {
             event.event_type = EventType::Update;
         }
@@ -408,7 +408,7 @@ impl<C: ClusterApi> Watcher<C> {
         if event.event_type == EventType::Delete {
             self.known.remove(&event.object.uid);
         } else {
-            self.known.insert(event.object.uid);
+            self.known.insert(event.object.uid.clone());
         }
         self.router.route(event);
     }

@@ -322,7 +322,7 @@ mod tests {
         });
         tokio::task::yield_now().await;
         let later = event(&graph, 100);
-        let later_uid = later.object.uid;
+        let later_uid = later.object.uid.clone();
         router.route(later); // routed after the barrier began: not waited for
         for receiver in &mut receivers {
             while let Some(e) = receiver.try_recv() {

@@ -50,7 +50,7 @@ pub(super) fn stuck<C: ClusterApi>(gc: &GarbageCollector<C>, older_than: Duratio
         };
         let seen = node.observation();
         if seen.finalizers.foreground {
-            note(uid, since, "foregroundDeletion finalizer");
+            note(uid.clone(), since, "foregroundDeletion finalizer");
         }
         if seen.finalizers.orphan {
             note(uid, since, "orphan finalizer");
@@ -64,7 +64,7 @@ pub(super) fn stuck<C: ClusterApi>(gc: &GarbageCollector<C>, older_than: Duratio
         // Only notes here: the queue holds its limiter's lock while it calls back.
         queue.for_each_waiting(|item, since| {
             if old_enough(since) {
-                note(item.identity().uid, since, name);
+                note(item.identity().uid.clone(), since, name);
             }
         });
     }

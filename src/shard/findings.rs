@@ -81,7 +81,7 @@ impl Findings {
             Hold::Foreground => Hold::Orphan,
             Hold::Orphan => Hold::Foreground,
         };
-        self.0.remove(&(uid, other));
+        self.0.remove(&(uid.clone(), other));
         self.0.insert((uid, hold), finding);
     }
 

@@ -99,7 +99,7 @@ async fn a_node_the_graph_lost_should_be_found_missing_in_a_list_page_and_added_
             .expect("the pod's node");
     // The node goes as if the pod had been deleted; the pod is still there.
     h.gc.router().route(GraphEvent::virtual_delete(pod_id.identity()));
-    let uid = pod_id.identity().uid;
+    let uid = pod_id.identity().uid.clone();
     h.eventually("the pod's node gone", || !h.gc.graph().contains(&uid))
         .await;
 

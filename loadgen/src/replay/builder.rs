@@ -325,7 +325,7 @@ struct Names(Mutex<HashMap<Uid, Name>>);
 impl SharedNames for Names {
     fn shared_name(&self, uid: &Uid, name: &str) -> Name {
         let mut names = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let held = names.entry(*uid).or_insert_with(|| Name::new(name));
+        let held = names.entry(uid.clone()).or_insert_with(|| Name::new(name));
         if **held == *name {
             held.clone()
         } else {
