@@ -13,6 +13,7 @@
 
 pub mod curve;
 pub mod generate;
+pub mod hostile;
 pub mod perf_gate;
 pub mod progress;
 pub mod record;

@@ -1,6 +1,6 @@
 //! The `loadgen` command: generates, records and replays watch streams for kube-gc.
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kube_gc::monitor::SyncMode;
 use loadgen::curve::{self, CurveOptions, Size};
@@ -50,6 +50,9 @@ enum Command {
     Sync(SyncArgs),
     /// What each of N sharded `kube-gc run --shards auto` replicas holds, and their takeover time.
     Shards(ShardsArgs),
+    /// Whether a tenant's hostile objects (long random owner uids, unserved owner kinds, random
+    /// namespaces), created and collected in cycles, leave `kube-gc run`'s memory flat.
+    Hostile(HostileArgs),
 }
 
 #[derive(Args)]
@@ -166,6 +169,36 @@ struct SyncArgs {
     #[arg(long, default_value = "5m", value_parser = kube_gc::duration::parse_positive)]
     timeout: Duration,
     /// More flags for `kube-gc run` (after `--`), e.g. `-- --feature-gates WatchListClient=false`.
+    #[arg(last = true)]
+    run_args: Vec<String>,
+}
+
+#[derive(Args)]
+struct HostileArgs {
+    /// The simulated cluster the tenant shares (`kube-gc sim-apiserver --preset`).
+    #[arg(long, value_enum, default_value = "small")]
+    preset: Preset,
+    /// Objects the tenant creates each cycle.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(2..))]
+    objects: u32,
+    /// Cycles of creation and collection.
+    #[arg(long, default_value_t = 11, value_parser = clap::value_parser!(u16).range(2..))]
+    cycles: u16,
+    /// Fail when the collector's resident set grew more than this from the end of the first
+    /// cycle to the end of the last.
+    #[arg(long, default_value_t = 5.0)]
+    max_growth_mib: f64,
+    /// The kube-gc binary [default: the one beside loadgen].
+    #[arg(long)]
+    kube_gc: Option<PathBuf>,
+    /// Directory for the kubeconfig and logs [default: a new one under the temporary directory].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Give up when the simulator is not serving, the collector not ready, or a cycle not done,
+    /// after this long.
+    #[arg(long, default_value = "10m", value_parser = kube_gc::duration::parse_positive)]
+    timeout: Duration,
+    /// More flags for `kube-gc run` (after `--`).
     #[arg(last = true)]
     run_args: Vec<String>,
 }
@@ -389,6 +422,7 @@ fn main() -> ExitCode {
         Command::CurveSize(args) => curve_size(args),
         Command::Sync(args) => sync(args),
         Command::Shards(args) => shards(args),
+        Command::Hostile(args) => hostile(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -539,6 +573,42 @@ fn shards(args: ShardsArgs) -> anyhow::Result<()> {
         let run = loadgen::shards::measure(&options, usize::from(n), args.kill_one)
             .with_context(|| format!("{n} replica(s)"))?;
         say(loadgen::shards::line(&run))?;
+    }
+    Ok(())
+}
+
+fn hostile(args: HostileArgs) -> anyhow::Result<()> {
+    let options = sync_options(args.kube_gc, args.preset, args.run_args, (args.dir, args.timeout))?;
+    say(format!(
+        "{} cycles of {} hostile objects against kube-gc run and sim-apiserver --preset {}; files in {}",
+        args.cycles,
+        args.objects,
+        options.preset,
+        options.dir.display()
+    ))?;
+    let mut said = Ok(());
+    let cycles = loadgen::hostile::measure(
+        &options,
+        args.objects as usize,
+        usize::from(args.cycles),
+        |index, cycle| {
+            if said.is_ok() {
+                said = say(loadgen::hostile::line(index, cycle));
+            }
+        },
+    )?;
+    said?;
+    let growth = loadgen::hostile::growth(&cycles) as f64 / (1024.0 * 1024.0);
+    say(format!(
+        "resident set growth from the end of cycle 1 to the end of cycle {}: {growth:+.1} MiB (limit {} MiB)",
+        cycles.len(),
+        args.max_growth_mib
+    ))?;
+    if growth > args.max_growth_mib {
+        bail!(
+            "the collector's memory grew {growth:.1} MiB over {} cycles",
+            cycles.len() - 1
+        );
     }
     Ok(())
 }

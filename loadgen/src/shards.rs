@@ -159,7 +159,7 @@ fn read(pid: u32, addr: SocketAddr) -> Option<Replica> {
 }
 
 /// The body of a 200 answer to `GET path` at `addr`.
-fn get(addr: SocketAddr, path: &str) -> Option<String> {
+pub(crate) fn get(addr: SocketAddr, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");

@@ -184,23 +184,45 @@ fn measure_once(options: &SyncOptions, index: usize) -> anyhow::Result<SyncRun> 
     let (mut simulator, kubeconfig, objects) = start_simulator(options, &index.to_string())?;
     let simulator_cpu_before = cpu_seconds(simulator.pid())?;
     let started = Instant::now();
+    let (collector, _) = start_collector(options, &kubeconfig, &mut simulator, &index.to_string())?;
+    let ready_after = started.elapsed();
+    Ok(SyncRun {
+        objects,
+        ready_after,
+        collector_peak: status_bytes(collector.pid(), "VmHWM")?,
+        collector_cpu: cpu_seconds(collector.pid())?,
+        simulator_cpu: cpu_seconds(simulator.pid())? - simulator_cpu_before,
+        simulator_resident: status_bytes(simulator.pid(), "VmRSS")?,
+    })
+}
+
+/// Starts `kube-gc run` against the simulator of `kubeconfig`, unthrottled, with a plain-HTTP
+/// `/readyz` and `/metrics` on a loopback port, and waits until it is ready; the process and that
+/// port's address. `tag` names its log in `options.dir`.
+pub(crate) fn start_collector(
+    options: &SyncOptions,
+    kubeconfig: &Path,
+    simulator: &mut Process,
+    tag: &str,
+) -> anyhow::Result<(Process, SocketAddr)> {
+    let started = Instant::now();
     let mut collector = Process::spawn(
         "kube-gc run",
         Command::new(&options.kube_gc)
             .arg("run")
             .arg("--kubeconfig")
-            .arg(&kubeconfig)
+            .arg(kubeconfig)
             .args(["--insecure-bind-address", "127.0.0.1:0", "--secure-port", "0"])
             .args(UNTHROTTLED)
             .args(&options.run_args),
-        options.dir.join(format!("run-{index}.log")),
+        options.dir.join(format!("run-{tag}.log")),
     )?;
     let deadline = started + options.timeout;
     let line = collector.wait_for_line("without authentication on http://", deadline)?;
     let readyz = address_in(&line).with_context(|| format!("reading the address in {line:?}"))?;
     loop {
         if is_ready(readyz) {
-            break;
+            return Ok((collector, readyz));
         }
         collector.check_alive()?;
         simulator.check_alive()?;
@@ -212,15 +234,6 @@ fn measure_once(options: &SyncOptions, index: usize) -> anyhow::Result<SyncRun> 
         }
         std::thread::sleep(POLL_EVERY);
     }
-    let ready_after = started.elapsed();
-    Ok(SyncRun {
-        objects,
-        ready_after,
-        collector_peak: status_bytes(collector.pid(), "VmHWM")?,
-        collector_cpu: cpu_seconds(collector.pid())?,
-        simulator_cpu: cpu_seconds(simulator.pid())? - simulator_cpu_before,
-        simulator_resident: status_bytes(simulator.pid(), "VmRSS")?,
-    })
 }
 
 /// The object count of the simulator's "serving N objects on http://ADDR" line.
