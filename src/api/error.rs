@@ -37,6 +37,9 @@ pub enum StatusReason {
     Timeout,
     /// 500 or anything else.
     InternalError,
+    /// 500 with no reason: the API server's answer to an error that is not a `Status`, such as
+    /// etcd's refusal of an object too large to store.
+    Unknown,
 }
 
 impl StatusReason {
@@ -56,14 +59,14 @@ impl StatusReason {
             StatusReason::Forbidden => 403,
             StatusReason::MethodNotAllowed => 405,
             StatusReason::Timeout => 504,
-            StatusReason::InternalError => 500,
+            StatusReason::InternalError | StatusReason::Unknown => 500,
         }
     }
 
     /// The reason of a `Status` a server answered: by its `reason` string, or by its code when
     /// the string is empty or unknown.
     pub fn from_status(reason: &str, code: u16) -> StatusReason {
-        const ALL: [StatusReason; 16] = [
+        const ALL: [StatusReason; 17] = [
             // Where two reasons share a code, the first is what a bare code means.
             StatusReason::NotFound,
             StatusReason::Conflict,
@@ -81,14 +84,15 @@ impl StatusReason {
             StatusReason::MethodNotAllowed,
             StatusReason::Timeout,
             StatusReason::InternalError,
+            StatusReason::Unknown,
         ];
         ALL.into_iter()
-            .find(|r| r.as_str() == reason)
+            .find(|r| !reason.is_empty() && r.as_str() == reason)
             .or_else(|| ALL.into_iter().find(|r| r.code() == code))
             .unwrap_or(StatusReason::InternalError)
     }
 
-    /// The `Status.reason` string.
+    /// The `Status.reason` string; empty for [`StatusReason::Unknown`].
     pub fn as_str(self) -> &'static str {
         match self {
             StatusReason::NotFound => "NotFound",
@@ -107,6 +111,7 @@ impl StatusReason {
             StatusReason::MethodNotAllowed => "MethodNotAllowed",
             StatusReason::Timeout => "Timeout",
             StatusReason::InternalError => "InternalError",
+            StatusReason::Unknown => "",
         }
     }
 }

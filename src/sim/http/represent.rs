@@ -167,9 +167,12 @@ pub(super) fn failure(err: &ApiError) -> Value {
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason.as_str(),
         "code": reason.code(),
     });
+    // An empty reason is left out, as upstream's `omitempty` leaves it.
+    if !reason.as_str().is_empty() {
+        status["reason"] = json!(reason.as_str());
+    }
     if reason == StatusReason::TooManyRequests {
         status["details"] = json!({"retryAfterSeconds": RETRY_AFTER_SECONDS});
     }
