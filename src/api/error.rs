@@ -148,6 +148,9 @@ pub enum ApiError {
         retry_after: Option<std::time::Duration>,
         /// The `details.causes` the server gave, such as the fields of an apply conflict.
         causes: Vec<StatusCause>,
+        /// The object the failure is about (`details.name`, `group` and `kind`), as a 422 names
+        /// it and kubectl reads it back; none for most errors.
+        object: Option<Box<StatusObject>>,
     },
     /// The REST mapper knows no resource for this apiVersion and kind: an unknown kind, one not
     /// discovered yet, or a version no longer served.
@@ -177,6 +180,17 @@ pub struct StatusCause {
     pub message: String,
     /// The field, as a path such as `.spec.replicas`.
     pub field: String,
+}
+
+/// The object a `Status` failure is about, as its `details` name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusObject {
+    /// The object's name.
+    pub name: String,
+    /// Its API group; empty for the core group.
+    pub group: String,
+    /// Its kind.
+    pub kind: String,
 }
 
 /// A client failure kept whole, sources and all; cheap to clone. Two are equal when they are the
@@ -219,6 +233,24 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
             causes: Vec::new(),
+            object: None,
+        }
+    }
+
+    /// The same error, about `subject`.
+    #[must_use]
+    pub fn with_object(mut self, subject: StatusObject) -> Self {
+        if let ApiError::Status { object, .. } = &mut self {
+            *object = Some(Box::new(subject));
+        }
+        self
+    }
+
+    /// The object the server named as the failure's subject, if it did.
+    pub fn object(&self) -> Option<&StatusObject> {
+        match self {
+            ApiError::Status { object, .. } => object.as_deref(),
+            ApiError::NoKindMatch { .. } | ApiError::Transport { .. } => None,
         }
     }
 

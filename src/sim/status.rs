@@ -3,7 +3,7 @@
 
 use super::types::TypeDef;
 use crate::api::field::aggregate;
-use crate::api::{ApiError, FieldError, Gvr, StatusCause, StatusReason};
+use crate::api::{ApiError, FieldError, Gvr, StatusCause, StatusObject, StatusReason};
 
 /// The registry's optimistic-concurrency message (`OptimisticLockErrorMsg`).
 pub(super) const OPTIMISTIC_LOCK: &str =
@@ -52,7 +52,8 @@ pub(super) fn invalid(def: &TypeDef, name: &str, detail: impl std::fmt::Display)
     )
 }
 
-/// 422 Invalid for the failures of `errors`, each also a cause, as `NewInvalid` makes it.
+/// 422 Invalid for the failures of `errors`, each also a cause, about the object `name` of type
+/// `def`, as `NewInvalid` makes it.
 pub(super) fn invalid_fields(def: &TypeDef, name: &str, errors: &[FieldError]) -> ApiError {
     let causes = errors
         .iter()
@@ -62,7 +63,14 @@ pub(super) fn invalid_fields(def: &TypeDef, name: &str, errors: &[FieldError]) -
             field: e.field.clone(),
         })
         .collect();
-    invalid(def, name, aggregate(errors)).with_causes(causes)
+    let object = StatusObject {
+        name: name.to_string(),
+        group: def.group.clone(),
+        kind: def.kind.clone(),
+    };
+    invalid(def, name, aggregate(errors))
+        .with_causes(causes)
+        .with_object(object)
 }
 
 /// The kind as a 422 names it: `Pod`, `Deployment.apps`.

@@ -184,6 +184,15 @@ pub(super) fn failure(err: &ApiError) -> Value {
     if !causes.is_empty() {
         status["details"] = json!({ "causes": causes });
     }
+    if let Some(object) = err.object() {
+        let details = &mut status["details"];
+        details["name"] = json!(object.name);
+        details["kind"] = json!(object.kind);
+        // Upstream leaves out an empty group (the core one).
+        if !object.group.is_empty() {
+            details["group"] = json!(object.group);
+        }
+    }
     status
 }
 
