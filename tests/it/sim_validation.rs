@@ -404,8 +404,7 @@ fn kubectl_refusals(binary: &Path) {
     }
     let names: Vec<String> = server
         .cluster
-        .list(&Gvr::new("", "v1", "configmaps"))
-        .expect("a list")
+        .list_objects(&Gvr::new("", "v1", "configmaps"))
         .into_iter()
         .map(|o| o.metadata.name)
         .collect();

@@ -7,6 +7,8 @@ import json
 import pytest
 from kubernetes import client
 
+from support import pod_template
+
 
 def refusal(call, *args, **kwargs):
     """The `ApiException` `call(*args, **kwargs)` raises, with its body decoded."""
@@ -20,7 +22,12 @@ def causes(status):
 
 
 def test_an_upper_case_deployment_name_is_invalid(apps, namespace):
-    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "Bad_Name"}}
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "Bad_Name"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": pod_template("web")},
+    }
     error, status = refusal(apps.create_namespaced_deployment, namespace, body)
     assert (error.status, error.reason) == (422, "Unprocessable Entity")
     assert status["reason"] == "Invalid"

@@ -91,10 +91,11 @@ class ValidationTest < Minitest::Test
     assert_nil core.get_config_map('target', namespace).metadata.labels
   end
 
+  # kubeclient sends an apply as `resource.to_json`, so the configuration is a plain Hash.
   def test_an_apply_with_a_bad_label_key_is_invalid
     applied = { apiVersion: 'v1', kind: 'ConfigMap',
                 metadata: { name: 'applied', namespace: namespace, labels: { 'a/b/c': 'x' } } }
-    error, = refusal { core.apply_config_map(Kubeclient::Resource.new(applied), field_manager: 'ruby') }
+    error, = refusal { core.apply_config_map(applied, field_manager: 'ruby') }
     assert_equal 422, error.error_code
     assert_includes error.message, 'metadata.labels: Invalid value: "a/b/c": a qualified name must consist of'
   end
