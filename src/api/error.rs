@@ -146,11 +146,9 @@ pub enum ApiError {
         /// How long the server asked the client to wait before trying again (its Retry-After,
         /// which the API server also writes as `details.retryAfterSeconds`).
         retry_after: Option<std::time::Duration>,
-        /// The `details.causes` the server gave, such as the fields of an apply conflict.
-        causes: Vec<StatusCause>,
-        /// The object the failure is about (`details.name`, `group` and `kind`), as a 422 names
-        /// it and kubectl reads it back; none for most errors.
-        object: Option<Box<StatusObject>>,
+        /// The `details` the server gave beyond the wait; none for most errors, and boxed so
+        /// that they cost every other error one word.
+        details: Option<Box<StatusDetails>>,
     },
     /// The REST mapper knows no resource for this apiVersion and kind: an unknown kind, one not
     /// discovered yet, or a version no longer served.
@@ -180,6 +178,16 @@ pub struct StatusCause {
     pub message: String,
     /// The field, as a path such as `.spec.replicas`.
     pub field: String,
+}
+
+/// What a `Status` failure's `details` say of its causes and its object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusDetails {
+    /// The `details.causes`, such as the fields of an apply conflict or of a 422.
+    pub causes: Vec<StatusCause>,
+    /// The object the failure is about (`details.name`, `group` and `kind`), as a 422 names it
+    /// and kubectl reads it back.
+    pub object: Option<StatusObject>,
 }
 
 /// The object a `Status` failure is about, as its `details` name it.
@@ -232,43 +240,51 @@ impl ApiError {
             reason,
             message: message.into(),
             retry_after: None,
-            causes: Vec::new(),
-            object: None,
+            details: None,
+        }
+    }
+
+    /// The details, made empty first if there are none.
+    fn details_mut(&mut self) -> Option<&mut StatusDetails> {
+        match self {
+            ApiError::Status { details, .. } => Some(details.get_or_insert_with(Box::default)),
+            ApiError::NoKindMatch { .. } | ApiError::Transport { .. } => None,
+        }
+    }
+
+    fn details(&self) -> Option<&StatusDetails> {
+        match self {
+            ApiError::Status { details, .. } => details.as_deref(),
+            ApiError::NoKindMatch { .. } | ApiError::Transport { .. } => None,
         }
     }
 
     /// The same error, about `subject`.
     #[must_use]
     pub fn with_object(mut self, subject: StatusObject) -> Self {
-        if let ApiError::Status { object, .. } = &mut self {
-            *object = Some(Box::new(subject));
+        if let Some(details) = self.details_mut() {
+            details.object = Some(subject);
         }
         self
     }
 
     /// The object the server named as the failure's subject, if it did.
     pub fn object(&self) -> Option<&StatusObject> {
-        match self {
-            ApiError::Status { object, .. } => object.as_deref(),
-            ApiError::NoKindMatch { .. } | ApiError::Transport { .. } => None,
-        }
+        self.details()?.object.as_ref()
     }
 
     /// The same error, naming the fields that caused it.
     #[must_use]
-    pub fn with_causes(mut self, new_causes: Vec<StatusCause>) -> Self {
-        if let ApiError::Status { causes, .. } = &mut self {
-            *causes = new_causes;
+    pub fn with_causes(mut self, causes: Vec<StatusCause>) -> Self {
+        if let Some(details) = self.details_mut() {
+            details.causes = causes;
         }
         self
     }
 
     /// The fields the server named as causes; none for most errors.
     pub fn causes(&self) -> &[StatusCause] {
-        match self {
-            ApiError::Status { causes, .. } => causes,
-            ApiError::NoKindMatch { .. } | ApiError::Transport { .. } => &[],
-        }
+        self.details().map_or(&[], |d| &d.causes)
     }
 
     /// The same error, asking the client to wait `wait` before trying again.

@@ -165,7 +165,7 @@ mod tests {
     fn an_aggregate_should_bracket_several_and_drop_repeats() {
         let a = FieldError::required("a", "");
         let b = FieldError::required("b", "");
-        assert_eq!(aggregate(&[a.clone()]), "a: Required value");
+        assert_eq!(aggregate(std::slice::from_ref(&a)), "a: Required value");
         assert_eq!(aggregate(&[a.clone(), b, a]), "[a: Required value, b: Required value]");
     }
 }

@@ -22,7 +22,7 @@ mod validation;
 mod watch_wire;
 
 pub use connect::{connect, ConnectError};
-pub use error::{one_line, ApiError, StatusCause, StatusObject, StatusReason, TransportError};
+pub use error::{one_line, ApiError, StatusCause, StatusDetails, StatusObject, StatusReason, TransportError};
 pub use field::FieldError;
 pub use kube_client::KubeApi;
 /// The REST paths and metadata `Accept` headers of the kube-rs transport, for the other metadata

@@ -205,7 +205,7 @@ mod tests {
             ..good()
         };
         assert_eq!(
-            messages(&[event.clone()]),
+            messages(std::slice::from_ref(&event)),
             [
                 "metadata.ownerReferences: Invalid value: v1.OwnerReference{APIVersion:\"v1\", Kind:\"Event\", \
               Name:\"e\", UID:\"u\", Controller:(*bool)(nil), BlockOwnerDeletion:(*bool)(nil)}: \

@@ -47,8 +47,8 @@ fn failures(def: &TypeDef, meta: &ObjectMeta, write: Write) -> Vec<FieldError> {
     errors
 }
 
-/// Checks `meta` of an object of type `def` about to be written; the 422 names the object as
-/// `name` (its name, or the `generateName` a name could not be made from).
+/// Checks `meta` of an object of type `def` about to be written; the 422 names the object
+/// `name` (on a create with `generateName`, the name made from it, as upstream's does).
 pub(super) fn object_meta(def: &TypeDef, name: &str, meta: &ObjectMeta, write: Write) -> Result<(), ApiError> {
     let errors = failures(def, meta, write);
     if errors.is_empty() {
