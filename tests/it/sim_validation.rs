@@ -339,7 +339,11 @@ async fn each_rule_should_be_refused_with_the_api_servers_code_reason_message_an
 fn kubectl_refusals(binary: &Path) {
     let server = support::serve_on_own_runtime(SimCluster::new(), ServerOptions::default());
     let dir = server.dir.path();
-    let bad_name = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: Bad_Name}\n".to_string();
+    // kubectl checks the schema's required fields before it sends, as it would for a cluster.
+    let bad_name = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: Bad_Name}\nspec:\n  \
+                    selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    \
+                    spec: {containers: [{name: main, image: 'nginx:1'}]}\n"
+        .to_string();
     let notes = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n  annotations: {{note: {}}}\n",
         "x".repeat(256 * 1024)
