@@ -335,7 +335,8 @@ async fn each_rule_should_be_refused_with_the_api_servers_code_reason_message_an
 
 /// What kubectl prints for each refusal, as it prints a cluster's: a 422 as `The <Kind> "<name>"
 /// is invalid:` and its causes (read from the `Status` details), any other failure as `Error from
-/// server (<reason>):` and the message.
+/// server (<reason>):` and the message. (A body over 3 MiB is left to the HTTP table: kubectl 1.33
+/// reports the connection cut while it still sends, not the 413.)
 fn kubectl_refusals(binary: &Path) {
     let server = support::serve_on_own_runtime(SimCluster::new(), ServerOptions::default());
     let dir = server.dir.path();
@@ -351,15 +352,11 @@ fn kubectl_refusals(binary: &Path) {
     let owned = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\n  ownerReferences:\n  \
                  - {apiVersion: v1, kind: Event, name: ev, uid: ev-uid}\n"
         .to_string();
-    let big = format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big}}\ndata: {{k: {}}}\n",
-        "x".repeat(3 * 1024 * 1024)
-    );
     let huge = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: huge}}\ndata: {{k: {}}}\n",
         "x".repeat(2 * 1024 * 1024)
     );
-    let table: [(&str, String, String); 5] = [
+    let table: [(&str, String, String); 4] = [
         (
             "bad-name.yaml",
             bad_name,
@@ -374,13 +371,6 @@ fn kubectl_refusals(binary: &Path) {
             "owned.yaml",
             owned,
             "The ConfigMap \"owned\" is invalid: metadata.ownerReferences: Invalid value: v1.OwnerReference{".into(),
-        ),
-        (
-            "big.yaml",
-            big,
-            "Error from server (RequestEntityTooLarge): error when creating \"big.yaml\": Request entity too large: \
-             limit is 3145728"
-                .into(),
         ),
         (
             "huge.yaml",
