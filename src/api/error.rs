@@ -37,6 +37,9 @@ pub enum StatusReason {
     Timeout,
     /// 500 or anything else.
     InternalError,
+    /// 500 with no reason: the API server's answer to an error that is not a `Status`, such as
+    /// etcd's refusal of an object too large to store.
+    Unknown,
 }
 
 impl StatusReason {
@@ -56,14 +59,14 @@ impl StatusReason {
             StatusReason::Forbidden => 403,
             StatusReason::MethodNotAllowed => 405,
             StatusReason::Timeout => 504,
-            StatusReason::InternalError => 500,
+            StatusReason::InternalError | StatusReason::Unknown => 500,
         }
     }
 
     /// The reason of a `Status` a server answered: by its `reason` string, or by its code when
     /// the string is empty or unknown.
     pub fn from_status(reason: &str, code: u16) -> StatusReason {
-        const ALL: [StatusReason; 16] = [
+        const ALL: [StatusReason; 17] = [
             // Where two reasons share a code, the first is what a bare code means.
             StatusReason::NotFound,
             StatusReason::Conflict,
@@ -81,14 +84,15 @@ impl StatusReason {
             StatusReason::MethodNotAllowed,
             StatusReason::Timeout,
             StatusReason::InternalError,
+            StatusReason::Unknown,
         ];
         ALL.into_iter()
-            .find(|r| r.as_str() == reason)
+            .find(|r| !reason.is_empty() && r.as_str() == reason)
             .or_else(|| ALL.into_iter().find(|r| r.code() == code))
             .unwrap_or(StatusReason::InternalError)
     }
 
-    /// The `Status.reason` string.
+    /// The `Status.reason` string; empty for [`StatusReason::Unknown`].
     pub fn as_str(self) -> &'static str {
         match self {
             StatusReason::NotFound => "NotFound",
@@ -107,6 +111,7 @@ impl StatusReason {
             StatusReason::MethodNotAllowed => "MethodNotAllowed",
             StatusReason::Timeout => "Timeout",
             StatusReason::InternalError => "InternalError",
+            StatusReason::Unknown => "",
         }
     }
 }
@@ -141,8 +146,9 @@ pub enum ApiError {
         /// How long the server asked the client to wait before trying again (its Retry-After,
         /// which the API server also writes as `details.retryAfterSeconds`).
         retry_after: Option<std::time::Duration>,
-        /// The `details.causes` the server gave, such as the fields of an apply conflict.
-        causes: Vec<StatusCause>,
+        /// The `details` the server gave beyond the wait; none for most errors, and boxed so
+        /// that they cost every other error one word.
+        details: Option<Box<StatusDetails>>,
     },
     /// The REST mapper knows no resource for this apiVersion and kind: an unknown kind, one not
     /// discovered yet, or a version no longer served.
@@ -172,6 +178,27 @@ pub struct StatusCause {
     pub message: String,
     /// The field, as a path such as `.spec.replicas`.
     pub field: String,
+}
+
+/// What a `Status` failure's `details` say of its causes and its object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusDetails {
+    /// The `details.causes`, such as the fields of an apply conflict or of a 422.
+    pub causes: Vec<StatusCause>,
+    /// The object the failure is about (`details.name`, `group` and `kind`), as a 422 names it
+    /// and kubectl reads it back.
+    pub object: Option<StatusObject>,
+}
+
+/// The object a `Status` failure is about, as its `details` name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusObject {
+    /// The object's name.
+    pub name: String,
+    /// Its API group; empty for the core group.
+    pub group: String,
+    /// Its kind.
+    pub kind: String,
 }
 
 /// A client failure kept whole, sources and all; cheap to clone. Two are equal when they are the
@@ -213,25 +240,51 @@ impl ApiError {
             reason,
             message: message.into(),
             retry_after: None,
-            causes: Vec::new(),
+            details: None,
         }
+    }
+
+    /// The details, made empty first if there are none.
+    fn details_mut(&mut self) -> Option<&mut StatusDetails> {
+        match self {
+            ApiError::Status { details, .. } => Some(details.get_or_insert_with(Box::default)),
+            ApiError::NoKindMatch { .. } | ApiError::Transport { .. } => None,
+        }
+    }
+
+    fn details(&self) -> Option<&StatusDetails> {
+        match self {
+            ApiError::Status { details, .. } => details.as_deref(),
+            ApiError::NoKindMatch { .. } | ApiError::Transport { .. } => None,
+        }
+    }
+
+    /// The same error, about `subject`.
+    #[must_use]
+    pub fn with_object(mut self, subject: StatusObject) -> Self {
+        if let Some(details) = self.details_mut() {
+            details.object = Some(subject);
+        }
+        self
+    }
+
+    /// The object the server named as the failure's subject, if it did.
+    pub fn object(&self) -> Option<&StatusObject> {
+        self.details()?.object.as_ref()
     }
 
     /// The same error, naming the fields that caused it.
     #[must_use]
-    pub fn with_causes(mut self, new_causes: Vec<StatusCause>) -> Self {
-        if let ApiError::Status { causes, .. } = &mut self {
-            *causes = new_causes;
+    pub fn with_causes(mut self, causes: Vec<StatusCause>) -> Self {
+        if let Some(details) = self.details_mut() {
+            details.causes = causes;
         }
         self
     }
 
     /// The fields the server named as causes; none for most errors.
     pub fn causes(&self) -> &[StatusCause] {
-        match self {
-            ApiError::Status { causes, .. } => causes,
-            ApiError::NoKindMatch { .. } | ApiError::Transport { .. } => &[],
-        }
+        self.details().map_or(&[], |d| &d.causes)
     }
 
     /// The same error, asking the client to wait `wait` before trying again.

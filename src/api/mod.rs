@@ -8,6 +8,7 @@
 
 mod connect;
 mod error;
+pub mod field;
 mod kube_client;
 pub mod layers;
 mod mapper;
@@ -21,7 +22,8 @@ mod validation;
 mod watch_wire;
 
 pub use connect::{connect, ConnectError};
-pub use error::{one_line, ApiError, StatusCause, StatusReason, TransportError};
+pub use error::{one_line, ApiError, StatusCause, StatusDetails, StatusObject, StatusReason, TransportError};
+pub use field::FieldError;
 pub use kube_client::KubeApi;
 /// The REST paths and metadata `Accept` headers of the kube-rs transport, for the other metadata
 /// readers of the crate (`kube-gc tree`).
@@ -29,7 +31,7 @@ pub(crate) use kube_client::{ACCEPT_METADATA, ACCEPT_METADATA_LIST};
 pub use mapper::{RestMapper, SharedRestMapper};
 pub(crate) use rest_path::{path as rest_path, with_query};
 pub use types::*;
-pub use validation::{validate_owner_references, InvalidOwnerReference};
+pub use validation::{owner_reference_errors, validate_owner_references, InvalidOwnerReference};
 
 use futures::stream::BoxStream;
 use shard::ShardSelector;

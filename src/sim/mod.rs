@@ -63,6 +63,7 @@ pub mod persist;
 mod status;
 mod store;
 mod types;
+mod validation;
 mod watch;
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! log line from a test reads like one from a real cluster. Callers classify them by reason only.
 
 use super::types::TypeDef;
-use crate::api::{ApiError, Gvr, StatusReason};
+use crate::api::field::aggregate;
+use crate::api::{ApiError, FieldError, Gvr, StatusCause, StatusObject, StatusReason};
 
 /// The registry's optimistic-concurrency message (`OptimisticLockErrorMsg`).
 pub(super) const OPTIMISTIC_LOCK: &str =
@@ -47,8 +48,38 @@ pub(super) fn conflict(def: &TypeDef, name: &str, detail: &str) -> ApiError {
 pub(super) fn invalid(def: &TypeDef, name: &str, detail: impl std::fmt::Display) -> ApiError {
     ApiError::status(
         StatusReason::Invalid,
-        format!("{} {name:?} is invalid: {detail}", def.kind),
+        format!("{} {name:?} is invalid: {detail}", qualified_kind(def)),
     )
+}
+
+/// 422 Invalid for the failures of `errors`, each also a cause, about the object `name` of type
+/// `def`, as `NewInvalid` makes it.
+pub(super) fn invalid_fields(def: &TypeDef, name: &str, errors: &[FieldError]) -> ApiError {
+    let causes = errors
+        .iter()
+        .map(|e| StatusCause {
+            reason: e.cause_type().to_string(),
+            message: e.body(),
+            field: e.field.clone(),
+        })
+        .collect();
+    let object = StatusObject {
+        name: name.to_string(),
+        group: def.group.clone(),
+        kind: def.kind.clone(),
+    };
+    invalid(def, name, aggregate(errors))
+        .with_causes(causes)
+        .with_object(object)
+}
+
+/// The kind as a 422 names it: `Pod`, `Deployment.apps`.
+fn qualified_kind(def: &TypeDef) -> String {
+    if def.group.is_empty() {
+        def.kind.clone()
+    } else {
+        format!("{}.{}", def.kind, def.group)
+    }
 }
 
 /// 400 BadRequest.

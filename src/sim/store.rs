@@ -22,11 +22,12 @@ use super::meta::{generated_name, new_uid};
 use super::patch::lists::Shape;
 use super::status::{already_exists, conflict, invalid, not_found, resource_not_found, OPTIMISTIC_LOCK};
 use super::types::{TypeDef, CRD_GROUP, CRD_RESOURCE};
+use super::validation::{self, Write};
 use super::watch::{Change, WatchHub};
 use crate::api::time::now_rfc3339;
 use crate::api::{
-    validate_owner_references, ApiError, Discovery, EventRecord, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta,
-    StatusReason, WatchEvent, WatchEventType, WatchStream, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+    ApiError, Discovery, EventRecord, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, StatusReason, WatchEvent,
+    WatchEventType, WatchStream,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -372,15 +373,17 @@ impl State {
     ) -> Result<PartialObjectMeta, ApiError> {
         self.check_create_allowed(gvr, &obj.metadata.namespace)?;
         let mut w = self.writer(gvr)?;
+        // The name is made before validation, as upstream's registry makes it, so that both the
+        // prefix and the name made from it are checked.
+        if obj.metadata.name.is_empty() && !obj.metadata.generate_name.is_empty() {
+            obj.metadata.name = w.free_generated_name(&obj.metadata)?;
+        }
         prepare_create(&w.ty.def, &mut obj.metadata)?;
         if crd::is_crd_type(gvr) {
             crd::prepare_create(&w.ty.def, &mut obj)?;
         }
         if lifecycle::is_namespace_type(gvr) {
             lifecycle::prepare_namespace(&mut obj);
-        }
-        if obj.metadata.name.is_empty() {
-            obj.metadata.name = w.free_generated_name(&obj.metadata)?;
         }
         if w.ty.objects.get(&obj.metadata.namespace, &obj.metadata.name).is_some() {
             return Err(already_exists(&w.ty.def, &obj.metadata.name));
@@ -794,34 +797,13 @@ impl Writer<'_> {
 
 /// Create-time checks and defaults that do not depend on other objects.
 fn prepare_create(def: &TypeDef, meta: &mut ObjectMeta) -> Result<(), ApiError> {
-    let shown = if meta.name.is_empty() {
-        &meta.generate_name
-    } else {
-        &meta.name
-    };
-    if meta.name.is_empty() && meta.generate_name.is_empty() {
-        return Err(invalid(
-            def,
-            shown,
-            "metadata.name: Required value: name or generateName is required",
-        ));
-    }
-    if def.namespaced && meta.namespace.is_empty() {
-        return Err(invalid(def, shown, "metadata.namespace: Required value"));
-    }
-    if !def.namespaced && !meta.namespace.is_empty() {
-        return Err(invalid(
-            def,
-            shown,
-            "metadata.namespace: Forbidden: not allowed on this type",
-        ));
-    }
+    let shown = meta.name.clone();
     if let Some(ts) = &meta.deletion_timestamp {
         let detail = format!("metadata.deletionTimestamp: Invalid value: {ts:?}: must not be set on create");
-        return Err(invalid(def, shown, detail));
+        return Err(invalid(def, &shown, detail));
     }
     dedup_owner_references(&mut meta.owner_references);
-    validate_meta(def, shown, meta)
+    validation::object_meta(def, &shown, meta, Write::Create)
 }
 
 /// The guards and fix-ups of an update, applied to `new` in place.
@@ -840,7 +822,7 @@ fn check_replace(def: &TypeDef, old: &PartialObjectMeta, new: &mut PartialObject
     }
     keep_system_fields(old, new);
     dedup_owner_references(&mut new.metadata.owner_references);
-    validate_meta(def, name, &new.metadata)?;
+    validation::object_meta(def, name, &new.metadata, Write::Update)?;
     check_size(new)?;
     if old.metadata.deletion_timestamp.is_some() {
         let added: BTreeSet<&String> = new
@@ -889,25 +871,7 @@ fn dedup_owner_references(refs: &mut Vec<OwnerReference>) {
 /// The storage's refusal of an object too large for it ([`super::limits::too_large`]).
 fn check_size(obj: &PartialObjectMeta) -> Result<(), ApiError> {
     if super::limits::too_large(obj) {
-        return Err(ApiError::status(
-            StatusReason::InternalError,
-            super::limits::OBJECT_TOO_LARGE,
-        ));
-    }
-    Ok(())
-}
-
-/// Metadata validation shared by create and update (`ValidateObjectMeta`'s parts that matter here).
-fn validate_meta(def: &TypeDef, name: &str, meta: &ObjectMeta) -> Result<(), ApiError> {
-    super::limits::check(meta).map_err(|detail| invalid(def, name, detail))?;
-    validate_owner_references(&meta.owner_references).map_err(|e| invalid(def, name, e))?;
-    if meta.has_finalizer(FINALIZER_ORPHAN) && meta.has_finalizer(FINALIZER_FOREGROUND) {
-        let detail = format!(
-            "metadata.finalizers: Invalid value: {:?}: finalizer {FINALIZER_ORPHAN} and {FINALIZER_FOREGROUND} \
-             cannot be both set",
-            meta.finalizers
-        );
-        return Err(invalid(def, name, detail));
+        return Err(ApiError::status(StatusReason::Unknown, super::limits::OBJECT_TOO_LARGE));
     }
     Ok(())
 }

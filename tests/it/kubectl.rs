@@ -806,7 +806,7 @@ spec:
 ";
 
 /// The oldest kubectl the tests run, where it is installed.
-const KUBECTL_1_27: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
+pub(crate) const KUBECTL_1_27: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.27";
 
 #[test]
 fn apply_should_create_then_update_with_strict_validation() {

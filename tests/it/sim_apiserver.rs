@@ -52,15 +52,15 @@ const NS: &str = "default";
 /// One server, in-process on `127.0.0.1:0`, and a kube-rs client that reaches it through the
 /// kubeconfig the server writes. Dropping it stops the server: the serving task is aborted, open
 /// watches with it.
-struct TestServer {
+pub(crate) struct TestServer {
     addr: SocketAddr,
-    client: Client,
+    pub(crate) client: Client,
     cluster: Arc<SimCluster>,
     task: JoinHandle<std::io::Result<()>>,
 }
 
 impl TestServer {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         Self::start_with(SimCluster::new(), ServerOptions::default()).await
     }
 
@@ -260,14 +260,14 @@ fn json_patch(ops: Value) -> Patch<()> {
 }
 
 /// A response read without kube-rs's error handling, so its headers stay readable.
-struct RawResponse {
-    status: StatusCode,
+pub(crate) struct RawResponse {
+    pub(crate) status: StatusCode,
     headers: HeaderMap,
-    body: Value,
+    pub(crate) body: Value,
 }
 
 /// Sends a hand-built request through the client (base URL only; no retries, no error mapping).
-async fn raw(client: &Client, method: Method, uri: &str, content_type: &str, body: Vec<u8>) -> RawResponse {
+pub(crate) async fn raw(client: &Client, method: Method, uri: &str, content_type: &str, body: Vec<u8>) -> RawResponse {
     let what = format!("{method} {uri}");
     let request = Request::builder()
         .method(method)

@@ -167,9 +167,12 @@ pub(super) fn failure(err: &ApiError) -> Value {
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason.as_str(),
         "code": reason.code(),
     });
+    // An empty reason is left out, as upstream's `omitempty` leaves it.
+    if !reason.as_str().is_empty() {
+        status["reason"] = json!(reason.as_str());
+    }
     if reason == StatusReason::TooManyRequests {
         status["details"] = json!({"retryAfterSeconds": RETRY_AFTER_SECONDS});
     }
@@ -180,6 +183,15 @@ pub(super) fn failure(err: &ApiError) -> Value {
         .collect();
     if !causes.is_empty() {
         status["details"] = json!({ "causes": causes });
+    }
+    if let Some(object) = err.object() {
+        let details = &mut status["details"];
+        details["name"] = json!(object.name);
+        details["kind"] = json!(object.kind);
+        // Upstream leaves out an empty group (the core one).
+        if !object.group.is_empty() {
+            details["group"] = json!(object.group);
+        }
     }
     status
 }

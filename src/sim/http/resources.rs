@@ -392,7 +392,7 @@ async fn read_body(body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
 fn too_large(limit: usize) -> ApiError {
     ApiError::status(
         StatusReason::RequestEntityTooLarge,
-        format!("the request body is larger than the limit of {limit} bytes"),
+        format!("Request entity too large: limit is {limit}"),
     )
 }
 
