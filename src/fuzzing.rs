@@ -263,7 +263,7 @@ fn record(data: &[u8]) -> Entry {
             (owner, OwnerState::Orphaning, Seen::Graph)
         })
         .collect();
-    record.refs = record.owners.iter().map(|(o, ..)| o.uid).collect();
+    record.refs = record.owners.iter().map(|(o, ..)| o.uid.clone()).collect();
     let deleted: Vec<_> = record
         .refs
         .iter()
