@@ -36,6 +36,8 @@ pub mod controller;
 pub mod duration;
 pub mod event;
 pub mod feature_gates;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generate;
 pub mod graph;
 pub mod journal;

@@ -19,7 +19,7 @@ pub mod shard;
 pub mod time;
 mod types;
 mod validation;
-mod watch_wire;
+pub(crate) mod watch_wire;
 
 pub use connect::{connect, ConnectError};
 pub use error::{one_line, ApiError, StatusCause, StatusDetails, StatusObject, StatusReason, TransportError};

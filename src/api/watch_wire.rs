@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::pin::Pin;
 
 /// The events of a watch response's body, each object stamped with `api_version` and `kind`.
-pub(super) fn events(body: impl AsyncBufRead + Send + 'static, api_version: String, kind: String) -> WatchStream {
+pub(crate) fn events(body: impl AsyncBufRead + Send + 'static, api_version: String, kind: String) -> WatchStream {
     let lines = Lines {
         body: Box::pin(body),
         line: Vec::new(),
@@ -110,12 +110,12 @@ fn transport(error: impl std::error::Error + Send + Sync + 'static) -> ApiError 
 // One per line, moved once into the stream's item: boxing the event would cost an allocation per
 // event to save a copy of a few hundred bytes.
 #[allow(clippy::large_enum_variant)]
-enum Decoded {
+pub(crate) enum Decoded {
     Event(WatchEvent),
     Error(Box<::kube::core::Status>),
 }
 
-fn decode(line: &[u8], api_version: &str, kind: &str) -> Result<Decoded, serde_json::Error> {
+pub(crate) fn decode(line: &[u8], api_version: &str, kind: &str) -> Result<Decoded, serde_json::Error> {
     let wire: WireEvent = serde_json::from_slice(line)?;
     let event_type = match wire.event_type {
         WireType::Added => WatchEventType::Added,

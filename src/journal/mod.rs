@@ -20,7 +20,7 @@
 mod entry;
 pub mod report;
 pub mod witness;
-mod writer;
+pub(crate) mod writer;
 
 pub use entry::{Action, Answer, Entry, Evidence, ObjectRef, OwnerSeen, OwnerState, Record, Seen, Source};
 pub use writer::{numbered, FileConfig};
@@ -133,16 +133,21 @@ impl Journal {
 /// left torn (the writer buffers, so `kill -9` can stop it anywhere in a line), and is skipped.
 pub fn read(path: &std::path::Path) -> Result<Vec<Entry>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    parse(&text, &path.display().to_string())
+}
+
+/// The entries of a journal's `text`, as [`read`] reads a file; errors name `origin`.
+pub(crate) fn parse(text: &str, origin: &str) -> Result<Vec<Entry>, String> {
     let (whole, torn) = match text.rsplit_once('\n') {
         Some((whole, rest)) => (whole, rest),
-        None => ("", text.as_str()),
+        None => ("", text),
     };
     let mut entries: Vec<Entry> = whole
         .lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(n, line)| {
-            serde_json::from_str(line).map_err(|e| format!("{}:{}: not a journal entry: {e}", path.display(), n + 1))
+            serde_json::from_str(line).map_err(|e| format!("{origin}:{}: not a journal entry: {e}", n + 1))
         })
         .collect::<Result<_, _>>()?;
     entries.extend(serde_json::from_str(torn).ok());

@@ -176,9 +176,7 @@ impl Rotating {
     }
 
     fn write(&mut self, entry: &Entry) -> io::Result<()> {
-        self.line.clear();
-        serde_json::to_writer(&mut self.line, entry).map_err(io::Error::other)?;
-        self.line.push(b'\n');
+        format_line(entry, &mut self.line)?;
         let len = self.line.len() as u64;
         if self.written > 0 && self.written + len > self.config.max_bytes {
             self.rotate()?;
@@ -206,6 +204,15 @@ impl Rotating {
         self.written = 0;
         Ok(())
     }
+}
+
+/// `entry` as one line of the file, its newline included, in `line` (cleared first). JSON escapes
+/// every control character in a string, so the newline that ends the line is its only one.
+pub(crate) fn format_line(entry: &Entry, line: &mut Vec<u8>) -> io::Result<()> {
+    line.clear();
+    serde_json::to_writer(&mut *line, entry).map_err(io::Error::other)?;
+    line.push(b'\n');
+    Ok(())
 }
 
 fn append(path: &Path) -> io::Result<File> {

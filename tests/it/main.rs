@@ -18,6 +18,7 @@ mod downtime;
 mod drop_in;
 mod fast_path;
 mod fault_suite;
+mod fuzz_corpus;
 mod hostile_names;
 mod kubectl;
 mod layout;

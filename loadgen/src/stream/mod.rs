@@ -15,6 +15,8 @@
 //! The reader tells them apart by the first non-blank line: a lone `{` means indented JSON.
 //! A file whose name ends in `.zst` is zstd-compressed, for reading and for writing.
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod read;
 mod write;
 

@@ -39,6 +39,8 @@
 pub mod audit;
 mod discovery;
 mod faults;
+#[doc(hidden)]
+pub mod fuzzing;
 mod kubeconfig;
 mod list_options;
 mod openapi;

@@ -454,14 +454,14 @@ fn content_type(parts: &Parts) -> String {
 const APPLY_YAML: &str = "application/apply-patch+yaml";
 
 /// What a PATCH body is.
-enum PatchKind {
+pub(super) enum PatchKind {
     /// A patch of one of the types the collector's client also sends.
     Patch(PatchType),
     /// A server-side apply configuration.
     Apply,
 }
 
-fn patch_kind(parts: &Parts) -> Result<PatchKind, ApiError> {
+pub(super) fn patch_kind(parts: &Parts) -> Result<PatchKind, ApiError> {
     let media = content_type(parts);
     if media == APPLY_YAML {
         return Ok(PatchKind::Apply);
