@@ -20,6 +20,9 @@ pub enum EventType {
     Update,
     /// Watch DELETED, or a virtual delete from a worker.
     Delete,
+    /// From a worker: a virtual node has no dependents left, so nothing names the owner it stands
+    /// for; the builder drops it if that still holds. Nothing is concluded about the owner.
+    Unreferenced,
 }
 
 impl EventType {
@@ -181,8 +184,17 @@ impl GraphEvent {
 
     /// A virtual delete for `identity` (upstream's `enqueueVirtualDeleteEvent`).
     pub fn virtual_delete(identity: &Identity) -> GraphEvent {
+        GraphEvent::from_worker(EventType::Delete, identity)
+    }
+
+    /// An [`EventType::Unreferenced`] event for the virtual node of `identity`.
+    pub fn unreferenced(identity: &Identity) -> GraphEvent {
+        GraphEvent::from_worker(EventType::Unreferenced, identity)
+    }
+
+    fn from_worker(event_type: EventType, identity: &Identity) -> GraphEvent {
         GraphEvent {
-            event_type: EventType::Delete,
+            event_type,
             is_virtual: true,
             object: EventObject {
                 uid: identity.uid.clone(),

@@ -164,6 +164,8 @@ impl GraphBuilder {
                 tracing::trace!(object = %event.identity(), "delete event for an object not in the graph");
             }
             (EventType::Delete, Some(node)) => self.delete_node(node, event),
+            (EventType::Unreferenced, Some(node)) => self.drop_unreferenced(&node),
+            (EventType::Unreferenced, None) => {}
         }
     }
 
@@ -248,7 +250,7 @@ impl GraphBuilder {
             node.observe(Some(&object.owners), object.observation);
             self.add_dependent_to_owners(&node, diff.added.iter().map(|&i| &object.owners[i]));
             for r in &diff.removed {
-                self.graph.unlink(&r.uid, &node);
+                self.unlink_from_owner(&r.uid, &node);
             }
         }
         self.process_transitions(prior, object, &node);
@@ -390,9 +392,41 @@ impl GraphBuilder {
             if r.uid == node.identity().uid {
                 continue; // a self-owned node: the edge goes with the node
             }
-            self.graph.unlink(&r.uid, node);
+            self.unlink_from_owner(&r.uid, node);
         }
         dependents
+    }
+
+    /// Unlinks `dependent` from the owner `owner_uid`. A virtual owner left with no dependents
+    /// stands for nothing any more: it is queued, and the worker that takes it has it dropped
+    /// ([`Self::drop_unreferenced`]), so that owners a tenant names and deletes in turn (random
+    /// uids, kinds no server serves) do not stay in the graph.
+    fn unlink_from_owner(&self, owner_uid: &Uid, dependent: &Handle) {
+        self.graph.unlink(owner_uid, dependent);
+        // A read first: most owners are observed, and a handle taken and dropped is two writes to
+        // a line every builder writes.
+        if self
+            .graph
+            .read(owner_uid, |o| o.is_virtual() && o.dependents_len() == 0)
+            == Some(true)
+        {
+            if let Some(owner) = self.graph.get(owner_uid) {
+                self.attempt_to_delete.add(owner);
+            }
+        }
+    }
+
+    /// A worker found `node` virtual with no dependents ([`EventType::Unreferenced`]): it goes
+    /// if that still holds, with nothing verified and so nothing recorded (no absent-owner entry,
+    /// no tombstone). A dependent another partition linked since is left adrift, as any removal
+    /// leaves them, and queued to be judged again with its owner read live.
+    fn drop_unreferenced(&self, node: &Handle) {
+        if !node.is_virtual() || node.dependents_len() > 0 {
+            return;
+        }
+        for dep in self.graph.remove_node(node) {
+            self.attempt_to_delete.add(dep);
+        }
     }
 
     /// Spec §3.6: starts orphaning or a foreground deletion when the object just entered one.

@@ -4,6 +4,7 @@ use super::classify::Classified;
 use super::patch::{delete_owner_refs_merge, delete_owner_refs_smp, unblock_owner_refs_merge, unblock_owner_refs_smp};
 use super::{Action, CollectError, Collector, ItemState, Result, Why};
 use crate::api::{ClusterApi, PatchType, PropagationPolicy, FINALIZER_FOREGROUND};
+use crate::event::GraphEvent;
 use crate::graph::{Handle, Identity, OwnerRef, Uid};
 use crate::journal::Action as Write;
 use crate::shard::Hold;
@@ -21,6 +22,12 @@ impl<C: ClusterApi> Collector<C> {
         let current = self.graph.get(&item.identity().uid);
         if item.is_virtual() && current.as_ref().is_none_or(|n| !n.is_virtual()) {
             // A stale virtual handle: its UID left the graph, or the real object was observed.
+            return Action::Forget;
+        }
+        if item.is_virtual() && current.as_ref().is_some_and(|n| n.dependents_len() == 0) {
+            // Nothing names the owner any more; the builder drops its placeholder if that still
+            // holds when it applies the event.
+            self.router.route(GraphEvent::unreferenced(item.identity()));
             return Action::Forget;
         }
         let item = match current {

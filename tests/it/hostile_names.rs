@@ -1,9 +1,13 @@
 //! Names a tenant writes into its objects' owner references, sent to the simulated API server over
 //! HTTP: each request reaches exactly the object named or gets a clean 404 (without a request when
-//! no object can have the name), never another path, and never a retry loop.
+//! no object can have the name), never another path, and never a retry loop. And owners a tenant
+//! names and lets go of in turn leave nothing in the graph.
 
-use crate::support::{collector_client, create_in, meta, pods, ref_named, start_collector, within_real_time};
-use kube_gc::api::{ClusterApi, KubeApi, PartialObjectMeta};
+use crate::support::{
+    collector_client, create_in, meta, pods, policy, ref_named, start_collector, within_real_time, Harness,
+};
+use kube_gc::api::{ClusterApi, KubeApi, OwnerReference, PartialObjectMeta, PropagationPolicy};
+use kube_gc::graph::Uid;
 use kube_gc::sim::http::{self, AuditLog, ServerOptions};
 use kube_gc::sim::SimCluster;
 use std::path::Path;
@@ -158,4 +162,43 @@ async fn a_dependent_of_owners_with_hostile_names_should_be_collected_after_a_40
         "the victim lives"
     );
     assert!(requests.iter().any(|r| r.0 == "delete" && r.2 == stray.metadata.name));
+}
+
+/// The graph node of the owner `r` names, if any.
+fn owner_node(h: &Harness, r: &OwnerReference) -> Option<kube_gc::graph::Handle> {
+    h.gc.graph().get(&Uid::parse(&r.uid))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_virtual_owner_of_a_kind_no_server_serves_should_leave_the_graph_with_its_last_dependent() {
+    let h = Harness::start().await;
+    let unserved = ref_named("x7q.example.com/v1", "Kx7q", "o", &"u".repeat(200));
+    let first = h.create(&pods(), meta("default", "first", vec![unserved.clone()]));
+    let second = h.create(&pods(), meta("default", "second", vec![unserved.clone()]));
+    h.wait_in_graph(&[&first, &second]).await;
+    h.settle().await;
+    let owner = owner_node(&h, &unserved).expect("a virtual node for the owner");
+    assert!(owner.is_virtual());
+    assert!(
+        h.exists(&pods(), &first) && h.exists(&pods(), &second),
+        "an owner no one can read is never absent"
+    );
+
+    h.delete(&pods(), &first, policy(PropagationPolicy::Background));
+    h.eventually("the first pod out of the graph", || !h.in_graph(&first))
+        .await;
+    h.settle().await;
+    assert!(owner_node(&h, &unserved).is_some(), "kept while a dependent names it");
+
+    h.edit(&pods(), &second, |m| m.owner_references.clear());
+    h.eventually("the virtual owner dropped", || owner_node(&h, &unserved).is_none())
+        .await;
+    assert!(h.exists(&pods(), &second), "the pod that let go of it lives");
+
+    // A new dependent makes a new placeholder, and is judged as before: never collected.
+    let third = h.create(&pods(), meta("default", "third", vec![unserved.clone()]));
+    h.wait_in_graph(&[&third]).await;
+    h.settle().await;
+    assert!(owner_node(&h, &unserved).is_some_and(|o| o.is_virtual()));
+    assert!(h.exists(&pods(), &third));
 }

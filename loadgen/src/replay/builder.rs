@@ -351,7 +351,8 @@ fn type_index(event_type: EventType) -> usize {
     match event_type {
         EventType::Add => 0,
         EventType::Update => 1,
-        EventType::Delete => 2,
+        // A worker's event, which no stream holds, is counted with the deletes.
+        EventType::Delete | EventType::Unreferenced => 2,
     }
 }
 
