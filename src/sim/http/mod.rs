@@ -61,6 +61,7 @@ mod request;
 mod resources;
 mod review;
 mod selector;
+mod subresource;
 mod watch;
 
 pub use audit::AuditLog;
