@@ -42,6 +42,7 @@ mod faults;
 mod kubeconfig;
 mod list_options;
 mod openapi;
+mod printers;
 #[cfg(feature = "protobuf")]
 mod protobuf;
 /// Built without the `protobuf` feature, no type has a protobuf form: such bodies get 415.

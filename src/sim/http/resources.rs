@@ -11,6 +11,7 @@
 //! configuration; `force` is refused on any other patch (422).
 
 use super::list_options::{self, Start};
+use super::printers::Printer;
 use super::protobuf;
 use super::represent::{json_response, success, ListMeta, Presentation};
 use super::request::{manager_from_user_agent, negotiate, HttpVerb, Params, ResourcePath};
@@ -61,6 +62,7 @@ impl Server {
             representation: negotiate(accept)?,
             include_object: params.include_object,
             fields: self.cluster.fields_table(),
+            printer: Printer::of(&def.group, &def.resource),
         };
         if path.subresource.is_some() {
             let call = SubresourceCall {
