@@ -30,6 +30,7 @@ mod secure_serving;
 mod shards;
 mod sim_apiserver;
 mod sim_apiserver_restart;
+mod sim_surface;
 mod stall;
 mod tree;
 mod unserved_version;
