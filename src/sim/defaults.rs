@@ -11,6 +11,10 @@
 //!   defaulted field is owned by the manager whose write brought it, as on a cluster.
 //! - It reads nothing but the object: what needs other objects (a Service's cluster IP, a Job's
 //!   selector) is the registry's, in [`super::strategy`].
+//! - It never makes up what holds the defaulted fields: an object without a `spec` (or a workload
+//!   without a pod template) stays without one. A client's object always has them (validation
+//!   requires them); the objects the simulator's own generators and tests make with metadata
+//!   alone stay as small as they were.
 //!
 //! Only the defaults of the fields a client commonly reads back are made: the pod template's, the
 //! workloads', a Service's, a Secret's, a PersistentVolume's. Defaults that come from admission
@@ -71,18 +75,23 @@ fn containers(spec: &mut Map<String, Value>) -> impl Iterator<Item = &mut Map<St
         .filter_map(Value::as_object_mut)
 }
 
-/// The object's `spec`, when it is (or can be made) an object.
+/// The object at `map[key]` when the request gave one: what holds the defaulted fields (a spec, a
+/// pod template) is never made up, so an object given without it stays without it.
+fn given<'a>(map: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
+    map.get_mut(key)?.as_object_mut()
+}
+
+/// The object's `spec`, when the request gave one.
 fn spec(rest: &mut Map<String, Value>) -> Option<&mut Map<String, Value>> {
-    object(rest, "spec")
+    given(rest, "spec")
 }
 
 fn pod(rest: &mut Map<String, Value>) {
-    if let Some(spec) = spec(rest) {
-        pod_spec(spec);
-        set(spec, "enableServiceLinks", json!(true));
-        for container in containers(spec) {
-            requests_from_limits(container);
-        }
+    let Some(spec) = spec(rest) else { return };
+    pod_spec(spec);
+    set(spec, "enableServiceLinks", json!(true));
+    for container in containers(spec) {
+        requests_from_limits(container);
     }
     if let Some(status) = object(rest, "status") {
         set(status, "phase", json!("Pending"));
@@ -146,7 +155,7 @@ fn image_pull_policy(image: &str) -> &'static str {
 
 /// The pod template at `spec.template`, its spec defaulted.
 fn template(spec: &mut Map<String, Value>) {
-    if let Some(template_spec) = object(spec, "template").and_then(|t| object(t, "spec")) {
+    if let Some(template_spec) = given(spec, "template").and_then(|t| given(t, "spec")) {
         pod_spec(template_spec);
     }
 }
@@ -251,7 +260,7 @@ fn cron_job(spec: Option<&mut Map<String, Value>>) {
     set(spec, "suspend", json!(false));
     set(spec, "successfulJobsHistoryLimit", json!(3));
     set(spec, "failedJobsHistoryLimit", json!(1));
-    if let Some(job_spec) = object(spec, "jobTemplate").and_then(|t| object(t, "spec")) {
+    if let Some(job_spec) = given(spec, "jobTemplate").and_then(|t| given(t, "spec")) {
         template(job_spec);
     }
 }
@@ -286,10 +295,9 @@ fn service(spec: Option<&mut Map<String, Value>>) {
 }
 
 fn persistent_volume(rest: &mut Map<String, Value>) {
-    if let Some(spec) = spec(rest) {
-        set(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
-        set(spec, "volumeMode", json!("Filesystem"));
-    }
+    let Some(spec) = spec(rest) else { return };
+    set(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+    set(spec, "volumeMode", json!("Filesystem"));
     if let Some(status) = object(rest, "status") {
         set(status, "phase", json!("Pending"));
     }
@@ -322,6 +330,9 @@ mod tests {
         let cases = [
             ("secrets", json!({}), "/type", json!("Opaque")),
             ("configmaps", json!({"data": {}}), "/spec", Value::Null),
+            ("pods", json!({}), "", json!({})),
+            ("deployments", json!({}), "", json!({})),
+            ("deployments", json!({"spec": {}}), "/spec/template", Value::Null),
             ("services", json!({"spec": {}}), "/spec/type", json!("ClusterIP")),
             ("services", json!({"spec": {}}), "/spec/sessionAffinity", json!("None")),
             (

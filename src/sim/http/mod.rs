@@ -14,8 +14,8 @@
 //!   the User-Agent's product), and answers show each object's `managedFields`
 //!   ([`represent`]).
 //! - Responses are JSON in the representation the `Accept` header asks for: full objects,
-//!   `PartialObjectMetadata`, or a `Table` with the type's columns ([`represent`], [`printers`]). Every error is a `metav1.Status` with
-//!   the code and reason of the cluster's [`ApiError`].
+//!   `PartialObjectMetadata`, or a `Table` with the type's columns ([`represent`], [`printers`]).
+//!   Every error is a `metav1.Status` with the code and reason of the cluster's [`ApiError`].
 //! - Lists page through consistent snapshots ([`super::pages`]); watches stream one JSON event per line
 //!   ([`watch`]), asked for with `?watch=true` or on a legacy `/watch/` path ([`request`]).
 //! - A bad request gets a `Status` and affects nothing else: no input can panic a handler, and a
