@@ -324,9 +324,30 @@ async fn tables_should_have_each_types_columns_and_cells() {
     }
 }
 
-type Events = futures::stream::BoxStream<'static, Result<axum::body::Bytes, axum::Error>>;
+/// A watch's stream of events, one JSON object a line, however the body's frames cut them.
+struct Events {
+    frames: futures::stream::BoxStream<'static, Result<axum::body::Bytes, axum::Error>>,
+    pending: Vec<u8>,
+}
 
-/// Opens the watch `uri`: its status and its stream of events.
+impl Events {
+    /// The next event, or `None` when none comes within a second.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=end).collect();
+                return serde_json::from_slice(&line).ok();
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(1), self.frames.next())
+                .await
+                .ok()??
+                .ok()?;
+            self.pending.extend_from_slice(&frame);
+        }
+    }
+}
+
+/// Opens the watch `uri`: its status and its events.
 async fn open_watch(router: &Router, uri: &str) -> (StatusCode, Events) {
     let request = Request::builder().uri(uri).body(Body::empty()).expect("a request");
     let response = router
@@ -334,20 +355,15 @@ async fn open_watch(router: &Router, uri: &str) -> (StatusCode, Events) {
         .oneshot(request)
         .await
         .unwrap_or_else(|never| match never {});
-    (response.status(), response.into_body().into_data_stream().boxed())
-}
-
-/// The next event of a watch, or `None` when none comes within a second.
-async fn next_event(events: &mut Events) -> Option<Value> {
-    let mut line = Vec::new();
-    while !line.ends_with(b"\n") {
-        let frame = tokio::time::timeout(Duration::from_secs(1), events.next())
-            .await
-            .ok()??
-            .ok()?;
-        line.extend_from_slice(&frame);
-    }
-    serde_json::from_slice(&line).ok()
+    let status = response.status();
+    let frames = response.into_body().into_data_stream().boxed();
+    (
+        status,
+        Events {
+            frames,
+            pending: Vec::new(),
+        },
+    )
 }
 
 #[tokio::test]
@@ -374,7 +390,7 @@ async fn legacy_watch_paths_should_stream_as_a_watch_query_does() {
             create(&router, config_maps, json!({"metadata": {"name": name}})).await;
         }
         let mut seen = Vec::new();
-        while let Some(event) = next_event(&mut events).await {
+        while let Some(event) = events.next().await {
             if event["type"] == "ADDED" {
                 seen.push(
                     event["object"]["metadata"]["name"]
@@ -475,7 +491,11 @@ fn header(table: &str) -> String {
         .join(" ")
 }
 
-const WORKLOADS: &str = "apiVersion: apps/v1
+const WORKLOADS: &str = "apiVersion: v1
+kind: Namespace
+metadata: {name: team}
+---
+apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web}
 spec:
