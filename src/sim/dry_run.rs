@@ -12,7 +12,7 @@
 
 use super::managed::{Author, ManagedFieldsList};
 use super::store::State;
-use super::{Deletion, SimCluster};
+use super::{Deletion, Part, SimCluster};
 use crate::api::{ApiError, DeleteOptions, Gvr, PartialObjectMeta, PatchType, StatusReason};
 use serde_json::Value;
 
@@ -23,6 +23,8 @@ pub struct Writes<'a> {
     pub(super) dry_run: bool,
     /// The field manager the creates, updates, patches and applies are recorded as.
     pub(super) manager: Option<String>,
+    /// The part of each object the updates and patches write ([`Part`]).
+    pub(super) part: Part,
 }
 
 /// An object as a write left it (or, in a dry run, would leave it), with its managed fields.
@@ -51,17 +53,27 @@ impl Writes<'_> {
         self
     }
 
+    /// The same writes, made to `part` of each object: [`Part::Status`] writes go to the `status`
+    /// subresource, which changes nothing but `.status`.
+    #[must_use]
+    pub fn to(mut self, part: Part) -> Self {
+        self.part = part;
+        self
+    }
+
     /// Runs one write under the state's lock, with the dry-run flag and the author set for its
     /// length.
     fn run<T>(&self, gvr: &Gvr, write: impl FnOnce(&mut State) -> T) -> T {
         let mut state = self.cluster.state.lock();
         state.dry_run = self.dry_run;
+        state.part = self.part;
         state.author = self.manager.as_ref().map(|manager| Author {
             manager: manager.clone(),
             api_version: gvr.api_version(),
         });
         let out = write(&mut state);
         state.dry_run = false;
+        state.part = Part::Main;
         state.author = None;
         out
     }

@@ -50,6 +50,7 @@
 
 mod calls;
 mod crd;
+mod defaults;
 mod delete;
 mod dry_run;
 pub mod http;
@@ -62,6 +63,7 @@ mod patch;
 pub mod persist;
 mod status;
 mod store;
+mod strategy;
 mod types;
 mod validation;
 mod watch;
@@ -77,6 +79,7 @@ pub(crate) use managed::FieldsTable;
 pub use managed::ManagedFieldsList;
 pub use persist::{temporary_state_path, StateError};
 pub use store::{Snapshot, WatchStart};
+pub use strategy::Part;
 pub use types::TypeDef;
 
 use crate::api::layers::{Fault, Faults};
@@ -286,6 +289,7 @@ impl SimCluster {
             cluster: self,
             dry_run,
             manager: None,
+            part: Part::Main,
         }
     }
 

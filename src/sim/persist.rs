@@ -447,7 +447,7 @@ mod tests {
             .expect("owner kept");
         assert!(owner.metadata.deletion_timestamp.is_some());
         assert_eq!(owner.metadata.finalizers, ["foregroundDeletion"]);
-        assert_eq!(owner.rest["spec"], json!({"replicas": 2}));
+        assert_eq!(owner.rest["spec"]["replicas"], 2);
     }
 
     #[test]

@@ -21,6 +21,7 @@ use super::managed::{Author, FieldsTable, ManagedFieldsList, Managers};
 use super::meta::{generated_name, new_uid};
 use super::patch::lists::Shape;
 use super::status::{already_exists, conflict, invalid, not_found, resource_not_found, OPTIMISTIC_LOCK};
+use super::strategy::{self, Part};
 use super::types::{TypeDef, CRD_GROUP, CRD_RESOURCE};
 use super::validation::{self, Write};
 use super::watch::{Change, WatchHub};
@@ -153,6 +154,9 @@ pub(super) struct State {
     pub(super) author: Option<Author>,
     /// The managed fields the current operation's last write left its object with.
     pub(super) written_fields: Option<ManagedFieldsList>,
+    /// The part of its object the current operation writes; set, like `dry_run`, for the length of
+    /// one user operation ([`super::strategy`]).
+    pub(super) part: Part,
 }
 
 /// How a write records its author in the object's managed fields.
@@ -216,6 +220,7 @@ impl State {
             fields: Arc::default(),
             author: None,
             written_fields: None,
+            part: Part::Main,
         };
         for def in types {
             state.register(def);
@@ -295,6 +300,7 @@ impl State {
             ty: &mut ty,
             last_rv: &mut self.last_rv,
             dry_run: false,
+            part: Part::Main,
             fields: FieldsWriter {
                 table: &self.fields,
                 author: None,
@@ -339,6 +345,7 @@ impl State {
             ty: served_mut(&mut self.types, gvr)?,
             last_rv: &mut self.last_rv,
             dry_run: self.dry_run,
+            part: self.part,
             fields: FieldsWriter {
                 table: &self.fields,
                 author: self.author.as_ref(),
@@ -395,6 +402,7 @@ impl State {
         obj.metadata.creation_timestamp = Some(now_rfc3339());
         obj.api_version.clear();
         obj.kind.clear();
+        strategy::prepare_create(&w.ty.def, &mut obj, w.ty.objects.iter())?;
         let stored = w.store_new(obj, recording)?;
         let out = present(&stored, gvr, &w.ty.def);
         self.after_write(gvr);
@@ -621,6 +629,8 @@ pub(super) struct Writer<'a> {
     last_rv: &'a mut u64,
     /// Compute each write, make none ([`State::dry_run`]).
     dry_run: bool,
+    /// [`State::part`].
+    part: Part,
     fields: FieldsWriter<'a>,
 }
 
@@ -770,6 +780,7 @@ impl Writer<'_> {
         mut new: PartialObjectMeta,
         recording: &Recording,
     ) -> Result<Arc<PartialObjectMeta>, ApiError> {
+        strategy::prepare_update(&self.ty.def, self.part, old, &mut new);
         check_replace(&self.ty.def, old, &mut new)?;
         let fields = self.fields_after(Some(old), &new, recording)?;
         if new == **old && fields == self.fields.table.get(&old.metadata.uid) {

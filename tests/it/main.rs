@@ -32,6 +32,7 @@ mod secure_serving;
 mod shards;
 mod sim_apiserver;
 mod sim_apiserver_restart;
+mod sim_surface;
 mod sim_validation;
 mod stall;
 mod tree;

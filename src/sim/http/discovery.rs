@@ -8,6 +8,7 @@
 
 use super::request::HttpVerb;
 use super::review;
+use super::subresource;
 use crate::api::{join_api_version, ApiError, StatusReason};
 use crate::sim::{SimCluster, TypeDef};
 use serde_json::{json, Value};
@@ -103,8 +104,8 @@ pub(super) fn resource_list(cluster: &SimCluster, group: &str, version: &str) ->
     let mut resources: Vec<Value> = defs
         .iter()
         .filter(|d| d.group == group && d.serves(version))
-        .map(|d| {
-            json!({
+        .flat_map(|d| {
+            let entry = json!({
                 "name": d.resource,
                 "singularName": d.singular(),
                 "namespaced": d.namespaced,
@@ -112,7 +113,8 @@ pub(super) fn resource_list(cluster: &SimCluster, group: &str, version: &str) ->
                 "verbs": HttpVerb::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>(),
                 "shortNames": d.short_names,
                 "categories": d.categories,
-            })
+            });
+            std::iter::once(entry).chain(subresource::discovery_entries(d))
         })
         .collect();
     if version == review::VERSION {

@@ -14,10 +14,10 @@
 //!   the User-Agent's product), and answers show each object's `managedFields`
 //!   ([`represent`]).
 //! - Responses are JSON in the representation the `Accept` header asks for: full objects,
-//!   `PartialObjectMetadata`, or a `Table` ([`represent`]). Every error is a `metav1.Status` with
-//!   the code and reason of the cluster's [`ApiError`].
+//!   `PartialObjectMetadata`, or a `Table` with the type's columns ([`represent`], [`printers`]).
+//!   Every error is a `metav1.Status` with the code and reason of the cluster's [`ApiError`].
 //! - Lists page through consistent snapshots ([`super::pages`]); watches stream one JSON event per line
-//!   ([`watch`]).
+//!   ([`watch`]), asked for with `?watch=true` or on a legacy `/watch/` path ([`request`]).
 //! - A bad request gets a `Status` and affects nothing else: no input can panic a handler, and a
 //!   handler's failure is the response of that request only.
 //! - Every answered request can be logged, one JSON line each ([`audit`]), from the one request
@@ -29,8 +29,8 @@
 //!
 //! Protobuf responses (except for the OpenAPI v2 document, see [`openapi`]; a client that accepts
 //! only protobuf gets 406) and protobuf bodies of custom resources (415; create and update bodies
-//! of built-in types are accepted in protobuf, see [`protobuf`]), subresources (`status`,
-//! `scale`), server-side field validation (`fieldValidation` is
+//! of built-in types are accepted in protobuf, see [`protobuf`]), subresources other than `status`
+//! and `scale` ([`subresource`]), server-side field validation (`fieldValidation` is
 //! ignored; the OpenAPI documents do not advertise it, so kubectl validates on its side),
 //! authentication and authorization (every request is allowed; [`review`] only answers the
 //! questions of servers that delegate theirs), admission webhooks, and
@@ -44,6 +44,7 @@ pub mod fuzzing;
 mod kubeconfig;
 mod list_options;
 mod openapi;
+mod printers;
 #[cfg(feature = "protobuf")]
 mod protobuf;
 /// Built without the `protobuf` feature, no type has a protobuf form: such bodies get 415.
@@ -63,6 +64,7 @@ mod request;
 mod resources;
 mod review;
 mod selector;
+mod subresource;
 mod watch;
 
 pub use audit::AuditLog;

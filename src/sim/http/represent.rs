@@ -3,18 +3,20 @@
 //! Objects come from the store in stored form and are stamped with the `apiVersion` and `kind` of
 //! the version the request went through. A metadata request gets `PartialObjectMetadata`, whose
 //! own `apiVersion` and `kind` are `meta.k8s.io/v1` and `PartialObjectMetadata`, as a real server
-//! answers; a table request gets the default table every server can print: name and creation time.
+//! answers; a table request gets the columns the type's [printer](super::printers) prints.
 //!
 //! Every object that field managers wrote is presented with its `metadata.managedFields`, which the
 //! simulator keeps beside it ([`crate::sim::FieldsTable`]): as of the moment it is presented, so a
 //! watch event replayed for an object changed since shows the newer managers, and a DELETED event
 //! shows none.
 
+use super::printers::Printer;
 use super::request::{IncludeObject, Representation};
 use crate::api::{ApiError, PartialObjectMeta, StatusReason};
 use crate::sim::{FieldsTable, Written};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use k8s_openapi::jiff::Timestamp;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -28,6 +30,8 @@ pub(super) struct Presentation {
     pub(super) representation: Representation,
     pub(super) include_object: IncludeObject,
     pub(super) fields: Arc<FieldsTable>,
+    /// The columns of a table ([`super::printers`]).
+    pub(super) printer: Printer,
 }
 
 /// The list metadata of a response.
@@ -109,10 +113,11 @@ impl Presentation {
     }
 
     fn table(&self, items: &[PartialObjectMeta], meta: &ListMeta) -> Value {
+        let now = Timestamp::now();
         let rows: Vec<Value> = items
             .iter()
             .map(|obj| {
-                let mut row = json!({"cells": [obj.metadata.name, obj.metadata.creation_timestamp]});
+                let mut row = json!({"cells": self.printer.cells(obj, now)});
                 match self.include_object {
                     IncludeObject::None => {}
                     IncludeObject::Metadata => row["object"] = metadata(obj, self.managed_fields(obj).as_deref()),
@@ -125,12 +130,7 @@ impl Presentation {
             "kind": "Table",
             "apiVersion": META_V1,
             "metadata": meta.to_json(),
-            "columnDefinitions": [
-                {"name": "Name", "type": "string", "format": "name", "priority": 0,
-                 "description": "Name must be unique within a namespace."},
-                {"name": "Created At", "type": "date", "format": "", "priority": 0,
-                 "description": "CreationTimestamp is the time the object was created."},
-            ],
+            "columnDefinitions": self.printer.column_definitions(),
             "rows": rows,
         })
     }

@@ -33,10 +33,21 @@ impl Call {
         // The path's segments are read decoded, as the API server reads them: a client escapes a
         // space or `?` in a name, and the name is what it named.
         let path = percent_encoding::percent_decode_str(parts.uri.path()).decode_utf8_lossy();
-        let target = parse_path(&path);
-        let query = Query::<BTreeMap<String, String>>::try_from_uri(&parts.uri)
+        let mut query = Query::<BTreeMap<String, String>>::try_from_uri(&parts.uri)
             .map(|Query(query)| query)
             .map_err(|e| e.to_string());
+        if let Some(watched) = legacy_watch(&path) {
+            let target = watch_target(parse_path(&watched), &mut query);
+            let verb =
+                (parts.method == Method::GET && matches!(target, Target::Resource(_))).then_some(HttpVerb::Watch);
+            return Call {
+                method: parts.method.clone(),
+                target,
+                verb,
+                query,
+            };
+        }
+        let target = parse_path(&path);
         let verb = match &target {
             Target::Resource(path) => {
                 let watch = query.as_ref().is_ok_and(|query| flag(query, "watch"));
@@ -51,6 +62,46 @@ impl Call {
             query,
         }
     }
+}
+
+/// The path a legacy watch path (`/api/v1/watch/…`, `/apis/{group}/{version}/watch/…`) watches,
+/// without its `watch` segment; `None` for any other path. Clients older than `?watch=true` use
+/// them, and the API server still serves them the same way.
+fn legacy_watch(path: &str) -> Option<String> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let at = match segments.as_slice() {
+        ["api", _, "watch", _, ..] => 2,
+        ["apis", _, _, "watch", _, ..] => 3,
+        _ => return None,
+    };
+    let kept: Vec<&str> = segments
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != at)
+        .map(|(_, s)| *s)
+        .collect();
+    Some(format!("/{}", kept.join("/")))
+}
+
+/// A legacy watch of `target`: of its collection, or, when it names an object, of the collection
+/// narrowed to that name by a field selector, as the API server serves it. A subresource is not
+/// watched.
+fn watch_target(target: Target, query: &mut Result<BTreeMap<String, String>, String>) -> Target {
+    let Target::Resource(mut path) = target else {
+        return Target::Unknown;
+    };
+    if path.subresource.is_some() {
+        return Target::Unknown;
+    }
+    if let (Some(name), Ok(query)) = (path.name.take(), query.as_mut()) {
+        let by_name = format!("metadata.name={name}");
+        let selector = match query.remove("fieldSelector").filter(|s| !s.is_empty()) {
+            Some(given) => format!("{given},{by_name}"),
+            None => by_name,
+        };
+        query.insert("fieldSelector".into(), selector);
+    }
+    Target::Resource(path)
 }
 
 /// What a path names.
@@ -441,6 +492,64 @@ mod tests {
             name: name.map(String::from),
             subresource: None,
         })
+    }
+
+    fn call(method: Method, uri: &str) -> Call {
+        let request = axum::http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(())
+            .expect("request");
+        Call::read(&request.into_parts().0)
+    }
+
+    #[test]
+    fn a_legacy_watch_path_should_watch_its_collection_or_one_object() {
+        let cases = [
+            ("/api/v1/watch/pods", resource("", "v1", "pods", None, None), None),
+            (
+                "/api/v1/watch/namespaces/ns/pods",
+                resource("", "v1", "pods", Some("ns"), None),
+                None,
+            ),
+            (
+                "/api/v1/watch/namespaces/ns/pods/p",
+                resource("", "v1", "pods", Some("ns"), None),
+                Some("metadata.name=p"),
+            ),
+            (
+                "/api/v1/watch/namespaces/ns",
+                resource("", "v1", "namespaces", None, None),
+                Some("metadata.name=ns"),
+            ),
+            (
+                "/apis/apps/v1/watch/namespaces/ns/deployments/d?fieldSelector=metadata.namespace%3Dns",
+                resource("apps", "v1", "deployments", Some("ns"), None),
+                Some("metadata.namespace=ns,metadata.name=d"),
+            ),
+            (
+                "/apis/apps/v1/watch/deployments",
+                resource("apps", "v1", "deployments", None, None),
+                None,
+            ),
+        ];
+        for (uri, target, selector) in cases {
+            let watch = call(Method::GET, uri);
+            assert_eq!(watch.target, target, "{uri}");
+            assert_eq!(watch.verb, Some(HttpVerb::Watch), "{uri}");
+            let query = watch.query.expect("a query");
+            assert_eq!(query.get("fieldSelector").map(String::as_str), selector, "{uri}");
+        }
+        assert_eq!(call(Method::POST, "/api/v1/watch/pods").verb, None, "only GET watches");
+        assert_eq!(
+            call(Method::GET, "/api/v1/watch/namespaces/ns/pods/p/status").target,
+            Target::Unknown
+        );
+        assert_eq!(
+            call(Method::GET, "/api/v1/pods").verb,
+            Some(HttpVerb::List),
+            "not a legacy path"
+        );
     }
 
     #[test]

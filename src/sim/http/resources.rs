@@ -4,21 +4,23 @@
 //!
 //! Checks done here, before the cluster is touched: the path's scope matches the type's (a
 //! namespaced object needs a namespace, a cluster-scoped one has none, and a namespaced type's
-//! all-namespaces path takes no create), subresources are not served, bodies are JSON (or, for
+//! all-namespaces path takes no create), subresources go to [`super::subresource`], bodies are JSON (or, for
 //! built-in types, [protobuf](super::protobuf)) of at most the server's limit, and the body's apiVersion, kind, namespace and name agree with the URL.
 //! A `dryRun` other than `All` is refused rather than ignored, so that a dry run never writes.
 //! A PATCH is a patch or, with `application/apply-patch+yaml`, a server-side apply of a YAML
 //! configuration; `force` is refused on any other patch (422).
 
 use super::list_options::{self, Start};
+use super::printers::Printer;
 use super::protobuf;
 use super::represent::{json_response, success, ListMeta, Presentation};
 use super::request::{manager_from_user_agent, negotiate, HttpVerb, Params, ResourcePath};
+use super::subresource::SubresourceCall;
 use super::watch::{self, WatchLimits};
 use super::Server;
 use crate::api::{ApiError, DeleteOptions, PartialObjectMeta, PatchType, StatusReason};
 use crate::sim::pages::{self, Listing};
-use crate::sim::{Deletion, TypeDef, Writes, Written};
+use crate::sim::{Deletion, Part, TypeDef, Writes, Written};
 use axum::body::Body;
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
@@ -60,7 +62,19 @@ impl Server {
             representation: negotiate(accept)?,
             include_object: params.include_object,
             fields: self.cluster.fields_table(),
+            printer: Printer::of(&def.group, &def.resource),
         };
+        if path.subresource.is_some() {
+            let call = SubresourceCall {
+                def: &def,
+                path,
+                verb,
+                params: &params,
+                dry_run,
+                presentation: &presentation,
+            };
+            return self.subresource(call, parts, body).await;
+        }
         let namespace = path.namespace.clone().unwrap_or_default();
         let name = path.name.clone().unwrap_or_default();
         let gvr = &path.gvr;
@@ -87,29 +101,7 @@ impl Server {
                 ok_written(StatusCode::OK, writes.update(gvr, obj)?)
             }
             HttpVerb::Patch => {
-                let answer = match patch_kind(&parts)? {
-                    PatchKind::Apply => {
-                        let config = self.yaml_body(&parts, body).await?;
-                        let mut writes = self.cluster.writes(dry_run);
-                        if let Some(manager) = &params.field_manager {
-                            writes = writes.by(manager.clone());
-                        }
-                        let force = params.force.unwrap_or(false);
-                        writes.apply(gvr, &namespace, &name, &config, force)?
-                    }
-                    PatchKind::Patch(patch_type) => {
-                        if params.force.is_some() {
-                            return Err(ApiError::status(
-                                StatusReason::Invalid,
-                                "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for \
-                                 non-apply patch",
-                            ));
-                        }
-                        let patch = self.json_body(&parts, body).await?;
-                        let writes = self.updates(&parts, &params, dry_run);
-                        writes.patch_object(gvr, &namespace, &name, patch_type, &patch)?
-                    }
-                };
+                let answer = self.patch(path, &params, dry_run, Part::Main, parts, body).await?;
                 let code = if answer.created {
                     StatusCode::CREATED
                 } else {
@@ -141,6 +133,44 @@ impl Server {
                 self.delete_collection(path, &params, &options, &presentation)?
             }
         })
+    }
+
+    /// A PATCH of `part` of the object: a patch, or with `application/apply-patch+yaml` a
+    /// server-side apply.
+    pub(super) async fn patch(
+        &self,
+        path: &ResourcePath,
+        params: &Params,
+        dry_run: bool,
+        part: Part,
+        parts: Parts,
+        body: Body,
+    ) -> Result<Written, ApiError> {
+        let namespace = path.namespace.as_deref().unwrap_or_default();
+        let name = path.name.as_deref().unwrap_or_default();
+        match patch_kind(&parts)? {
+            PatchKind::Apply => {
+                let config = self.yaml_body(&parts, body).await?;
+                let mut writes = self.cluster.writes(dry_run).to(part);
+                if let Some(manager) = &params.field_manager {
+                    writes = writes.by(manager.clone());
+                }
+                let force = params.force.unwrap_or(false);
+                writes.apply(&path.gvr, namespace, name, &config, force)
+            }
+            PatchKind::Patch(patch_type) => {
+                if params.force.is_some() {
+                    return Err(ApiError::status(
+                        StatusReason::Invalid,
+                        "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for \
+                         non-apply patch",
+                    ));
+                }
+                let patch = self.json_body(&parts, body).await?;
+                let writes = self.updates(&parts, params, dry_run).to(part);
+                writes.patch_object(&path.gvr, namespace, name, patch_type, &patch)
+            }
+        }
     }
 
     fn list(&self, path: &ResourcePath, params: &Params, presentation: &Presentation) -> Result<Response, ApiError> {
@@ -237,7 +267,7 @@ impl Server {
 
     /// The user's writes for a create, update or non-apply patch: recorded as made by the
     /// request's `fieldManager`, or else by the manager its User-Agent names.
-    fn updates(&self, parts: &Parts, params: &Params, dry_run: bool) -> Writes<'_> {
+    pub(super) fn updates(&self, parts: &Parts, params: &Params, dry_run: bool) -> Writes<'_> {
         let writes = self.cluster.writes(dry_run);
         let manager = params.field_manager.clone().or_else(|| {
             let user_agent = parts.headers.get(header::USER_AGENT)?.to_str().ok()?;
@@ -258,7 +288,7 @@ impl Server {
 
     /// The body as JSON, refused when too large (413), not JSON (415) or malformed or cut short
     /// (400).
-    async fn json_body(&self, parts: &Parts, body: Body) -> Result<Value, ApiError> {
+    pub(super) async fn json_body(&self, parts: &Parts, body: Body) -> Result<Value, ApiError> {
         let bytes = self.body_bytes(parts, body).await?;
         if bytes.is_empty() {
             return Ok(Value::Null);
@@ -308,7 +338,7 @@ impl Server {
 
     /// A create or update body: a JSON object (or a protobuf one of a built-in type) whose apiVersion, kind, namespace and name agree
     /// with the URL.
-    async fn object_body(
+    pub(super) async fn object_body(
         &self,
         parts: &Parts,
         body: Body,
@@ -396,8 +426,7 @@ fn too_large(limit: usize) -> ApiError {
     )
 }
 
-/// A namespaced object needs a namespace, a cluster-scoped type has none, and subresources are
-/// not served; each mismatch is the 404 of a path that does not exist. A namespaced type's
+/// A namespaced object needs a namespace and a cluster-scoped type has none; each mismatch is the 404 of a path that does not exist. A namespaced type's
 /// all-namespaces path exists but only reads (and, here, deletes collections): a create there is
 /// 405, as the API server answers a POST to it.
 fn check_scope(def: &TypeDef, path: &ResourcePath, verb: HttpVerb) -> Result<(), ApiError> {
@@ -407,9 +436,6 @@ fn check_scope(def: &TypeDef, path: &ResourcePath, verb: HttpVerb) -> Result<(),
             "the server could not find the requested resource",
         )
     };
-    if path.subresource.is_some() {
-        return Err(not_found());
-    }
     match (&path.namespace, def.namespaced, verb) {
         (Some(_), false, _) => Err(not_found()),
         (None, true, HttpVerb::List | HttpVerb::Watch | HttpVerb::DeleteCollection) => Ok(()),
@@ -488,7 +514,7 @@ fn unsupported_media_type(media: &str, accepted: &str) -> ApiError {
     )
 }
 
-fn bad_request(message: String) -> ApiError {
+pub(super) fn bad_request(message: String) -> ApiError {
     ApiError::status(StatusReason::BadRequest, message)
 }
 

@@ -25,7 +25,7 @@ use thiserror::Error;
 
 /// Why a patch body could not be applied.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
-pub(super) enum PatchError {
+pub(in crate::sim) enum PatchError {
     /// The body is not a patch of its declared type (400).
     #[error("{0}")]
     Malformed(String),
@@ -68,7 +68,11 @@ impl State {
 }
 
 /// Applies `body` to `current`'s JSON form.
-fn apply(patch_type: PatchType, current: &PartialObjectMeta, body: &Value) -> Result<Value, PatchError> {
+pub(in crate::sim) fn apply(
+    patch_type: PatchType,
+    current: &PartialObjectMeta,
+    body: &Value,
+) -> Result<Value, PatchError> {
     let mut doc = serde_json::to_value(current).map_err(|e| PatchError::NotApplicable(e.to_string()))?;
     match patch_type {
         PatchType::Merge => {

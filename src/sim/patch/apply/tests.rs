@@ -24,9 +24,17 @@ fn apply(cluster: &SimCluster, manager: &str, config: Value) -> PartialObjectMet
     apply_as(cluster, manager, &config, false).expect("applies").object
 }
 
+/// The deployment's spec less the fields that hold their defaults, so that each step shows what
+/// the managers wrote (a field an applier drops is defaulted again, as upstream does).
 fn spec(cluster: &SimCluster) -> Value {
     let d = cluster.get_object(&deployments(), NS, "d").expect("exists");
-    d.rest.get("spec").cloned().unwrap_or_default()
+    let mut spec = d.rest.get("spec").cloned().unwrap_or_default();
+    let blank = SimCluster::new();
+    let defaults = apply(&blank, "a", deployment(json!({}))).rest["spec"].clone();
+    if let (Some(spec), Some(defaults)) = (spec.as_object_mut(), defaults.as_object()) {
+        spec.retain(|key, value| defaults.get(key) != Some(value));
+    }
+    spec
 }
 
 /// `(manager, operation)` of each managedFields entry of the deployment, in order.
