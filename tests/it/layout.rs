@@ -33,6 +33,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("controller", 6),
     ("server", 7),
     ("simulate", 7),
+    ("fuzzing", 7),
 ];
 
 /// The top-level modules that `module`'s non-test code names through `crate::`.
