@@ -44,11 +44,14 @@ pub struct Cycle {
     pub took: Duration,
 }
 
-/// Runs `cycles` cycles of `objects` objects each, calling `each` after each.
+/// Runs `cycles` cycles of `objects` objects each, calling `each` after each. With
+/// `random_kinds` off, every unserved owner names one kind of one group, so that what a new kind
+/// costs can be told from what a new object costs.
 pub fn measure(
     options: &SyncOptions,
     objects: usize,
     cycles: usize,
+    random_kinds: bool,
     mut each: impl FnMut(usize, &Cycle),
 ) -> anyhow::Result<Vec<Cycle>> {
     std::fs::create_dir_all(&options.dir).with_context(|| format!("creating {}", options.dir.display()))?;
@@ -65,7 +68,7 @@ pub fn measure(
         let started = Instant::now();
         let deadline = started + options.timeout;
         runtime
-            .block_on(churn(&client, objects, deadline))
+            .block_on(churn(&client, objects, random_kinds, deadline))
             .with_context(|| format!("cycle {} of {cycles}", index + 1))?;
         let nodes = settled_nodes(&mut collector, &mut simulator, metrics, deadline)?;
         let cycle = Cycle {
@@ -87,7 +90,7 @@ async fn client_of(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
 }
 
 /// One cycle's creations and deletions (steps 1 and 2 of the module docs).
-async fn churn(client: &kube::Client, objects: usize, deadline: Instant) -> anyhow::Result<()> {
+async fn churn(client: &kube::Client, objects: usize, random_kinds: bool, deadline: Instant) -> anyhow::Result<()> {
     let ns = format!("tenant-{}", random(12).to_lowercase());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let namespace = Namespace {
@@ -99,7 +102,7 @@ async fn churn(client: &kube::Client, objects: usize, deadline: Instant) -> anyh
     };
     namespaces.create(&PostParams::default(), &namespace).await?;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    futures::stream::iter((0..objects).map(|i| hostile_configmap(i, i % 2 == 0)))
+    futures::stream::iter((0..objects).map(|i| hostile_configmap(i, i % 2 == 0, random_kinds)))
         .map(|cm| {
             let configmaps = configmaps.clone();
             async move { configmaps.create(&PostParams::default(), &cm).await }
@@ -125,11 +128,13 @@ async fn churn(client: &kube::Client, objects: usize, deadline: Instant) -> anyh
     .await
 }
 
-/// The `i`th object: owned by an absent ConfigMap when `served`, else by an object of a random
-/// kind no server serves; the owner's uid is long random text either way.
-fn hostile_configmap(i: usize, served: bool) -> ConfigMap {
+/// The `i`th object: owned by an absent ConfigMap when `served`, else by an object of a kind no
+/// server serves (a random one when `random_kind`); the owner's uid is long random text either way.
+fn hostile_configmap(i: usize, served: bool, random_kind: bool) -> ConfigMap {
     let (api_version, kind) = if served {
         ("v1".to_owned(), "ConfigMap".to_owned())
+    } else if !random_kind {
+        ("tenant.example.com/v1".to_owned(), "Widget".to_owned())
     } else {
         let group = random(10).to_lowercase();
         (format!("{group}.example.com/v1"), format!("K{}", random(10)))
@@ -230,8 +235,8 @@ mod tests {
 
     #[test]
     fn hostile_objects_should_name_an_absent_owner_with_a_long_uid() {
-        let served = hostile_configmap(0, true);
-        let other = hostile_configmap(1, false);
+        let served = hostile_configmap(0, true, true);
+        let other = hostile_configmap(1, false, true);
         let owner = |cm: &ConfigMap| cm.metadata.owner_references.clone().unwrap().remove(0);
         assert_eq!(
             (owner(&served).api_version.as_str(), owner(&served).kind.as_str()),
@@ -239,5 +244,6 @@ mod tests {
         );
         assert!(owner(&other).api_version.ends_with(".example.com/v1"));
         assert_eq!(owner(&other).uid.len(), UID_LEN);
+        assert_eq!(owner(&hostile_configmap(1, false, false)).kind, "Widget");
     }
 }

@@ -184,6 +184,10 @@ struct HostileArgs {
     /// Cycles of creation and collection.
     #[arg(long, default_value_t = 11, value_parser = clap::value_parser!(u16).range(2..))]
     cycles: u16,
+    /// Name one unserved owner kind in every cycle instead of a new random one per object, to
+    /// tell what a new kind costs from what a new object costs.
+    #[arg(long)]
+    one_owner_kind: bool,
     /// Fail when the collector's resident set grew more than this from the end of the first
     /// cycle to the end of the last.
     #[arg(long, default_value_t = 5.0)]
@@ -591,6 +595,7 @@ fn hostile(args: HostileArgs) -> anyhow::Result<()> {
         &options,
         args.objects as usize,
         usize::from(args.cycles),
+        !args.one_owner_kind,
         |index, cycle| {
             if said.is_ok() {
                 said = say(loadgen::hostile::line(index, cycle));
