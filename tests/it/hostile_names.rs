@@ -202,3 +202,21 @@ async fn a_virtual_owner_of_a_kind_no_server_serves_should_leave_the_graph_with_
     assert!(owner_node(&h, &unserved).is_some_and(|o| o.is_virtual()));
     assert!(h.exists(&pods(), &third));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_dependent_of_an_owner_no_one_can_judge_should_leave_the_work_queue() {
+    let h = Harness::start().await;
+    let unserved = ref_named("x8q.example.com/v1", "Kx8q", "o", "owner-uid-8");
+    let pod = h.create(&pods(), meta("default", "p", vec![unserved]));
+    h.wait_in_graph(&[&pod]).await;
+    // Its owner's kind cannot be mapped: the pod is retried, with a growing backoff.
+    h.wait(Duration::from_secs(30)).await;
+    assert!(h.exists(&pods(), &pod));
+    h.delete(&pods(), &pod, policy(PropagationPolicy::Background));
+    h.eventually("the pod out of the graph", || !h.in_graph(&pod)).await;
+    let queue = h.gc.attempt_to_delete();
+    h.eventually("the removed pod's item forgotten", || {
+        queue.len() + queue.delayed_len() + queue.processing_len() == 0
+    })
+    .await;
+}
