@@ -405,11 +405,7 @@ impl GraphBuilder {
         self.graph.unlink(owner_uid, dependent);
         // A read first: most owners are observed, and a handle taken and dropped is two writes to
         // a line every builder writes.
-        if self
-            .graph
-            .read(owner_uid, |o| o.is_virtual() && o.dependents_len() == 0)
-            == Some(true)
-        {
+        if self.graph.read(owner_uid, Node::is_unreferenced) == Some(true) {
             if let Some(owner) = self.graph.get(owner_uid) {
                 self.attempt_to_delete.add(owner);
             }
@@ -421,7 +417,7 @@ impl GraphBuilder {
     /// no tombstone). A dependent another partition linked since is left adrift, as any removal
     /// leaves them, and queued to be judged again with its owner read live.
     fn drop_unreferenced(&self, node: &Handle) {
-        if !node.is_virtual() || node.dependents_len() > 0 {
+        if !node.is_unreferenced() {
             return;
         }
         for dep in self.graph.remove_node(node) {

@@ -24,7 +24,7 @@ impl<C: ClusterApi> Collector<C> {
             // A stale virtual handle: its UID left the graph, or the real object was observed.
             return Action::Forget;
         }
-        if item.is_virtual() && current.as_ref().is_some_and(|n| n.dependents_len() == 0) {
+        if item.is_virtual() && current.as_ref().is_some_and(|n| n.is_unreferenced()) {
             // Nothing names the owner any more; the builder drops its placeholder if that still
             // holds when it applies the event.
             self.router.route(GraphEvent::unreferenced(item.identity()));

@@ -336,6 +336,12 @@ impl Node {
         self.state.lock().dependents.len()
     }
 
+    /// True for a virtual node that no dependent names any more: a placeholder for nothing, which
+    /// the builder drops (`EventType::Unreferenced`).
+    pub fn is_unreferenced(&self) -> bool {
+        self.is_virtual() && self.dependents_len() == 0
+    }
+
     /// True once the node was replaced or removed from the graph.
     pub fn is_retired(&self) -> bool {
         let _edges = self.state.lock();

@@ -155,7 +155,14 @@ impl Drop for Uid {
 
 impl PartialEq for Uid {
     fn eq(&self, other: &Self) -> bool {
-        self.lo == other.lo && (self.bits() == other.bits()) && self.text() == other.text()
+        // Equal low halves are of one kind: both packed (then the high bits decide) or both text
+        // with one hash (then the strings do).
+        self.lo == other.lo
+            && if self.has_text() {
+                self.text() == other.text()
+            } else {
+                self.bits() == other.bits()
+            }
     }
 }
 

@@ -149,17 +149,21 @@ fn keep_allocated(old: &PartialObjectMeta, new: &mut PartialObjectMeta) {
         .into_iter()
         .flatten()
         .collect();
-    let ports = spec
-        .get_mut("ports")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten();
-    for port in ports.filter_map(Value::as_object_mut) {
+    for port in ports_mut(spec) {
         let same = old_ports.iter().find(|o| o.get("port") == port.get("port"));
         if let Some(node_port) = same.and_then(|o| o.get("nodePort")) {
             port.entry("nodePort").or_insert_with(|| node_port.clone());
         }
     }
+}
+
+/// The port objects of a Service's spec.
+fn ports_mut(spec: &mut serde_json::Map<String, Value>) -> impl Iterator<Item = &mut serde_json::Map<String, Value>> {
+    spec.get_mut("ports")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
 }
 
 /// A Service's cluster IP (with its families) and node ports, allocated among `stored`.
@@ -219,12 +223,7 @@ fn allocate_service<'a>(
     spec.entry("ipFamilies").or_insert(families);
     spec.entry("ipFamilyPolicy").or_insert_with(|| json!(policy));
     if matches!(kind.as_str(), "NodePort" | "LoadBalancer") {
-        let ports = spec
-            .get_mut("ports")
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten();
-        for port in ports.filter_map(Value::as_object_mut) {
+        for port in ports_mut(spec) {
             if port.get("nodePort").is_none_or(|p| p.is_null() || *p == json!(0)) {
                 let free = NODE_PORTS.clone().find(|p| !node_ports.contains(p));
                 let free = free.ok_or_else(|| invalid(def, &name, "spec.ports: Internal error: range is full"))?;
