@@ -62,8 +62,8 @@
 //! - [`OutOfRegion::ForegroundOnCycle`]: a foreground deletion of an object that lies on an
 //!   ownership cycle. The cycle heuristic reads other dependents' flags from the graph, which
 //!   workers see stale (§12.4); the model reads the cluster, so it cannot tell which way it went.
-//! - [`OutOfRegion::StuckBecameDecidable`]: a user action (or its cascade) makes a stuck object
-//!   decidable. Upstream forgets an object with a namespaced owner of a cluster-scoped object
+//! - [`OutOfRegion::StuckBecameDecidable`]: a user action or the collector's start (or their
+//!   cascade) makes a stuck object decidable. Upstream forgets an object with a namespaced owner of a cluster-scoped object
 //!   (§4.1) and retries one with an unresolvable ref with a backoff that grows to 1000 s, so
 //!   whether and when it is looked at again depends on timing, not on the cluster.
 //! - [`OutOfRegion::CreatedUnderWaitingOwner`]: an object created (or patched) with a new
@@ -339,6 +339,11 @@ impl Model {
             let deleting_dependents = object.is_waiting();
             assert!(model.insert(object, deleting_dependents), "cannot create {display}");
         }
+        // The collector's start counts as a user action: an object stuck when it starts and freed
+        // by its own cascade (an owner it orphans) is as much a matter of timing as one a user
+        // action frees.
+        model.actions += 1;
+        model.checking_stuck = true;
         model
     }
 

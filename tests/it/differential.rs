@@ -1160,6 +1160,21 @@ fn model_should_never_collect_a_cluster_scoped_object_with_a_namespaced_owner() 
     assert_eq!(m.get(&role.uid), Some(&role));
 }
 
+/// The cluster-scoped role is stuck on its namespaced owner until the collector, deleting that
+/// owner (whose own owner never existed) with its `orphan` finalizer, strips the reference. Whether
+/// the role is judged again after that (and collected, its other owner never having existed)
+/// depends on timing: upstream forgets it on its first look.
+#[test]
+fn model_should_report_a_stuck_object_its_first_settle_frees() {
+    let rs = make(model::REPLICA_SET, "ns", 0);
+    let mut owner = owned_by(make(model::CONFIG_MAP, "ns", 1), &rs, None);
+    owner.finalizers.push(FINALIZER_ORPHAN.into());
+    let absent = make(model::CLUSTER_ROLE, "", 2);
+    let role = owned_by(owned_by(make(model::CLUSTER_ROLE, "", 3), &owner, None), &absent, None);
+    let out = settled(&[owner, role.clone()], &[]).unwrap_err();
+    assert_eq!(out, OutOfRegion::StuckBecameDecidable { uid: role.uid });
+}
+
 #[test]
 fn model_should_report_a_dependent_judged_before_or_after_its_non_blocking_owner_goes() {
     // The RS is deleted in the foreground if judged while the deployment waits, in the background
