@@ -386,8 +386,13 @@ impl GraphBuilder {
 
     /// Upstream's `removeNode`: drops the UID and unlinks the node from `owners` (its owners
     /// list, which only this builder writes); returns the node's dependents.
+    ///
+    /// A retry of the node that waits out its backoff is brought forward, for its worker to
+    /// forget at once (its object is gone): a tenant's objects that fail to resolve, deleted in
+    /// turn, would otherwise stay in memory through the queue until their backoffs end.
     fn remove_node(&self, node: &Handle, owners: &[OwnerRef]) -> Vec<Handle> {
         let dependents = self.graph.remove_node(node);
+        self.attempt_to_delete.expedite(node);
         for r in owners {
             if r.uid == node.identity().uid {
                 continue; // a self-owned node: the edge goes with the node
@@ -420,7 +425,7 @@ impl GraphBuilder {
         if !node.is_unreferenced() {
             return;
         }
-        for dep in self.graph.remove_node(node) {
+        for dep in self.remove_node(node, &[]) {
             self.attempt_to_delete.add(dep);
         }
     }

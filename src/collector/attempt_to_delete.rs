@@ -20,8 +20,13 @@ impl<C: ClusterApi> Collector<C> {
     /// Spec §4.1: what to do with one item of attemptToDelete.
     pub(super) async fn attempt_to_delete_worker(&self, item: &Handle) -> Action {
         let current = self.graph.get(&item.identity().uid);
-        if item.is_virtual() && current.as_ref().is_none_or(|n| !n.is_virtual()) {
-            // A stale virtual handle: its UID left the graph, or the real object was observed.
+        if current.is_none() {
+            // Its UID left the graph: a watch saw the object go, or a worker found it absent, and
+            // UIDs are never reused. Upstream's GET would answer 404 and change nothing.
+            return Action::Forget;
+        }
+        if item.is_virtual() && current.as_ref().is_some_and(|n| !n.is_virtual()) {
+            // A stale virtual handle: the real object was observed.
             return Action::Forget;
         }
         if item.is_virtual() && current.as_ref().is_some_and(|n| n.is_unreferenced()) {

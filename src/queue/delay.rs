@@ -117,6 +117,14 @@ impl<T: Clone + Eq + Hash + Send + 'static> Delays<T> {
         self.unpend(item, ticket);
     }
 
+    /// Withdraws the delayed add pending for `item`, if any.
+    pub(super) fn withdraw(&self, item: &T) {
+        let pending = self.pending.pin().get(item).copied();
+        if let Some(ticket) = pending {
+            self.cancel(item, ticket);
+        }
+    }
+
     /// Removes `item` from `pending` if the entry `key` is its pending one; true when this call
     /// did. The caller lowers `count` once it has dealt with the item.
     fn take_pending(&self, item: &T, key: (Instant, u64)) -> bool {

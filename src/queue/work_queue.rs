@@ -332,6 +332,18 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<T> {
         }
     }
 
+    /// Queues `item` at once if a delayed add of it is pending, and withdraws that add: for an
+    /// item whose retry can no longer matter, so that its consumer lets it go now rather than the
+    /// queue holding it until its backoff ends (upstream's limiter backs off up to 1000 s).
+    pub fn expedite(&self, item: &T) {
+        if self.delays.contains(item) {
+            // The add first: in between, the item is in both places, never in neither, so that
+            // `is_idle` cannot see the queue idle while it still has work.
+            self.add(item.clone());
+            self.delays.withdraw(item);
+        }
+    }
+
     /// Queues `item` after the rate limiter's delay for it, and counts one more failure for it.
     pub fn add_rate_limited(self: &Arc<Self>, item: T) {
         let delay = self.limiter.when(&item);
@@ -711,6 +723,20 @@ mod tests {
         q.done(&1);
         tokio::time::sleep(ms(100)).await;
         assert!(q.is_idle(), "the superseded 50 ms and 80 ms adds are not delivered");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expedite_should_queue_a_delayed_item_at_once_and_drop_its_delay() {
+        let q = queue();
+        q.add_after(1, Duration::from_secs(1000));
+        q.expedite(&2); // not delayed: nothing to bring forward
+        let start = Instant::now();
+        q.expedite(&1);
+        assert_eq!(q.delayed_len(), 0, "the delayed add no longer holds the item");
+        assert_eq!(q.get().await, Some(1));
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        q.done(&1);
+        assert!(q.is_idle(), "and 2 was never queued");
     }
 
     #[tokio::test(start_paused = true)]
