@@ -125,10 +125,10 @@ impl Syms {
 
     fn handle(&self, thread: usize, index: u64) -> Handle {
         let identity = Identity {
-            type_meta: TypeMeta::new(self.api_version, self.kind),
+            type_meta: TypeMeta::new(self.api_version.clone(), self.kind.clone()),
             name: Name::new(&format!("pod-{thread}-{index}")),
             uid: key(thread, index),
-            namespace: self.namespace,
+            namespace: self.namespace.clone(),
         };
         Handle::new(identity, &[], false)
     }

@@ -199,21 +199,21 @@ impl GraphEvent {
             object: EventObject {
                 uid: identity.uid.clone(),
                 name: identity.name.clone(),
-                namespace: identity.namespace,
+                namespace: identity.namespace.clone(),
                 owners: OwnerRefs::default(),
                 observation: Observation::default(),
             },
-            type_meta: identity.type_meta,
+            type_meta: identity.type_meta.clone(),
         }
     }
 
     /// The identity the event names (upstream's `identityFromEvent`).
     pub fn identity(&self) -> Identity {
         Identity {
-            type_meta: self.type_meta,
+            type_meta: self.type_meta.clone(),
             name: self.object.name.clone(),
             uid: self.object.uid.clone(),
-            namespace: self.object.namespace,
+            namespace: self.object.namespace.clone(),
         }
     }
 }

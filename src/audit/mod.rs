@@ -241,7 +241,7 @@ impl<C: ClusterApi> Auditor<C> {
                 continue; // the workers poll virtual nodes themselves
             }
             let id = node.identity();
-            let Ok(mapping) = mapper.rest_mapping(&id.api_version(), &id.kind()) else {
+            let Ok(mapping) = mapper.rest_mapping(id.api_version(), id.kind()) else {
                 continue;
             };
             let Some(gvk) = complete.get(&mapping.gvr) else {

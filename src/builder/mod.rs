@@ -264,7 +264,7 @@ impl GraphBuilder {
             return node;
         }
         let mut identity = id.clone();
-        identity.type_meta = event.type_meta;
+        identity.type_meta = event.type_meta.clone();
         let replacement = self.graph.replace(&node, identity);
         for r in node.owners() {
             self.graph.relink(&r.uid, id, &replacement);

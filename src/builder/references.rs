@@ -179,7 +179,7 @@ pub fn alternate_owner_identity(dependents: &[Handle], absent: &Identity) -> Opt
             let mut candidate = r.identity_in(dep_ns);
             if absent_is_cluster_scoped && candidate.type_meta == absent.type_meta {
                 // absent proved this apiVersion/kind cluster-scoped
-                candidate.namespace = absent.namespace;
+                candidate.namespace = absent.namespace.clone();
             }
             if !seen.insert(candidate.clone()) {
                 continue;

@@ -38,7 +38,7 @@ impl<C: ClusterApi> Collector<C> {
         let item = match current {
             Some(n) if n.identity().type_meta != item.identity().type_meta => {
                 let mut identity = item.identity().clone();
-                identity.type_meta = n.identity().type_meta;
+                identity.type_meta = n.identity().type_meta.clone();
                 item.clone_with_identity(identity)
             }
             _ => item.clone(),

@@ -64,11 +64,11 @@ impl<C: ClusterApi> Collector<C> {
         if self.absent_owner_cache.has(&key) {
             return Ok((OwnerState::Dangling, Seen::AbsentOwnerCache));
         }
-        key.namespace = item.namespace;
+        key.namespace = item.namespace.clone();
         if self.absent_owner_cache.has(&key) {
             return Ok((OwnerState::Dangling, Seen::AbsentOwnerCache));
         }
-        let mapping = self.mapping(&r.api_version(), &r.kind())?;
+        let mapping = self.mapping(r.api_version(), r.kind())?;
         if !mapping.namespaced {
             key.namespace = Sym::new("");
         }
@@ -114,7 +114,7 @@ impl<C: ClusterApi> Collector<C> {
         let seen = node.identity();
         let group = |api_version: &str| api_version.rsplit_once('/').map_or("", |(g, _)| g).to_string();
         let other_version = seen.api_version() != key.api_version()
-            && group(&seen.api_version()) == group(&key.api_version())
+            && group(seen.api_version()) == group(key.api_version())
             && seen.kind() == key.kind()
             && seen.name == key.name
             && seen.namespace == key.namespace;
@@ -122,10 +122,7 @@ impl<C: ClusterApi> Collector<C> {
             return None;
         }
         let mapper = self.mapper.load();
-        mapper
-            .rest_mapping(&seen.api_version(), &seen.kind())
-            .ok()
-            .map(|m| m.gvr)
+        mapper.rest_mapping(seen.api_version(), seen.kind()).ok().map(|m| m.gvr)
     }
 
     /// What the graph knows for certain of the owner a GET of `key` would read, if anything:

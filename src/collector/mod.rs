@@ -286,7 +286,7 @@ impl<C: ClusterApi> Collector<C> {
         let mapper = self.mapper.load();
         let mut resources: Vec<Gvr> = absent
             .iter()
-            .filter_map(|r| mapper.rest_mapping_any_version(&r.api_version(), &r.kind()).ok())
+            .filter_map(|r| mapper.rest_mapping_any_version(r.api_version(), r.kind()).ok())
             .map(|m| m.gvr)
             .collect();
         resources.sort();
@@ -318,7 +318,7 @@ impl<C: ClusterApi> Collector<C> {
 
     /// Resource and namespace for `identity`, with upstream's namespace rule (spec §4.5).
     fn locate(&self, identity: &Identity) -> Result<(Gvr, String, bool)> {
-        let mapping = self.mapping(&identity.api_version(), &identity.kind())?;
+        let mapping = self.mapping(identity.api_version(), identity.kind())?;
         let namespace = if mapping.namespaced {
             identity.namespace.to_string()
         } else {

@@ -59,8 +59,8 @@ fn node_json(node: &Node) -> Value {
     dependents.sort();
     json!({
         "uid": id.uid.to_string(),
-        "apiVersion": &*id.api_version(),
-        "kind": &*id.kind(),
+        "apiVersion": id.api_version().as_str(),
+        "kind": id.kind().as_str(),
         "namespace": &*id.namespace,
         "name": &*id.name,
         "virtual": node.is_virtual(),
@@ -353,7 +353,7 @@ mod tests {
 
     fn owner_ref(owner: &Identity) -> OwnerRef {
         OwnerRef::new(
-            TypeMeta::new(owner.api_version(), owner.kind()),
+            TypeMeta::new(owner.api_version().clone(), owner.kind().clone()),
             owner.name.clone(),
             owner.uid.clone(),
             Some(true),

@@ -4,7 +4,7 @@
 //! compares all five. An [`OwnerRef`] is one entry of `metadata.ownerReferences`; its
 //! *coordinates* are (uid, name, kind, apiVersion), and namespace is never part of it.
 
-use super::intern::{Sym, TaggedTypeMeta, TypeMeta};
+use super::intern::{Sym, TaggedTypeMeta, TypeMeta, TypeMetaRef};
 use super::name::Name;
 use super::uid::Uid;
 use std::fmt;
@@ -40,7 +40,7 @@ impl OwnerRef {
     }
 
     /// The owner's apiVersion and kind.
-    pub fn type_meta(&self) -> TypeMeta {
+    pub fn type_meta(&self) -> TypeMetaRef<'_> {
         self.type_and_flags.type_meta()
     }
 
@@ -55,12 +55,12 @@ impl OwnerRef {
     }
 
     /// The owner's apiVersion.
-    pub fn api_version(&self) -> Sym {
+    pub fn api_version(&self) -> &Sym {
         self.type_meta().api_version()
     }
 
     /// The owner's kind.
-    pub fn kind(&self) -> Sym {
+    pub fn kind(&self) -> &Sym {
         self.type_meta().kind()
     }
 
@@ -72,10 +72,10 @@ impl OwnerRef {
     /// The identity this ref names when read from a dependent in `namespace`.
     pub fn identity_in(&self, namespace: &Sym) -> Identity {
         Identity {
-            type_meta: self.type_meta(),
+            type_meta: self.type_meta().clone(),
             name: self.name.clone(),
             uid: self.uid.clone(),
-            namespace: *namespace,
+            namespace: namespace.clone(),
         }
     }
 
@@ -112,7 +112,7 @@ fn flag_of(bits: u8) -> Option<bool> {
 impl fmt::Debug for OwnerRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OwnerRef")
-            .field("type_meta", &self.type_meta())
+            .field("type_meta", &*self.type_meta())
             .field("name", &self.name)
             .field("uid", &self.uid)
             .field("controller", &self.controller())
@@ -199,18 +199,18 @@ pub struct Identity {
 
 impl Identity {
     /// apiVersion.
-    pub fn api_version(&self) -> Sym {
+    pub fn api_version(&self) -> &Sym {
         self.type_meta.api_version()
     }
 
     /// Kind.
-    pub fn kind(&self) -> Sym {
+    pub fn kind(&self) -> &Sym {
         self.type_meta.kind()
     }
 
     /// True when `r` has exactly these coordinates (uid, name, kind, apiVersion).
     pub fn matches_coordinates(&self, r: &OwnerRef) -> bool {
-        self.uid == r.uid && self.name == r.name && self.type_meta == r.type_meta()
+        self.uid == r.uid && self.name == r.name && self.type_meta == *r.type_meta()
     }
 
     /// This identity with another namespace.
@@ -253,10 +253,10 @@ mod tests {
         let flags = [None, Some(false), Some(true)];
         for controller in flags {
             for block in flags {
-                let r = OwnerRef::new(type_meta, Name::new("rs"), Uid::parse("u"), controller, block);
+                let r = OwnerRef::new(type_meta.clone(), Name::new("rs"), Uid::parse("u"), controller, block);
                 assert_eq!(
-                    (r.type_meta(), r.controller(), r.block_owner_deletion()),
-                    (type_meta, controller, block)
+                    (r.type_meta().clone(), r.controller(), r.block_owner_deletion()),
+                    (type_meta.clone(), controller, block)
                 );
                 let wire = r.to_wire();
                 assert_eq!((wire.controller, wire.block_owner_deletion), (controller, block));

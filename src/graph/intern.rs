@@ -1,70 +1,291 @@
 //! Interned strings for the few values that repeat across millions of nodes: apiVersion, kind and
 //! namespace.
 //!
-//! A [`Sym`] is one pointer into a process-wide table, so it is 8 bytes, `Copy`, and compares by
-//! address. The table only grows: the apiVersions, kinds and namespaces of a cluster are few and
-//! long-lived, and a deleted namespace costs its name once.
+//! A [`Sym`] is one pointer to an entry of a process-wide table, so it is 8 bytes and compares by
+//! address. A [`TypeMeta`] is the pair (apiVersion, kind) interned the same way: every identity
+//! and owner reference names one.
 //!
-//! A [`TypeMeta`] is the pair (apiVersion, kind) interned the same way: every identity and owner
-//! reference names one, and a cluster has a few hundred at most.
+//! # What an entry costs, and for how long
 //!
-//! Invariant: every `Sym` comes from [`Sym::new`] and every `TypeMeta` from [`TypeMeta::new`],
-//! which hand out one address per distinct value, so address equality is value equality.
+//! The values come from the objects a tenant writes: an owner reference's apiVersion and kind are
+//! free text to the API server, and a tenant may name a new one in every object. So an entry
+//! counts its holders, and leaves the table with the last (freed once no reader of the table can
+//! still see it, through the table's own reclamation). A value held by [`POPULAR`] holders at once
+//! (a served kind, a busy namespace) stops counting and stays for the life of the process: clones
+//! and drops of it then write nothing, so that builders on many cores do not contend on the count
+//! of `v1/Pod`. What the table keeps for good is thus bounded by the objects it took to get there,
+//! about one entry per [`POPULAR`] objects.
+//!
+//! Invariants:
+//!
+//! - every `Sym` comes from [`Sym::new`] and every `TypeMeta` from [`TypeMeta::new`], which hand
+//!   out one live entry per distinct value, so address equality is value equality;
+//! - an entry in the table has at least one holder or is immortal, except between its last
+//!   release and its removal, during which no new holder can acquire it ([`acquire`] refuses a
+//!   count of zero, and the next lookup waits for the removal);
+//! - an entry is freed only after its removal from the table and the end of every guard that
+//!   could have read it there.
 
+use papaya::Guard;
+use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::ops::Deref;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::sync::LazyLock;
 
-/// A process-wide intern table: each key's one value.
-type Table<K, V> = LazyLock<papaya::HashMap<K, V, foldhash::fast::RandomState>>;
+/// Holders at once from which an entry stops counting and is never freed.
+const POPULAR: u32 = 1024;
 
-/// The value interned for `key`, made by `make` (which leaks it) on first use. If another thread
-/// wins the race to insert `key`, its value is the one returned and `make`'s copy stays unused.
-fn intern<K, V, Q>(table: &Table<K, V>, key: &Q, make: impl FnOnce() -> (K, V)) -> V
-where
-    K: Hash + Eq,
-    V: Copy,
-    Q: Hash + papaya::Equivalent<K> + ?Sized,
-{
-    let table = table.pin();
-    if let Some(found) = table.get(key) {
-        return *found;
-    }
-    let (key, value) = make();
-    match table.try_insert(key, value) {
-        Ok(inserted) => *inserted,
-        Err(occupied) => *occupied.current,
+/// The count of an entry that no longer counts.
+const IMMORTAL: u32 = u32::MAX;
+
+/// One interned value and its count of holders.
+struct Entry<V> {
+    holders: AtomicU32,
+    value: V,
+}
+
+/// What a table interns: its lookup form, and what leaves with an entry.
+trait Value: Hash + Eq + Sync + Sized + 'static {
+    /// What a lookup borrows.
+    type Probe: Hash + Eq + ?Sized;
+
+    /// The process-wide table.
+    fn table() -> &'static Table<Self>;
+
+    /// This value as a lookup borrows it.
+    fn probe(&self) -> &Self::Probe;
+
+    /// Lets go of what the value holds, once its entry is out of the table with no holder left.
+    ///
+    /// # Safety
+    ///
+    /// Called at most once per entry, after its removal; the value is not used afterwards except
+    /// by lookups still comparing keys under an old guard, which read addresses only.
+    unsafe fn unlink(&self) {}
+}
+
+/// The table's key: an entry, hashed and compared by value.
+struct Key<V: 'static>(NonNull<Entry<V>>);
+
+impl<V> Key<V> {
+    fn value(&self) -> &V {
+        // SAFETY: a key is in the table only while its entry is live (module invariants), and a
+        // key read from the table is used only under the guard that read it.
+        unsafe { &self.0.as_ref().value }
     }
 }
 
-/// An interned string.
-#[derive(Clone, Copy)]
-#[allow(clippy::borrowed_box, reason = "a thin pointer: 8 bytes where a `&str` takes 16")]
-pub struct Sym(&'static Box<str>);
+impl<V: Hash> Hash for Key<V> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.value().hash(state);
+    }
+}
 
-static SYMS: Table<&'static str, Sym> = LazyLock::new(Default::default);
+impl<V: PartialEq> PartialEq for Key<V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.value() == other.value()
+    }
+}
+
+impl<V: Eq> Eq for Key<V> {}
+
+impl Borrow<str> for Key<Box<str>> {
+    fn borrow(&self) -> &str {
+        self.value()
+    }
+}
+
+impl Borrow<(Sym, Sym)> for Key<Pair> {
+    fn borrow(&self) -> &(Sym, Sym) {
+        self.value().probe()
+    }
+}
+
+/// The entry a key stands for, as the table's value.
+struct Found<V: 'static>(NonNull<Entry<V>>);
+
+// SAFETY: keys and values point to entries whose value is immutable once interned (`Sym` and
+// `Pair` are Sync) and whose count is atomic; the table hands them between threads, never the
+// right to free them, which only the last release takes.
+unsafe impl<V: Sync> Send for Key<V> {}
+// SAFETY: as above.
+unsafe impl<V: Sync> Sync for Key<V> {}
+// SAFETY: as above.
+unsafe impl<V: Sync> Send for Found<V> {}
+// SAFETY: as above.
+unsafe impl<V: Sync> Sync for Found<V> {}
+
+/// A process-wide intern table.
+type Table<V> = LazyLock<papaya::HashMap<Key<V>, Found<V>, foldhash::fast::RandomState>>;
+
+/// One more holder of the entry `found` points to, unless it is on its way out.
+fn acquire<V>(found: NonNull<Entry<V>>) -> bool {
+    // SAFETY: the caller holds the entry, or read it from the table under a guard it still holds.
+    let holders = unsafe { &found.as_ref().holders };
+    let mut n = holders.load(Ordering::Relaxed);
+    loop {
+        if n == IMMORTAL {
+            return true;
+        }
+        if n == 0 {
+            return false;
+        }
+        let next = if n + 1 >= POPULAR { IMMORTAL } else { n + 1 };
+        match holders.compare_exchange_weak(n, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(now) => n = now,
+        }
+    }
+}
+
+/// One more holder of an entry the caller already holds.
+fn retain<V>(held: NonNull<Entry<V>>) {
+    let acquired = acquire(held);
+    debug_assert!(acquired, "a held entry has a holder");
+}
+
+/// The entry of the value `probe` looks up, made by `make` and added on first use; the caller
+/// holds it once. Any thread may intern.
+fn intern<V: Value>(probe: &V::Probe, make: impl FnOnce() -> V) -> NonNull<Entry<V>>
+where
+    Key<V>: Borrow<V::Probe>,
+{
+    let table = V::table();
+    let guard = table.guard();
+    let mut make = Some(make);
+    let mut made: Option<Box<Entry<V>>> = None;
+    loop {
+        if let Some(found) = table.get(probe, &guard) {
+            if acquire(found.0) {
+                return found.0;
+            }
+            // Its last holder is taking it out of the table: look again once it has.
+            std::thread::yield_now();
+            continue;
+        }
+        let entry = made.take().unwrap_or_else(|| {
+            let make = make.take().expect("made once");
+            Box::new(Entry {
+                holders: AtomicU32::new(1),
+                value: make(),
+            })
+        });
+        let ptr = NonNull::from(Box::leak(entry));
+        match table.try_insert(Key(ptr), Found(ptr), &guard) {
+            Ok(_) => return ptr,
+            // SAFETY: the table refused the entry, so nothing else ever saw it.
+            Err(_) => made = Some(unsafe { Box::from_raw(ptr.as_ptr()) }),
+        }
+    }
+}
+
+/// Drops one holder of `held`; the last one takes the entry out of its table, lets go of what
+/// it holds, and has it freed once no guard can see it.
+fn release<V: Value>(held: NonNull<Entry<V>>)
+where
+    Key<V>: Borrow<V::Probe>,
+{
+    // SAFETY: the caller holds the entry, so it is live.
+    let entry = unsafe { held.as_ref() };
+    let mut n = entry.holders.load(Ordering::Relaxed);
+    loop {
+        if n == IMMORTAL {
+            return;
+        }
+        debug_assert!(n > 0, "released more often than held");
+        match entry
+            .holders
+            .compare_exchange_weak(n, n - 1, Ordering::Release, Ordering::Relaxed)
+        {
+            Ok(_) => break,
+            Err(now) => n = now,
+        }
+    }
+    if n > 1 {
+        return;
+    }
+    // The last holder: every other holder's use happened before its release, as with `Arc`.
+    fence(Ordering::Acquire);
+    let table = V::table();
+    let guard = table.guard();
+    let _ = table.remove_if(entry.value.probe(), |_, found| found.0 == held, &guard);
+    // SAFETY: the entry is out of the table and has no holder, and a count of zero is never
+    // raised again, so this is its one unlink, and only lookups under an older guard still see
+    // it. The table's collector frees it after the last of them.
+    unsafe {
+        entry.value.unlink();
+        guard.defer_retire(held.as_ptr(), free_entry::<V>);
+    }
+}
+
+/// Frees an entry retired by [`release`].
+///
+/// # Safety
+///
+/// `entry` came from `Box::leak` in [`intern`] and no one can reach it any more.
+unsafe fn free_entry<V>(entry: *mut Entry<V>, _: &seize::Collector) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(entry) });
+}
+
+/// An interned string.
+pub struct Sym(NonNull<Entry<Box<str>>>);
+
+static SYMS: Table<Box<str>> = LazyLock::new(Default::default);
+
+impl Value for Box<str> {
+    type Probe = str;
+
+    fn table() -> &'static Table<Self> {
+        &SYMS
+    }
+
+    fn probe(&self) -> &str {
+        self
+    }
+}
 
 impl Sym {
     /// The interned copy of `s`, added on first use. Any thread may intern.
     pub fn new(s: &str) -> Sym {
-        intern(&SYMS, s, || {
-            // Leaked on purpose: the table lives as long as the process.
-            let sym = Sym(Box::leak(Box::new(Box::from(s))));
-            (sym.as_str(), sym)
-        })
+        Sym(intern(s, || Box::from(s)))
     }
 
     /// The string.
-    pub fn as_str(&self) -> &'static str {
-        self.0
+    pub fn as_str(&self) -> &str {
+        // SAFETY: this holder keeps the entry live.
+        unsafe { &self.0.as_ref().value }
     }
 }
+
+impl Clone for Sym {
+    fn clone(&self) -> Self {
+        retain(self.0);
+        Sym(self.0)
+    }
+}
+
+impl Drop for Sym {
+    fn drop(&mut self) {
+        release(self.0);
+    }
+}
+
+// SAFETY: an entry's string is immutable and its count atomic (module docs).
+unsafe impl Send for Sym {}
+// SAFETY: as above.
+unsafe impl Sync for Sym {}
 
 super::string_view!(Sym);
 
 impl PartialEq for Sym {
     fn eq(&self, other: &Self) -> bool {
-        std::ptr::eq(self.0, other.0)
+        self.0 == other.0
     }
 }
 
@@ -73,84 +294,171 @@ impl Eq for Sym {}
 /// By address, as equality is.
 impl Hash for Sym {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        std::ptr::hash(self.0, state);
+        self.0.hash(state);
     }
 }
 
 /// An interned (apiVersion, kind) pair.
-#[derive(Clone, Copy)]
-pub struct TypeMeta(&'static Pair);
+pub struct TypeMeta(NonNull<Entry<Pair>>);
 
-/// The pair a [`TypeMeta`] points to, aligned so that its address leaves [`TAG_BITS`] low bits
-/// free for [`TaggedTypeMeta`].
+/// The pair a [`TypeMeta`] points to, aligned so that its entry's address leaves [`TAG_BITS`] low
+/// bits free for [`TaggedTypeMeta`]. It holds its two symbols until its entry leaves the table
+/// ([`Value::unlink`]), not until the entry is freed, which waits for the table's readers.
+#[derive(PartialEq, Eq, Hash)]
 #[repr(align(16))]
-struct Pair(Sym, Sym);
+struct Pair(ManuallyDrop<(Sym, Sym)>);
 
-/// Low bits of a pair's address that are always zero.
+impl Value for Pair {
+    type Probe = (Sym, Sym);
+
+    fn table() -> &'static Table<Self> {
+        &TYPES
+    }
+
+    fn probe(&self) -> &(Sym, Sym) {
+        &self.0
+    }
+
+    unsafe fn unlink(&self) {
+        // SAFETY: the one unlink of this entry (the caller's contract), and the symbols are never
+        // dropped otherwise; readers left compare their addresses only.
+        drop(unsafe { std::ptr::read(&*self.0) });
+    }
+}
+
+/// Low bits of an entry's address that are always zero.
 const TAG_BITS: u32 = 4;
 const TAG_MASK: usize = (1 << TAG_BITS) - 1;
 
-static TYPES: Table<(Sym, Sym), TypeMeta> = LazyLock::new(Default::default);
+static TYPES: Table<Pair> = LazyLock::new(Default::default);
 
 impl TypeMeta {
     /// The interned pair, added on first use. Any thread may intern.
     pub fn new(api_version: Sym, kind: Sym) -> TypeMeta {
-        let key = (api_version, kind);
-        // Leaked on purpose, as symbols are.
-        intern(&TYPES, &key, || {
-            (key, TypeMeta(Box::leak(Box::new(Pair(key.0, key.1)))))
-        })
+        let probe = (api_version, kind);
+        // A new pair holds its own clones; the caller's are dropped either way.
+        TypeMeta(intern(&probe, || Pair(ManuallyDrop::new(probe.clone()))))
     }
 
-    /// This type and `tag` (less than 16) in one word.
+    /// This type and `tag` (less than 16) in one word, which takes over this holder.
     pub(super) fn tagged(self, tag: u8) -> TaggedTypeMeta {
         debug_assert!(usize::from(tag) <= TAG_MASK, "a tag has {TAG_BITS} bits");
-        let p = std::ptr::NonNull::from(self.0).cast::<u8>();
-        TaggedTypeMeta(p.map_addr(|a| a | (usize::from(tag) & TAG_MASK)))
+        let this = ManuallyDrop::new(self);
+        TaggedTypeMeta(this.0.cast::<u8>().map_addr(|a| a | (usize::from(tag) & TAG_MASK)))
     }
 
     /// The apiVersion.
-    pub fn api_version(self) -> Sym {
-        self.0 .0
+    pub fn api_version(&self) -> &Sym {
+        &self.pair().0 .0
     }
 
     /// The kind.
-    pub fn kind(self) -> Sym {
-        self.0 .1
+    pub fn kind(&self) -> &Sym {
+        &self.pair().0 .1
+    }
+
+    fn pair(&self) -> &Pair {
+        // SAFETY: this holder keeps the entry live.
+        unsafe { &self.0.as_ref().value }
     }
 }
 
-/// A [`TypeMeta`] and 4 bits of its holder's in one word, which an owner reference uses for its
-/// two optional flags: the pair's alignment leaves its address's low bits free.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(super) struct TaggedTypeMeta(std::ptr::NonNull<u8>);
+impl Clone for TypeMeta {
+    fn clone(&self) -> Self {
+        retain(self.0);
+        TypeMeta(self.0)
+    }
+}
 
-// SAFETY: the word points to an interned pair, which is immutable and lives as long as the
-// process; sharing or sending the pointer shares nothing else.
+impl Drop for TypeMeta {
+    fn drop(&mut self) {
+        release(self.0);
+    }
+}
+
+// SAFETY: an entry's pair is immutable and its count atomic (module docs).
+unsafe impl Send for TypeMeta {}
+// SAFETY: as above.
+unsafe impl Sync for TypeMeta {}
+
+/// A [`TypeMeta`] and 4 bits of its holder's in one word, which an owner reference uses for its
+/// two optional flags: the pair's alignment leaves its address's low bits free. It holds its type
+/// as a `TypeMeta` does.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct TaggedTypeMeta(NonNull<u8>);
+
+// SAFETY: as for `TypeMeta`, which it holds.
 unsafe impl Send for TaggedTypeMeta {}
 // SAFETY: as above.
 unsafe impl Sync for TaggedTypeMeta {}
 
 impl TaggedTypeMeta {
-    /// The type.
-    pub(super) fn type_meta(self) -> TypeMeta {
+    /// The type, borrowed from this word.
+    pub(super) fn type_meta(&self) -> TypeMetaRef<'_> {
         let p = self
             .0
-            .map_addr(|a| std::num::NonZeroUsize::new(a.get() & !TAG_MASK).expect("a pair's address is not zero"));
-        // SAFETY: `tagged` made this from a `&'static Pair` by setting low bits its alignment
-        // leaves zero; clearing them gives back that reference, with its provenance.
-        TypeMeta(unsafe { p.cast::<Pair>().as_ref() })
+            .map_addr(|a| std::num::NonZeroUsize::new(a.get() & !TAG_MASK).expect("an entry's address is not zero"));
+        TypeMetaRef {
+            // Not a holder: it borrows this word's, and is never dropped as a `TypeMeta`.
+            type_meta: ManuallyDrop::new(TypeMeta(p.cast::<Entry<Pair>>())),
+            _word: PhantomData,
+        }
     }
 
     /// The tag.
-    pub(super) fn tag(self) -> u8 {
+    pub(super) fn tag(&self) -> u8 {
         (self.0.addr().get() & TAG_MASK) as u8
+    }
+}
+
+impl Clone for TaggedTypeMeta {
+    fn clone(&self) -> Self {
+        std::mem::forget(TypeMeta::clone(&self.type_meta()));
+        TaggedTypeMeta(self.0)
+    }
+}
+
+impl Drop for TaggedTypeMeta {
+    fn drop(&mut self) {
+        // The view's `TypeMeta`, dropped as one, releases this word's holder.
+        drop(ManuallyDrop::into_inner(self.type_meta().type_meta));
+    }
+}
+
+/// A [`TypeMeta`] borrowed from a [`TaggedTypeMeta`]: derefs to it; `.clone()` makes a holder.
+pub struct TypeMetaRef<'a> {
+    type_meta: ManuallyDrop<TypeMeta>,
+    _word: PhantomData<&'a TaggedTypeMeta>,
+}
+
+impl<'a> TypeMetaRef<'a> {
+    /// The apiVersion, for as long as the word this borrows from.
+    pub fn api_version(&self) -> &'a Sym {
+        &self.pair().0 .0
+    }
+
+    /// The kind, for as long as the word this borrows from.
+    pub fn kind(&self) -> &'a Sym {
+        &self.pair().0 .1
+    }
+
+    fn pair(&self) -> &'a Pair {
+        // SAFETY: the word this borrows from holds the entry for 'a.
+        unsafe { &self.type_meta.0.as_ref().value }
+    }
+}
+
+impl Deref for TypeMetaRef<'_> {
+    type Target = TypeMeta;
+
+    fn deref(&self) -> &TypeMeta {
+        &self.type_meta
     }
 }
 
 impl PartialEq for TypeMeta {
     fn eq(&self, other: &Self) -> bool {
-        std::ptr::eq(self.0, other.0)
+        self.0 == other.0
     }
 }
 
@@ -159,7 +467,7 @@ impl Eq for TypeMeta {}
 /// By address, as equality is.
 impl Hash for TypeMeta {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        std::ptr::hash(self.0, state);
+        self.0.hash(state);
     }
 }
 
@@ -187,20 +495,69 @@ mod tests {
     #[test]
     fn type_meta_should_share_one_address_per_pair() {
         let (apps, rs) = (Sym::new("apps/v1"), Sym::new("ReplicaSet"));
-        let a = TypeMeta::new(apps, rs);
+        let a = TypeMeta::new(apps.clone(), rs.clone());
         assert_eq!(a, TypeMeta::new(Sym::new("apps/v1"), Sym::new("ReplicaSet")));
-        assert_ne!(a, TypeMeta::new(rs, apps));
-        assert_eq!((a.api_version(), a.kind()), (apps, rs));
+        assert_ne!(a, TypeMeta::new(rs.clone(), apps.clone()));
+        assert_eq!((a.api_version(), a.kind()), (&apps, &rs));
     }
 
     #[test]
     fn a_tagged_type_meta_should_give_back_its_type_and_tag() {
         let a = TypeMeta::new(Sym::new("apps/v1"), Sym::new("ReplicaSet"));
         for tag in 0..16 {
-            let tagged = a.tagged(tag);
-            assert_eq!((tagged.type_meta(), tagged.tag()), (a, tag));
+            let tagged = a.clone().tagged(tag);
+            assert_eq!((&*tagged.type_meta(), tagged.tag()), (&a, tag));
+            let copy = tagged.clone();
+            assert_eq!(copy, tagged);
         }
-        assert_ne!(a.tagged(1), a.tagged(2));
+        assert_ne!(a.clone().tagged(1), a.clone().tagged(2));
         assert_eq!(std::mem::size_of::<Option<TaggedTypeMeta>>(), 8);
+    }
+
+    /// Values no one holds any more leave the table: a tenant's random kinds cost nothing once
+    /// its objects are gone.
+    #[test]
+    fn a_value_should_leave_the_table_with_its_last_holder() {
+        let contains = |s: &str| SYMS.pin().contains_key(s);
+        let kind = Sym::new("Kq7f3-only-here");
+        let again = kind.clone();
+        let pair = TypeMeta::new(Sym::new("q7f3.example/v1"), kind);
+        let tagged = pair.clone().tagged(3);
+        drop(pair);
+        assert!(contains("Kq7f3-only-here") && contains("q7f3.example/v1"), "still held");
+        drop(tagged);
+        assert!(contains("Kq7f3-only-here"), "one holder left");
+        assert!(!contains("q7f3.example/v1"), "the pair's symbols go with the pair");
+        drop(again);
+        assert!(!contains("Kq7f3-only-here"));
+        let back = Sym::new("Kq7f3-only-here");
+        assert_eq!(back, "Kq7f3-only-here", "and comes back as new");
+    }
+
+    #[test]
+    fn a_popular_value_should_stay_for_good() {
+        let held: Vec<Sym> = (0..POPULAR).map(|_| Sym::new("ns-popular-q7f3")).collect();
+        drop(held);
+        assert!(SYMS.pin().contains_key("ns-popular-q7f3"));
+    }
+
+    /// Threads interning and dropping the same few values at once, each checking that what it
+    /// holds reads back as the value it asked for.
+    #[test]
+    fn threads_should_share_and_free_entries_without_mixing_values() {
+        let rounds = if cfg!(miri) { 20 } else { 5_000 };
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                s.spawn(move || {
+                    for i in 0..rounds {
+                        let text = format!("race-q7f3-{}", (i + t) % 3);
+                        let a = Sym::new(&text);
+                        let pair = TypeMeta::new(Sym::new("race-q7f3/v1"), a.clone());
+                        assert_eq!(a.as_str(), text);
+                        assert_eq!(pair.kind().as_str(), text);
+                    }
+                });
+            }
+        });
     }
 }

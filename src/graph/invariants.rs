@@ -116,7 +116,7 @@ mod tests {
     fn owner_ref(uid: &str) -> OwnerRef {
         let id = identity(uid);
         OwnerRef::new(
-            TypeMeta::new(id.api_version(), id.kind()),
+            TypeMeta::new(id.api_version().clone(), id.kind().clone()),
             id.name,
             id.uid,
             None,

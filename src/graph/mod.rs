@@ -88,7 +88,7 @@ use crossbeam_utils::CachePadded;
 use edges::Adrift;
 pub use edges::Linked;
 pub use identity::{Identity, OwnerRef, OwnerRefs};
-pub use intern::{Sym, TypeMeta};
+pub use intern::{Sym, TypeMeta, TypeMetaRef};
 pub use name::Name;
 pub use node::{Handle, Node, Observation, Observed, ObservedFinalizers};
 pub use resource_version::ResourceVersion;

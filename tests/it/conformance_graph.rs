@@ -770,7 +770,7 @@ impl Scenario {
         let identity = id.identity();
         let event = self
             .rig
-            .event(event_type, meta, &identity.api_version(), &identity.kind());
+            .event(event_type, meta, identity.api_version(), identity.kind());
         self.rig.apply(event);
     }
 
@@ -2033,7 +2033,7 @@ fn s42_alternate_owner_identity_cases() {
                     .map(|o| {
                         let o = identity(*o);
                         OwnerRef::new(
-                            TypeMeta::new(o.api_version(), o.kind()),
+                            TypeMeta::new(o.api_version().clone(), o.kind().clone()),
                             o.name.clone(),
                             o.uid,
                             None,
