@@ -162,6 +162,10 @@ where
     loop {
         if let Some(found) = table.get(probe, &guard) {
             if acquire(found.0) {
+                if let Some(unused) = made {
+                    // SAFETY: never published, so this is its only unlink and no one reads it.
+                    unsafe { unused.value.unlink() };
+                }
                 return found.0;
             }
             // Its last holder is taking it out of the table: look again once it has.
@@ -541,20 +545,30 @@ mod tests {
         assert!(SYMS.pin().contains_key("ns-popular-q7f3"));
     }
 
-    /// Threads interning and dropping the same few values at once, each checking that what it
-    /// holds reads back as the value it asked for.
+    /// Threads interning, tagging, cloning and dropping the same few values at once, each
+    /// checking that what it holds reads back as the value it asked for.
     #[test]
     fn threads_should_share_and_free_entries_without_mixing_values() {
-        let rounds = if cfg!(miri) { 20 } else { 5_000 };
+        let rounds = if cfg!(miri) { 30 } else { 20_000 };
         std::thread::scope(|s| {
             for t in 0..4 {
                 s.spawn(move || {
+                    let mut kept = Vec::new();
                     for i in 0..rounds {
-                        let text = format!("race-q7f3-{}", (i + t) % 3);
+                        let text = format!("race-q7f3-{}", (i * 7 + t) % 5);
                         let a = Sym::new(&text);
-                        let pair = TypeMeta::new(Sym::new("race-q7f3/v1"), a.clone());
+                        let pair = TypeMeta::new(Sym::new(&format!("race-q7f3/v{}", i % 2)), a.clone());
+                        let tagged = pair.clone().tagged((i % 16) as u8);
                         assert_eq!(a.as_str(), text);
                         assert_eq!(pair.kind().as_str(), text);
+                        assert_eq!(tagged.clone().type_meta().kind().as_str(), text);
+                        // Some outlive a few rounds, so that entries die while others look.
+                        if i % 3 == t % 3 {
+                            kept.push(tagged);
+                        }
+                        if kept.len() > 4 {
+                            kept.remove(0);
+                        }
                     }
                 });
             }
