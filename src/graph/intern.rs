@@ -26,7 +26,6 @@
 //! - an entry is freed only after its removal from the table and the end of every guard that
 //!   could have read it there.
 
-use papaya::Guard;
 use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -106,8 +105,27 @@ impl Borrow<(Sym, Sym)> for Key<Pair> {
     }
 }
 
-/// The entry a key stands for, as the table's value.
+/// The entry a key stands for, as the table's value, which owns it: the table drops its value
+/// only once no reader can reach the key, through the current table or an old one a resize
+/// left behind, so the key's entry lives as long as the key can be read.
 struct Found<V: 'static>(NonNull<Entry<V>>);
+
+impl<V> Found<V> {
+    /// Takes the entry back from a value the table refused.
+    fn into_box(self) -> Box<Entry<V>> {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: the entry came from `Box::leak` in `intern`, and this value owned it.
+        unsafe { Box::from_raw(this.0.as_ptr()) }
+    }
+}
+
+impl<V> Drop for Found<V> {
+    fn drop(&mut self) {
+        // SAFETY: the entry came from `Box::leak` in `intern`, and this value owned it; what it
+        // holds was let go of when it left the table (`Value::unlink`), so only memory remains.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
 
 // SAFETY: keys and values point to entries whose value is immutable once interned (`Sym` and
 // `Pair` are Sync) and whose count is atomic; the table hands them between threads, never the
@@ -182,8 +200,8 @@ where
         let ptr = NonNull::from(Box::leak(entry));
         match table.try_insert(Key(ptr), Found(ptr), &guard) {
             Ok(_) => return ptr,
-            // SAFETY: the table refused the entry, so nothing else ever saw it.
-            Err(_) => made = Some(unsafe { Box::from_raw(ptr.as_ptr()) }),
+            // The table refused it, so nothing else ever saw it.
+            Err(refused) => made = Some(refused.not_inserted.into_box()),
         }
     }
 }
@@ -217,24 +235,12 @@ where
     fence(Ordering::Acquire);
     let table = V::table();
     let guard = table.guard();
-    let _ = table.remove_if(entry.value.probe(), |_, found| found.0 == held, &guard);
+    let removed = table.remove_if(entry.value.probe(), |_, found| found.0 == held, &guard);
+    debug_assert!(matches!(removed, Ok(Some(_))), "a dying entry is in its table");
     // SAFETY: the entry is out of the table and has no holder, and a count of zero is never
-    // raised again, so this is its one unlink, and only lookups under an older guard still see
-    // it. The table's collector frees it after the last of them.
-    unsafe {
-        entry.value.unlink();
-        guard.defer_retire(held.as_ptr(), free_entry::<V>);
-    }
-}
-
-/// Frees an entry retired by [`release`].
-///
-/// # Safety
-///
-/// `entry` came from `Box::leak` in [`intern`] and no one can reach it any more.
-unsafe fn free_entry<V>(entry: *mut Entry<V>, _: &seize::Collector) {
-    // SAFETY: the caller's contract.
-    drop(unsafe { Box::from_raw(entry) });
+    // raised again, so this is its one unlink; lookups that still reach its key compare
+    // addresses only. Its memory goes with the table's value ([`Found`]).
+    unsafe { entry.value.unlink() };
 }
 
 /// An interned string.
@@ -543,6 +549,36 @@ mod tests {
         let held: Vec<Sym> = (0..POPULAR).map(|_| Sym::new("ns-popular-q7f3")).collect();
         drop(held);
         assert!(SYMS.pin().contains_key("ns-popular-q7f3"));
+    }
+
+    /// Threads interning values none of them names twice, each kept for a few rounds: the table
+    /// grows and shrinks (papaya resizes it) while entries die and others look up. An entry freed
+    /// when it left the table, rather than with the table's value, was still read through an old
+    /// table a resize left behind: this crashed in every run of 4 threads × 300 000 rounds.
+    /// `INTERN_CHURN_THREADS` and `INTERN_CHURN_ROUNDS` size longer runs.
+    #[test]
+    fn threads_should_churn_distinct_values_through_resizes() {
+        let env = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+        let rounds = env("INTERN_CHURN_ROUNDS", if cfg!(miri) { 40 } else { 300_000 });
+        let threads = env("INTERN_CHURN_THREADS", 4);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || {
+                    let mut kept = std::collections::VecDeque::new();
+                    for i in 0..rounds {
+                        let text = format!("churn-q7f3-{t}-{i}");
+                        let kind = Sym::new(&text);
+                        let pair = TypeMeta::new(Sym::new(&format!("g{}.churn/v1", i % 7)), kind.clone());
+                        assert_eq!(kind.as_str(), text);
+                        assert_eq!(pair.kind().as_str(), text);
+                        kept.push_back((kind, pair));
+                        if kept.len() > 64 {
+                            kept.pop_front();
+                        }
+                    }
+                });
+            }
+        });
     }
 
     /// Threads interning, tagging, cloning and dropping the same few values at once, each
