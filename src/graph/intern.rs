@@ -579,6 +579,12 @@ mod tests {
                 });
             }
         });
+        let left = SYMS
+            .pin()
+            .iter()
+            .filter(|(key, _)| key.value().starts_with("churn-q7f3-"))
+            .count();
+        assert_eq!(left, 0, "every value left the table with its last holder");
     }
 
     /// Threads interning, tagging, cloning and dropping the same few values at once, each
