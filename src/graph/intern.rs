@@ -9,8 +9,8 @@
 //!
 //! The values come from the objects a tenant writes: an owner reference's apiVersion and kind are
 //! free text to the API server, and a tenant may name a new one in every object. So an entry
-//! counts its holders, and leaves the table with the last (freed once no reader of the table can
-//! still see it, through the table's own reclamation). A value held by [`POPULAR`] holders at once
+//! counts its holders, and leaves the table with the last, which frees it. A value held by
+//! [`POPULAR`] holders at once
 //! (a served kind, a busy namespace) stops counting and stays for the life of the process: clones
 //! and drops of it then write nothing, so that builders on many cores do not contend on the count
 //! of `v1/Pod`. What the table keeps for good is thus bounded by the objects it took to get there,
@@ -22,12 +22,16 @@
 //!   out one live entry per distinct value, so address equality is value equality;
 //! - an entry in the table has at least one holder or is immortal, except between its last
 //!   release and its removal, during which no new holder can acquire it ([`acquire`] refuses a
-//!   count of zero, and the next lookup waits for the removal);
-//! - an entry is freed only after its removal from the table and the end of every guard that
-//!   could have read it there.
+//!   count of zero, and an interner replaces it);
+//! - a reader uses an entry it found in the table only under the lock of the table's shard, and
+//!   the last holder frees the entry only once it has held that lock, so no one reaches a freed
+//!   entry.
 
+use parking_lot::RwLock;
 use std::borrow::Borrow;
+use std::collections::HashSet;
 use std::fmt;
+use std::hash::BuildHasher;
 use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
@@ -54,7 +58,7 @@ trait Value: Hash + Eq + Sync + Sized + 'static {
     type Probe: Hash + Eq + ?Sized;
 
     /// The process-wide table.
-    fn table() -> &'static Table<Self>;
+    fn table() -> &'static LazyLock<Table<Self>>;
 
     /// This value as a lookup borrows it.
     fn probe(&self) -> &Self::Probe;
@@ -63,8 +67,8 @@ trait Value: Hash + Eq + Sync + Sized + 'static {
     ///
     /// # Safety
     ///
-    /// Called at most once per entry, after its removal; the value is not used afterwards except
-    /// by lookups still comparing keys under an old guard, which read addresses only.
+    /// Called at most once per entry, once it is out of its table with no holder, or was never
+    /// in it; the value is not used afterwards.
     unsafe fn unlink(&self) {}
 }
 
@@ -73,8 +77,8 @@ struct Key<V: 'static>(NonNull<Entry<V>>);
 
 impl<V> Key<V> {
     fn value(&self) -> &V {
-        // SAFETY: a key is in the table only while its entry is live (module invariants), and a
-        // key read from the table is used only under the guard that read it.
+        // SAFETY: a key is in the table only while its entry is live, and is read only under its
+        // shard's lock (module invariants).
         unsafe { &self.0.as_ref().value }
     }
 }
@@ -105,45 +109,52 @@ impl Borrow<(Sym, Sym)> for Key<Pair> {
     }
 }
 
-/// The entry a key stands for, as the table's value, which owns it: the table drops its value
-/// only once no reader can reach the key, through the current table or an old one a resize
-/// left behind, so the key's entry lives as long as the key can be read.
-struct Found<V: 'static>(NonNull<Entry<V>>);
-
-impl<V> Found<V> {
-    /// Takes the entry back from a value the table refused.
-    fn into_box(self) -> Box<Entry<V>> {
-        let this = ManuallyDrop::new(self);
-        // SAFETY: the entry came from `Box::leak` in `intern`, and this value owned it.
-        unsafe { Box::from_raw(this.0.as_ptr()) }
-    }
-}
-
-impl<V> Drop for Found<V> {
-    fn drop(&mut self) {
-        // SAFETY: the entry came from `Box::leak` in `intern`, and this value owned it; what it
-        // holds was let go of when it left the table (`Value::unlink`), so only memory remains.
-        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
-    }
-}
-
-// SAFETY: keys and values point to entries whose value is immutable once interned (`Sym` and
-// `Pair` are Sync) and whose count is atomic; the table hands them between threads, never the
-// right to free them, which only the last release takes.
+// SAFETY: keys point to entries whose value is immutable once interned (`Sym` and `Pair` are
+// Sync) and whose count is atomic; a table hands them between threads, never the right to free
+// them, which only the last release takes.
 unsafe impl<V: Sync> Send for Key<V> {}
 // SAFETY: as above.
 unsafe impl<V: Sync> Sync for Key<V> {}
-// SAFETY: as above.
-unsafe impl<V: Sync> Send for Found<V> {}
-// SAFETY: as above.
-unsafe impl<V: Sync> Sync for Found<V> {}
 
-/// A process-wide intern table.
-type Table<V> = LazyLock<papaya::HashMap<Key<V>, Found<V>, foldhash::fast::RandomState>>;
+/// Shards of a table, so that threads interning different values rarely meet on one lock.
+const SHARDS: usize = 64;
+
+/// A process-wide intern table: shards of a hash set of keys, each behind a lock. A reader uses
+/// an entry it finds only under its shard's lock (to acquire it); the last holder takes the entry
+/// out under the write lock, so once it holds that lock no one else can reach the entry.
+///
+/// Locks rather than a lock-free map: values come and go for good (a tenant's random kinds), and
+/// a lock-free map that only drops removed slots when it grows grew without bound under that
+/// churn (2 GB after 150 000 distinct kinds).
+struct Table<V: 'static> {
+    hasher: foldhash::fast::RandomState,
+    shards: Box<[Shard<V>]>,
+}
+
+/// One shard of a [`Table`].
+type Shard<V> = RwLock<HashSet<Key<V>, foldhash::fast::RandomState>>;
+
+impl<V: Value> Table<V>
+where
+    Key<V>: Borrow<V::Probe>,
+{
+    fn new() -> Self {
+        Table {
+            hasher: foldhash::fast::RandomState::default(),
+            shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
+        }
+    }
+
+    fn shard(&self, probe: &V::Probe) -> &Shard<V> {
+        let hash = self.hasher.hash_one(probe);
+        &self.shards[(hash as usize) % SHARDS]
+    }
+}
 
 /// One more holder of the entry `found` points to, unless it is on its way out.
 fn acquire<V>(found: NonNull<Entry<V>>) -> bool {
-    // SAFETY: the caller holds the entry, or read it from the table under a guard it still holds.
+    // SAFETY: the caller holds the entry, or found it in the table under its shard's lock, which
+    // it still holds.
     let holders = unsafe { &found.as_ref().holders };
     let mut n = holders.load(Ordering::Relaxed);
     loop {
@@ -173,41 +184,29 @@ fn intern<V: Value>(probe: &V::Probe, make: impl FnOnce() -> V) -> NonNull<Entry
 where
     Key<V>: Borrow<V::Probe>,
 {
-    let table = V::table();
-    let guard = table.guard();
-    let mut make = Some(make);
-    let mut made: Option<Box<Entry<V>>> = None;
-    loop {
-        if let Some(found) = table.get(probe, &guard) {
-            if acquire(found.0) {
-                if let Some(unused) = made {
-                    // SAFETY: never published, so this is its only unlink and no one reads it.
-                    unsafe { unused.value.unlink() };
-                }
-                return found.0;
-            }
-            // Its last holder is taking it out of the table: look again once it has.
-            std::thread::yield_now();
-            continue;
-        }
-        let entry = made.take().unwrap_or_else(|| {
-            let make = make.take().expect("made once");
-            Box::new(Entry {
-                holders: AtomicU32::new(1),
-                value: make(),
-            })
-        });
-        let ptr = NonNull::from(Box::leak(entry));
-        match table.try_insert(Key(ptr), Found(ptr), &guard) {
-            Ok(_) => return ptr,
-            // The table refused it, so nothing else ever saw it.
-            Err(refused) => made = Some(refused.not_inserted.into_box()),
-        }
+    let shard = V::table().shard(probe);
+    if let Some(found) = shard.read().get(probe).map(|key| key.0).filter(|&found| acquire(found)) {
+        return found;
     }
+    let mut keys = shard.write();
+    if let Some(found) = keys.get(probe).map(|key| key.0) {
+        if acquire(found) {
+            return found;
+        }
+        // Its last holder let go and waits for this lock to take it out; it is ours to replace
+        // (the holder then finds another entry under the value, and frees its own).
+        keys.remove(probe);
+    }
+    let entry = NonNull::from(Box::leak(Box::new(Entry {
+        holders: AtomicU32::new(1),
+        value: make(),
+    })));
+    keys.insert(Key(entry));
+    entry
 }
 
-/// Drops one holder of `held`; the last one takes the entry out of its table, lets go of what
-/// it holds, and has it freed once no guard can see it.
+/// Drops one holder of `held`; the last one takes the entry out of its table (unless a new one
+/// replaced it there), lets go of what it holds, and frees it.
 fn release<V: Value>(held: NonNull<Entry<V>>)
 where
     Key<V>: Borrow<V::Probe>,
@@ -233,25 +232,31 @@ where
     }
     // The last holder: every other holder's use happened before its release, as with `Arc`.
     fence(Ordering::Acquire);
-    let table = V::table();
-    let guard = table.guard();
-    let removed = table.remove_if(entry.value.probe(), |_, found| found.0 == held, &guard);
-    debug_assert!(matches!(removed, Ok(Some(_))), "a dying entry is in its table");
-    // SAFETY: the entry is out of the table and has no holder, and a count of zero is never
-    // raised again, so this is its one unlink; lookups that still reach its key compare
-    // addresses only. Its memory goes with the table's value ([`Found`]).
-    unsafe { entry.value.unlink() };
+    let shard = V::table().shard(entry.value.probe());
+    {
+        let mut keys = shard.write();
+        if keys.get(entry.value.probe()).is_some_and(|key| key.0 == held) {
+            keys.remove(entry.value.probe());
+        }
+    }
+    // SAFETY: the entry has no holder and a count of zero is never raised again; a reader that
+    // found it did so under the shard's lock, which this thread has held since, so no one can
+    // reach it. This is its one unlink, and the box came from `Box::leak` in `intern`.
+    unsafe {
+        entry.value.unlink();
+        drop(Box::from_raw(held.as_ptr()));
+    }
 }
 
 /// An interned string.
 pub struct Sym(NonNull<Entry<Box<str>>>);
 
-static SYMS: Table<Box<str>> = LazyLock::new(Default::default);
+static SYMS: LazyLock<Table<Box<str>>> = LazyLock::new(Table::new);
 
 impl Value for Box<str> {
     type Probe = str;
 
-    fn table() -> &'static Table<Self> {
+    fn table() -> &'static LazyLock<Table<Self>> {
         &SYMS
     }
 
@@ -313,7 +318,7 @@ pub struct TypeMeta(NonNull<Entry<Pair>>);
 
 /// The pair a [`TypeMeta`] points to, aligned so that its entry's address leaves [`TAG_BITS`] low
 /// bits free for [`TaggedTypeMeta`]. It holds its two symbols until its entry leaves the table
-/// ([`Value::unlink`]), not until the entry is freed, which waits for the table's readers.
+/// ([`Value::unlink`]).
 #[derive(PartialEq, Eq, Hash)]
 #[repr(align(16))]
 struct Pair(ManuallyDrop<(Sym, Sym)>);
@@ -321,7 +326,7 @@ struct Pair(ManuallyDrop<(Sym, Sym)>);
 impl Value for Pair {
     type Probe = (Sym, Sym);
 
-    fn table() -> &'static Table<Self> {
+    fn table() -> &'static LazyLock<Table<Self>> {
         &TYPES
     }
 
@@ -331,7 +336,7 @@ impl Value for Pair {
 
     unsafe fn unlink(&self) {
         // SAFETY: the one unlink of this entry (the caller's contract), and the symbols are never
-        // dropped otherwise; readers left compare their addresses only.
+        // dropped otherwise.
         drop(unsafe { std::ptr::read(&*self.0) });
     }
 }
@@ -340,7 +345,7 @@ impl Value for Pair {
 const TAG_BITS: u32 = 4;
 const TAG_MASK: usize = (1 << TAG_BITS) - 1;
 
-static TYPES: Table<Pair> = LazyLock::new(Default::default);
+static TYPES: LazyLock<Table<Pair>> = LazyLock::new(Table::new);
 
 impl TypeMeta {
     /// The interned pair, added on first use. Any thread may intern.
@@ -528,7 +533,7 @@ mod tests {
     /// its objects are gone.
     #[test]
     fn a_value_should_leave_the_table_with_its_last_holder() {
-        let contains = |s: &str| SYMS.pin().contains_key(s);
+        let contains = |s: &str| SYMS.shard(s).read().contains(s);
         let kind = Sym::new("Kq7f3-only-here");
         let again = kind.clone();
         let pair = TypeMeta::new(Sym::new("q7f3.example/v1"), kind);
@@ -548,7 +553,7 @@ mod tests {
     fn a_popular_value_should_stay_for_good() {
         let held: Vec<Sym> = (0..POPULAR).map(|_| Sym::new("ns-popular-q7f3")).collect();
         drop(held);
-        assert!(SYMS.pin().contains_key("ns-popular-q7f3"));
+        assert!(SYMS.shard("ns-popular-q7f3").read().contains("ns-popular-q7f3"));
     }
 
     /// Threads interning values none of them names twice, each kept for a few rounds: the table
@@ -579,11 +584,17 @@ mod tests {
                 });
             }
         });
-        let left = SYMS
-            .pin()
+        let left: usize = SYMS
+            .shards
             .iter()
-            .filter(|(key, _)| key.value().starts_with("churn-q7f3-"))
-            .count();
+            .map(|shard| {
+                shard
+                    .read()
+                    .iter()
+                    .filter(|key| key.value().starts_with("churn-q7f3-"))
+                    .count()
+            })
+            .sum();
         assert_eq!(left, 0, "every value left the table with its last holder");
     }
 
