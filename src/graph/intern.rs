@@ -248,8 +248,74 @@ where
     }
 }
 
+/// One holder of an entry: a clone is one more, a drop one fewer. Compares and hashes by
+/// address, which is by value (module invariants).
+struct Held<V: Value>(NonNull<Entry<V>>)
+where
+    Key<V>: Borrow<V::Probe>;
+
+impl<V: Value> Held<V>
+where
+    Key<V>: Borrow<V::Probe>,
+{
+    fn intern(probe: &V::Probe, make: impl FnOnce() -> V) -> Self {
+        Held(intern(probe, make))
+    }
+
+    fn value(&self) -> &V {
+        // SAFETY: this holder keeps the entry live.
+        unsafe { &self.0.as_ref().value }
+    }
+}
+
+impl<V: Value> Clone for Held<V>
+where
+    Key<V>: Borrow<V::Probe>,
+{
+    fn clone(&self) -> Self {
+        retain(self.0);
+        Held(self.0)
+    }
+}
+
+impl<V: Value> Drop for Held<V>
+where
+    Key<V>: Borrow<V::Probe>,
+{
+    fn drop(&mut self) {
+        release(self.0);
+    }
+}
+
+impl<V: Value> PartialEq for Held<V>
+where
+    Key<V>: Borrow<V::Probe>,
+{
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl<V: Value> Eq for Held<V> where Key<V>: Borrow<V::Probe> {}
+
+impl<V: Value> Hash for Held<V>
+where
+    Key<V>: Borrow<V::Probe>,
+{
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+// SAFETY: an entry's value is immutable once interned and `Sync` (`Value`), and its count is
+// atomic; the holder that frees it is the last, whichever thread it is on.
+unsafe impl<V: Value> Send for Held<V> where Key<V>: Borrow<V::Probe> {}
+// SAFETY: as above.
+unsafe impl<V: Value> Sync for Held<V> where Key<V>: Borrow<V::Probe> {}
+
 /// An interned string.
-pub struct Sym(NonNull<Entry<Box<str>>>);
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Sym(Held<Box<str>>);
 
 static SYMS: LazyLock<Table<Box<str>>> = LazyLock::new(Table::new);
 
@@ -268,53 +334,20 @@ impl Value for Box<str> {
 impl Sym {
     /// The interned copy of `s`, added on first use. Any thread may intern.
     pub fn new(s: &str) -> Sym {
-        Sym(intern(s, || Box::from(s)))
+        Sym(Held::intern(s, || Box::from(s)))
     }
 
     /// The string.
     pub fn as_str(&self) -> &str {
-        // SAFETY: this holder keeps the entry live.
-        unsafe { &self.0.as_ref().value }
+        self.0.value()
     }
 }
-
-impl Clone for Sym {
-    fn clone(&self) -> Self {
-        retain(self.0);
-        Sym(self.0)
-    }
-}
-
-impl Drop for Sym {
-    fn drop(&mut self) {
-        release(self.0);
-    }
-}
-
-// SAFETY: an entry's string is immutable and its count atomic (module docs).
-unsafe impl Send for Sym {}
-// SAFETY: as above.
-unsafe impl Sync for Sym {}
 
 super::string_view!(Sym);
 
-impl PartialEq for Sym {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-
-impl Eq for Sym {}
-
-/// By address, as equality is.
-impl Hash for Sym {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.hash(state);
-    }
-}
-
 /// An interned (apiVersion, kind) pair.
-pub struct TypeMeta(NonNull<Entry<Pair>>);
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct TypeMeta(Held<Pair>);
 
 /// The pair a [`TypeMeta`] points to, aligned so that its entry's address leaves [`TAG_BITS`] low
 /// bits free for [`TaggedTypeMeta`]. It holds its two symbols until its entry leaves the table
@@ -352,14 +385,14 @@ impl TypeMeta {
     pub fn new(api_version: Sym, kind: Sym) -> TypeMeta {
         let probe = (api_version, kind);
         // A new pair holds its own clones; the caller's are dropped either way.
-        TypeMeta(intern(&probe, || Pair(ManuallyDrop::new(probe.clone()))))
+        TypeMeta(Held::intern(&probe, || Pair(ManuallyDrop::new(probe.clone()))))
     }
 
     /// This type and `tag` (less than 16) in one word, which takes over this holder.
     pub(super) fn tagged(self, tag: u8) -> TaggedTypeMeta {
         debug_assert!(usize::from(tag) <= TAG_MASK, "a tag has {TAG_BITS} bits");
         let this = ManuallyDrop::new(self);
-        TaggedTypeMeta(this.0.cast::<u8>().map_addr(|a| a | (usize::from(tag) & TAG_MASK)))
+        TaggedTypeMeta(this.0 .0.cast::<u8>().map_addr(|a| a | (usize::from(tag) & TAG_MASK)))
     }
 
     /// The apiVersion.
@@ -373,28 +406,9 @@ impl TypeMeta {
     }
 
     fn pair(&self) -> &Pair {
-        // SAFETY: this holder keeps the entry live.
-        unsafe { &self.0.as_ref().value }
+        self.0.value()
     }
 }
-
-impl Clone for TypeMeta {
-    fn clone(&self) -> Self {
-        retain(self.0);
-        TypeMeta(self.0)
-    }
-}
-
-impl Drop for TypeMeta {
-    fn drop(&mut self) {
-        release(self.0);
-    }
-}
-
-// SAFETY: an entry's pair is immutable and its count atomic (module docs).
-unsafe impl Send for TypeMeta {}
-// SAFETY: as above.
-unsafe impl Sync for TypeMeta {}
 
 /// A [`TypeMeta`] and 4 bits of its holder's in one word, which an owner reference uses for its
 /// two optional flags: the pair's alignment leaves its address's low bits free. It holds its type
@@ -402,7 +416,7 @@ unsafe impl Sync for TypeMeta {}
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub(super) struct TaggedTypeMeta(NonNull<u8>);
 
-// SAFETY: as for `TypeMeta`, which it holds.
+// SAFETY: as for `Held`, which it is.
 unsafe impl Send for TaggedTypeMeta {}
 // SAFETY: as above.
 unsafe impl Sync for TaggedTypeMeta {}
@@ -415,7 +429,7 @@ impl TaggedTypeMeta {
             .map_addr(|a| std::num::NonZeroUsize::new(a.get() & !TAG_MASK).expect("an entry's address is not zero"));
         TypeMetaRef {
             // Not a holder: it borrows this word's, and is never dropped as a `TypeMeta`.
-            type_meta: ManuallyDrop::new(TypeMeta(p.cast::<Entry<Pair>>())),
+            type_meta: ManuallyDrop::new(TypeMeta(Held(p.cast::<Entry<Pair>>()))),
             _word: PhantomData,
         }
     }
@@ -459,7 +473,7 @@ impl<'a> TypeMetaRef<'a> {
 
     fn pair(&self) -> &'a Pair {
         // SAFETY: the word this borrows from holds the entry for 'a.
-        unsafe { &self.type_meta.0.as_ref().value }
+        unsafe { &self.type_meta.0 .0.as_ref().value }
     }
 }
 
@@ -468,21 +482,6 @@ impl Deref for TypeMetaRef<'_> {
 
     fn deref(&self) -> &TypeMeta {
         &self.type_meta
-    }
-}
-
-impl PartialEq for TypeMeta {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
-}
-
-impl Eq for TypeMeta {}
-
-/// By address, as equality is.
-impl Hash for TypeMeta {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.0.hash(state);
     }
 }
 
