@@ -15,6 +15,7 @@
 use crate::support;
 
 mod audit;
+mod hostile;
 mod oracle;
 mod scenario;
 mod workload;
@@ -139,6 +140,13 @@ fn matrix() -> Vec<Scenario> {
             collector_flags: &["--kube-api-qps", "200", "--kube-api-burst", "400"],
             ..s("shards-10k-foreground", &[], Disruption::None)
         },
+        // A tenant churns objects built to hurt the collector (hostile owner uids, names and
+        // kinds, references to the victim's roots) while the victim's trees are collected.
+        Scenario {
+            workload: Workload::HostileTenant,
+            collector_flags: &["--kube-api-qps", "200", "--kube-api-burst", "400"],
+            ..s("hostile-tenant", &[], Disruption::None)
+        },
     ]
 }
 
@@ -227,6 +235,11 @@ async fn a_shard_frozen_past_its_lease_should_give_its_ranges_up_on_waking() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_ended_after_a_count_of_events_should_still_let_every_view_sync() {
     check("watch-event-cut", 1, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_tenant_should_neither_grow_the_collector_nor_slow_or_touch_another_tenant() {
+    check("hostile-tenant", 1, 2).await;
 }
 
 /// The whole matrix, for every seed; see the module docs.

@@ -4,6 +4,7 @@
 //! time and every wait is bounded.
 
 use super::audit;
+use super::hostile;
 use super::oracle::{Expected, Key, Obj, Resource, Universe};
 use super::support::partition::Partition;
 use super::support::process::{leader_elect_flags, Child};
@@ -70,6 +71,9 @@ pub enum Workload {
     /// This many cluster-scoped owners with a blocking dependent each, deleted in the Foreground
     /// way at once; three sharded replicas.
     ClusterOwners(usize),
+    /// The trees, and beside them a tenant churning objects built to hurt the collector
+    /// ([`hostile`]).
+    HostileTenant,
 }
 
 /// A named scenario.
@@ -82,13 +86,13 @@ pub struct Scenario {
     pub workload: Workload,
     /// `--clock-skew` of the replicas started first, in order: their wall clocks disagree.
     pub clock_skews: &'static [&'static str],
-    /// Flags every sharded replica runs with.
+    /// Flags every replica runs with.
     pub collector_flags: &'static [&'static str],
 }
 
 impl Scenario {
     fn sharded(&self) -> bool {
-        self.disruption.sharded() || self.workload != Workload::Trees
+        self.disruption.sharded() || matches!(self.workload, Workload::OrphanSwitch | Workload::ClusterOwners(_))
     }
 }
 
@@ -364,16 +368,19 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
 
     let sharded = scenario.sharded();
     let elect = leader_elect_flags("1s");
-    let shard: Vec<&str> = elect[1..].iter().copied().chain(["--shards", "auto"]).collect();
+    let flags = scenario.collector_flags;
+    let shard: Vec<&str> = elect[1..]
+        .iter()
+        .chain(&["--shards", "auto"])
+        .chain(flags)
+        .copied()
+        .collect();
+    let elect: Vec<&str> = elect.iter().chain(flags).copied().collect();
     // The first replica reaches the server through a partition it can be cut off by.
     let partition = match scenario.disruption {
         Disruption::CutOffShard(_) => Some(Partition::start(([127, 0, 0, 1], server.port).into()).await),
         _ => None,
     };
-    let shard: Vec<&str> = shard
-        .into_iter()
-        .chain(scenario.collector_flags.iter().copied())
-        .collect();
     let start_shard = |i: usize| {
         let mut role = shard.clone();
         if let Some(skew) = scenario.clock_skews.get(i) {
@@ -391,7 +398,7 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
             .collect(),
         Disruption::AddShard => (0..2).map(start_shard).collect(),
         _ if sharded => (0..3).map(start_shard).collect(),
-        _ => vec![Collector::start(&dir, "kube-gc-run-0", &[])],
+        _ => vec![Collector::start(&dir, "kube-gc-run-0", flags)],
     };
     let leader = if sharded {
         wait_for_shards(&collectors).await
@@ -417,8 +424,20 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     let layout = if sharded { Layout::Spread } else { Layout::One };
     let (roots, replica_sets) = match scenario.workload {
         Workload::ClusterOwners(_) => Default::default(),
-        Workload::Trees | Workload::OrphanSwitch => workload::create_trees(&client, &mut universe, scale, layout).await,
+        Workload::Trees | Workload::OrphanSwitch | Workload::HostileTenant => {
+            workload::create_trees(&client, &mut universe, scale, layout).await
+        }
     };
+    // The tenant's churn runs beside the rest of the workload and the victim's convergence.
+    let tenant = (scenario.workload == Workload::HostileTenant).then(|| {
+        tokio::spawn(hostile::churn(
+            client.clone(),
+            collectors[leader].process.pid(),
+            hostile::OBJECTS_PER_SCALE * scale,
+            roots.owner_refs(),
+            seed,
+        ))
+    });
     let switched = match scenario.workload {
         Workload::OrphanSwitch => workload::create_switched_owners(&client, &mut universe, scale).await,
         _ => Vec::new(),
@@ -442,7 +461,7 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     workload::delete_roots(&client, &mut universe, &roots, &mut rng, || match scenario.disruption {
         Disruption::KillCollector => {
             collectors[leader].kill();
-            collectors.push(Collector::start(&dir, "kube-gc-run-restarted", &[]));
+            collectors.push(Collector::start(&dir, "kube-gc-run-restarted", flags));
         }
         Disruption::RestartServer => server.restart(),
         Disruption::KillLeader | Disruption::KillShard => collectors[leader].kill(),
@@ -500,6 +519,18 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         }
     }
 
+    if let Some(tenant) = tenant {
+        match tenant.await.expect("the tenant's task") {
+            Ok(cycles) => {
+                let (broken, figures) = hostile::check(&cycles, converged_in);
+                eprintln!("{} (seed {seed}), the tenant's cycles:\n{figures}", scenario.name);
+                std::fs::write(dir.join("hostile.txt"), figures).expect("write");
+                failures.extend(broken);
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+
     for collector in collectors.iter_mut().filter(|c| !c.killed) {
         collector.process.signal(libc::SIGTERM);
         let status = collector.process.wait(Duration::from_secs(30));
@@ -516,7 +547,8 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     }
 
     let lines = audit::read(&server.audit_logs());
-    let wrongful = wrongful_deletions(&universe, &expected, &lines);
+    let mut wrongful = wrongful_deletions(&universe, &expected, &lines);
+    wrongful.extend(hostile::wrongful_deletions(&lines));
     failures.extend(wrongful.iter().cloned());
     failures.extend(foreground_order(&universe, &expected, &lines));
     failures.extend(orphan_switch(&universe, &lines));
@@ -582,6 +614,7 @@ fn faults_text(s: &Scenario) -> String {
         Workload::Trees => {}
         Workload::OrphanSwitch => parts.push("Foreground switched to Orphan".into()),
         Workload::ClusterOwners(n) => parts.push(format!("{n} cluster-scoped owners deleted Foreground")),
+        Workload::HostileTenant => parts.push("a hostile tenant's churn beside".into()),
     }
     if !s.clock_skews.is_empty() {
         parts.push(format!("clocks off by {}", s.clock_skews.join(", ")));

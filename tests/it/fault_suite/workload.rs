@@ -109,6 +109,13 @@ fn owner_ref(ar: &ApiResource, owner: &Obj) -> Value {
 #[derive(Default)]
 pub struct Roots(Vec<(ApiResource, Obj)>);
 
+impl Roots {
+    /// A reference to each root, as its controller would write it.
+    pub fn owner_refs(&self) -> Vec<Value> {
+        self.0.iter().map(|(ar, obj)| owner_ref(ar, obj)).collect()
+    }
+}
+
 /// Creates `name` of kind `ar` in `namespace` (`""`: cluster-scoped) owned as `owners` says, and
 /// adds it to the universe.
 async fn create(

@@ -88,6 +88,11 @@ impl Child {
             .unwrap_or_else(|e| panic!("no address in {line:?}: {e}"))
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends `signal` (a `libc::SIG*`).
     pub fn signal(&self, signal: libc::c_int) {
         let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
