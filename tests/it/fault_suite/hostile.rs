@@ -19,6 +19,7 @@
 //! faster, and the victim's trees converged within [`VICTIM_CONVERGENCE`].
 
 use super::audit;
+use super::workload;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
@@ -91,18 +92,8 @@ async fn one_cycle(
     victims: &[Value],
     rng: &mut SmallRng,
 ) -> Result<Cycle, String> {
+    workload::create_one(client, (&workload::namespaces(), ""), ns, vec![]).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(ns.to_string()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &namespace)
-        .await
-        .map_err(|e| format!("creating namespace {ns}: {e}"))?;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let made: Vec<ConfigMap> = (0..objects).map(|i| hostile_configmap(i, victims, rng)).collect();
     futures::stream::iter(made)

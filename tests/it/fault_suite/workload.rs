@@ -131,7 +131,7 @@ async fn create(
 }
 
 /// Creates `name` as [`create`] does, without adding it to the universe.
-async fn create_one(client: &Client, (ar, namespace): (&ApiResource, &str), name: &str, owners: Vec<Value>) -> Obj {
+pub async fn create_one(client: &Client, (ar, namespace): (&ApiResource, &str), name: &str, owners: Vec<Value>) -> Obj {
     let api = api_in(client, namespace, ar);
     let manifest = json!({"apiVersion": ar.api_version, "kind": ar.kind,
                           "metadata": {"name": name, "ownerReferences": owners}});
