@@ -492,9 +492,9 @@ mod tests {
     }
 
     /// Entries per test: Miri interprets every access, so it gets fewer (still several resizes).
-    const ENTRIES: u64 = if cfg!(miri) { 200 } else { 5_000 };
+    const ENTRIES: u64 = if cfg!(miri) { 60 } else { 5_000 };
     /// Rounds of churn against the readers.
-    const ROUNDS: u64 = if cfg!(miri) { 3 } else { 20 };
+    const ROUNDS: u64 = if cfg!(miri) { 2 } else { 20 };
 
     fn uid(i: u64) -> Uid {
         Uid::new_v4(u128::from(i).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835))
