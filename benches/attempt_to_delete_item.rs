@@ -37,7 +37,7 @@ use kube_gc::journal::Journal;
 use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
 use kube_gc::recorder::{EventRecorder, EventSink};
 use kube_gc::router::{PartitionReceiver, Router};
-use kube_gc::sim::{ApiCalls, SimCluster};
+use kube_gc_sim::{ApiCalls, SimCluster};
 use std::sync::Arc;
 use tokio::runtime::Runtime;
 

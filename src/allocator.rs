@@ -16,7 +16,7 @@
 //! The collector's heap is mimalloc's, which asks the kernel for transparent huge pages on its
 //! arenas. A huge page is resident whole from its first touch, so while the graph grows, each
 //! arena's partly used 2 MiB regions count in full. Measured with `loadgen sync --preset 1m`
-//! (README, "`kube-gc run`"), turning them off lowered the collector's peak resident set from
+//! (docs/operating.md, "`kube-gc run`"), turning them off lowered the collector's peak resident set from
 //! 334–340 MB to 304–310 MB at the same CPU time (4.6–4.9 s); mimalloc's purge delay (1 s by
 //! default, tried at 0) made no difference to the peak, so it is left alone. The simulated API
 //! server keeps them.

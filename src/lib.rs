@@ -1,6 +1,6 @@
 //! kube-gc: the Kubernetes garbage collector, rebuilt for clusters with millions of objects.
 //!
-//! Events flow through one module per stage (see the README's data-flow diagram):
+//! Events flow through one module per stage (see the data-flow diagram of the README and of docs/design.md):
 //!
 //! - [`monitor`]: one watch per deletable resource turns objects into [`event::GraphEvent`]s;
 //! - [`router`]: sends each event to the builder partition that owns its UID;
@@ -12,9 +12,11 @@
 //! - [`audit`]: now and then compares a sample of the graph with the API server and routes what a
 //!   relist would for the drift it finds.
 //!
-//! Beside the flow, [`model`] is the reference model of the collector's decisions that the
-//! differential tests and `loadgen replay --mode full` check the engine against, and [`tree`]
-//! draws one object's owners and dependents for a person (`kube-gc tree`).
+//! This crate is the engine alone, for a program to embed: it serves no HTTP and holds no
+//! simulator. Beside it in the workspace, `kube-gc-sim` (`sim/`) is the simulated API server with
+//! the generator of synthetic clusters and the reference model of the collector's decisions, and
+//! `kube-gc-cli` (`cli/`) is the `kube-gc` command with the collector's HTTP endpoints and
+//! `kube-gc tree`.
 //!
 //! `gc-spec` section numbers in the docs refer to the behavioural contract kube-gc follows.
 
@@ -38,19 +40,13 @@ pub mod event;
 pub mod feature_gates;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod generate;
 pub mod graph;
 pub mod journal;
 pub mod leader;
-pub mod model;
 pub mod monitor;
 pub mod queue;
 pub mod rate;
 pub mod recorder;
 pub mod router;
-pub mod server;
 pub mod shard;
-pub mod sim;
-pub mod simulate;
 mod sync;
-pub mod tree;

@@ -31,7 +31,7 @@ pub const SEED: u64 = 7;
 /// Default floor of the P = 2 / P = 1 ratio. On the quiet 2-core development machine three gate
 /// runs gave 0.99–1.16: the small stream's 10,000 events take a few milliseconds, too short for a
 /// second thread to pay for itself, so the check guards against partitions that get in each
-/// other's way, not for the 1M stream's scaling (1.26–1.31, README). While other builds shared
+/// other's way, not for the 1M stream's scaling (1.26–1.31, docs/performance.md). While other builds shared
 /// the machine (load 5–8) nineteen runs gave 0.26–2.64, since a time slice lost by either thread
 /// moves a replay that short a lot; the floor sits between: it fails two partitions clearly
 /// slower than one on a machine CI has to itself.

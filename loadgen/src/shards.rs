@@ -170,7 +170,7 @@ pub(crate) fn get(addr: SocketAddr, path: &str) -> Option<String> {
     head.starts_with("HTTP/1.1 200").then(|| body.to_string())
 }
 
-/// The run as README's table rows: one per replica count.
+/// The run as the table rows of docs/sharding.md: one per replica count.
 pub fn line(run: &ShardRun) -> String {
     let n = run.replicas.len();
     let mib = |b: u64| b as f64 / (1 << 20) as f64;

@@ -10,7 +10,7 @@
 //! killed. Every wait is bounded, and both processes are killed whatever happens, so a run never
 //! outlives the command.
 //!
-//! The figures are the ones README's "`kube-gc run`" section reports; they are noisy on a shared
+//! The figures are the ones docs/operating.md's "`kube-gc run`" section reports; they are noisy on a shared
 //! machine, hence `--runs N` and the median.
 
 use anyhow::{bail, Context};
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 /// How often `/readyz` is asked, and logs are read for the line awaited.
 pub const POLL_EVERY: Duration = Duration::from_millis(50);
 
-/// The flags README's sync figures use: the collector's budgets lifted, so that the measure is of
+/// The flags the sync figures of docs/operating.md use: the collector's budgets lifted, so that the measure is of
 /// the collector and not of its client-side rate limits (the monitors' default is
 /// kube-controller-manager's 20/s).
 pub const UNTHROTTLED: [&str; 8] = [

@@ -15,8 +15,8 @@ use axum::response::Response;
 use kube_gc::api::{
     DeleteOptions, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, PatchType, WatchEvent, WatchEventType,
 };
-use kube_gc::sim::http::{self, ServerOptions};
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::http::{self, ServerOptions};
+use kube_gc_sim::SimCluster;
 use loadgen::stream::StreamReader;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};

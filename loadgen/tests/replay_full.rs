@@ -5,7 +5,7 @@
 use indicatif::ProgressBar;
 use kube_gc::api::{ApiResource, Gvr, PropagationPolicy};
 use kube_gc::journal::{Action as Write, Source};
-use kube_gc::model;
+use kube_gc_sim::model;
 use loadgen::generate::{generate, Amount, Preset, Summary, Topology};
 use loadgen::replay::full::{self, FullOptions};
 use loadgen::replay::script::{Action, Script};

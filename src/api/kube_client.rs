@@ -35,10 +35,9 @@ use serde::Deserialize;
 use std::collections::HashMap;
 
 /// What a metadata GET, PATCH or watch asks for; JSON objects as a fallback.
-pub(crate) const ACCEPT_METADATA: &str =
-    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+pub const ACCEPT_METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
 /// What a metadata LIST asks for.
-pub(crate) const ACCEPT_METADATA_LIST: &str =
+pub const ACCEPT_METADATA_LIST: &str =
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
 /// How long the server keeps a watch open before the monitor resumes it (kube-rs' default).
 const WATCH_TIMEOUT_SECONDS: u32 = 290;

@@ -3,8 +3,8 @@
 //! [`ClusterApi`] is metadata-only, like the client upstream's collector uses: objects come back as
 //! [`PartialObjectMeta`], deletes carry [`DeleteOptions`], and patches are raw JSON bodies with a
 //! [`PatchType`]. Two implementations stand behind it: the in-memory simulated cluster
-//! ([`crate::sim::SimCluster`]) used by tests, benches, `loadgen` and the demo, and a kube-rs client for
-//! real clusters. Nothing in this module decides anything about garbage.
+//! (`kube_gc_sim::SimCluster`, in its own crate) used by tests, benches, `loadgen` and the demo,
+//! and a kube-rs client for real clusters. Nothing in this module decides anything about garbage.
 
 mod connect;
 mod error;
@@ -27,9 +27,9 @@ pub use field::FieldError;
 pub use kube_client::KubeApi;
 /// The REST paths and metadata `Accept` headers of the kube-rs transport, for the other metadata
 /// readers of the crate (`kube-gc tree`).
-pub(crate) use kube_client::{ACCEPT_METADATA, ACCEPT_METADATA_LIST};
+pub use kube_client::{ACCEPT_METADATA, ACCEPT_METADATA_LIST};
 pub use mapper::{RestMapper, SharedRestMapper};
-pub(crate) use rest_path::{path as rest_path, with_query};
+pub use rest_path::{path as rest_path, with_query};
 pub use types::*;
 pub use validation::{owner_reference_errors, validate_owner_references, InvalidOwnerReference};
 

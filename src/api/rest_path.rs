@@ -34,7 +34,7 @@ const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'@');
 
 /// The REST path of a collection (`name` `None`) or an object; see the [module docs](self).
-pub(crate) fn path(gvr: &Gvr, namespace: &str, name: Option<&str>) -> Result<String, ApiError> {
+pub fn path(gvr: &Gvr, namespace: &str, name: Option<&str>) -> Result<String, ApiError> {
     let mut path = String::from(if gvr.group.is_empty() { "/api" } else { "/apis" });
     if !gvr.group.is_empty() {
         push_segment(&mut path, &gvr.group)?;
@@ -65,7 +65,7 @@ fn push_segment(path: &mut String, segment: &str) -> Result<(), ApiError> {
 
 /// `path?query`, each value percent-encoded: a continue token or resourceVersion is opaque and may
 /// hold characters a query string reserves.
-pub(crate) fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
+pub fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
     let query = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(pairs)
         .finish();

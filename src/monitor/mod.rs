@@ -44,8 +44,6 @@
 mod backoff;
 mod list;
 mod status;
-#[cfg(test)]
-mod tests;
 mod watch_list;
 
 pub use backoff::Backoff;

@@ -9,7 +9,7 @@ use kube_gc::audit::{AuditConfig, DriftKind};
 use kube_gc::controller::Config;
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::Uid;
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::SimCluster;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use std::time::Duration;

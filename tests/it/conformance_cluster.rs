@@ -41,7 +41,7 @@ use kube_gc::api::{
 };
 use kube_gc::controller::Config;
 use kube_gc::graph::{Handle, Uid};
-use kube_gc::sim::{ApiCalls, SimCluster, TypeDef};
+use kube_gc_sim::{ApiCalls, SimCluster, TypeDef};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::Duration;

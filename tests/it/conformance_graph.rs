@@ -58,7 +58,7 @@ use kube_gc::collector::{CollectError, CollectorConfig};
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{Graph, Handle, Identity, OwnerRef, Sym, TypeMeta, Uid};
 use kube_gc::queue::QueueState;
-use kube_gc::sim::{ApiCalls, SimCluster, TypeDef};
+use kube_gc_sim::{ApiCalls, SimCluster, TypeDef};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use support::{Recorder, Rig};

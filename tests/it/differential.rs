@@ -1,6 +1,6 @@
 //! Differential tests (DESIGN.md §4): random clusters and random user actions, run through the
 //! whole engine at several partition and worker counts, must end where the reference model
-//! ([`kube_gc::model`], `src/model/`) says, with the graph invariants holding at quiescence.
+//! ([`kube_gc_sim::model`], `sim/src/model/`) says, with the graph invariants holding at quiescence.
 //!
 //! A case is a cluster (Deployment → ReplicaSet → Pod and ReplicationController → Pod chains,
 //! ConfigMaps and Secrets owning each other and anything else, ClusterRoles and
@@ -35,8 +35,8 @@ use kube_gc::api::{
 use kube_gc::collector::CollectorConfig;
 use kube_gc::controller::Config;
 use kube_gc::graph::{invariants, Uid};
-use kube_gc::model::{self, Action, Kind, Model, Object, OutOfRegion};
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::model::{self, Action, Kind, Model, Object, OutOfRegion};
+use kube_gc_sim::SimCluster;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use std::collections::BTreeMap;

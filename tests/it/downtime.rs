@@ -4,7 +4,7 @@
 use crate::support::{blocking_ref_to, deployments, meta, pods, policy, ref_to, replicasets, Harness};
 use kube_gc::api::PropagationPolicy;
 use kube_gc::controller::Config;
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::SimCluster;
 use std::sync::Arc;
 
 #[tokio::test(start_paused = true)]

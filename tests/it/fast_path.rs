@@ -16,7 +16,7 @@ use kube_gc::collector::CollectorConfig;
 use kube_gc::controller::Config;
 use kube_gc::event::EventType;
 use kube_gc::graph::{invariants, Uid};
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::SimCluster;
 use std::sync::Arc;
 use std::time::Duration;
 use support::*;

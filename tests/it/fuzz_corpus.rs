@@ -1,6 +1,6 @@
 //! The fuzz targets on stable, in the ordinary test command, without nightly or libFuzzer:
 //!
-//! - every seed and every regression input of `tests/fuzz` (README, "Fuzzing") goes through its
+//! - every seed and every regression input of `tests/fuzz` (docs/testing.md, "Fuzzing") goes through its
 //!   target's function, so a regression is caught at once;
 //! - a bounded mutation run: proptest takes a committed input of each target and edits up to
 //!   eight bytes of it (set, insert, remove, or copy a run elsewhere), `FUZZ_CASES` cases per
@@ -13,11 +13,11 @@
 
 use proptest::prelude::*;
 use proptest::sample::Index;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The committed inputs of `target`: its seeds, then its regressions.
 fn inputs(target: &str) -> Vec<PathBuf> {
-    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz");
+    let fuzz = crate::support::repository().join("tests/fuzz");
     let mut files: Vec<PathBuf> = ["seeds", "regressions"]
         .iter()
         .filter_map(|kind| std::fs::read_dir(fuzz.join(kind).join(target)).ok())
@@ -58,12 +58,12 @@ fn journal_lines_should_keep_their_invariants_on_every_committed_input() {
 
 #[test]
 fn the_sim_servers_request_parsing_should_keep_its_invariants_on_every_committed_input() {
-    replay("sim_request", kube_gc::fuzzing::sim_request);
+    replay("sim_request", kube_gc_sim::fuzzing::sim_request);
 }
 
 #[test]
 fn the_sim_servers_patches_should_keep_their_invariants_on_every_committed_input() {
-    replay("sim_patch", kube_gc::fuzzing::sim_patch);
+    replay("sim_patch", kube_gc_sim::fuzzing::sim_patch);
 }
 
 /// One edit of an input, at a place scaled to its length.
@@ -150,11 +150,11 @@ proptest! {
 
     #[test]
     fn the_sim_servers_request_parsing_should_keep_its_invariants_on_edited_inputs(data in mutated("sim_request")) {
-        kube_gc::fuzzing::sim_request(&data);
+        kube_gc_sim::fuzzing::sim_request(&data);
     }
 
     #[test]
     fn the_sim_servers_patches_should_keep_their_invariants_on_edited_inputs(data in mutated("sim_patch")) {
-        kube_gc::fuzzing::sim_patch(&data);
+        kube_gc_sim::fuzzing::sim_patch(&data);
     }
 }

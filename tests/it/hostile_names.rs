@@ -8,8 +8,8 @@ use crate::support::{
 };
 use kube_gc::api::{ClusterApi, KubeApi, OwnerReference, PartialObjectMeta, PropagationPolicy};
 use kube_gc::graph::Uid;
-use kube_gc::sim::http::{self, AuditLog, ServerOptions};
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::http::{self, AuditLog, ServerOptions};
+use kube_gc_sim::SimCluster;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;

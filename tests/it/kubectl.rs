@@ -20,8 +20,8 @@ use kube_gc::api::layers::Stack;
 use kube_gc::api::{Gvr, KubeApi, PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use kube_gc::controller::GarbageCollector;
 use kube_gc::graph::Uid;
-use kube_gc::sim::http::ServerOptions;
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::http::ServerOptions;
+use kube_gc_sim::SimCluster;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -682,7 +682,7 @@ fn the_deployment_manifests_should_be_accepted_as_a_cluster_would() {
     ]});
     std::fs::write(&operator, crds.to_string()).expect("write the CRDs");
     sim.ok(&["create", "-f", operator.to_str().expect("a UTF-8 path")]);
-    let base = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
+    let base = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
     let said = sim.ok(&["create", "-k", base]);
     for created in [
         "namespace/kube-gc",
@@ -712,14 +712,14 @@ fn the_sharded_patch_should_turn_the_leader_into_three_replicas_with_shards_auto
     sim.ok(&[
         "create",
         "-f",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/namespace.yaml"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/namespace.yaml"),
     ]);
     sim.ok(&[
         "create",
         "-f",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/deployment.yaml"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/deployment.yaml"),
     ]);
-    let patch = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/sharded-patch.yaml");
+    let patch = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/sharded-patch.yaml");
     let patch_file = format!("--patch-file={patch}");
     sim.ok(&[
         "-n",

@@ -19,7 +19,7 @@ use kube_gc::api::{
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::graph::{invariants, Graph, Uid};
 use kube_gc::monitor::MonitorStatus;
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::SimCluster;
 use parking_lot::Mutex;
 use rand::{rngs::SmallRng, Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

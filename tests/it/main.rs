@@ -1,12 +1,13 @@
 //! kube-gc's integration tests, as one test binary so that the crate is linked once.
 //!
-//! Each module is one area, as gc-spec.md and the README name them; `support` is the kit they
+//! Each module is one area, as gc-spec.md and docs/ name them; `support` is the kit they
 //! share (the [`support::Harness`] and [`support::Rig`], the reference model, process helpers).
 //! Run one area with `cargo test --test it AREA::`, for example `cargo test --test it
 //! conformance_graph::`.
 
 mod support;
 
+mod api_layers;
 mod audit;
 mod bad_input;
 mod conformance_cluster;
@@ -24,6 +25,7 @@ mod kubectl;
 mod layout;
 mod list_pages;
 mod membership_sim;
+mod monitor;
 mod over_http;
 mod partial_view;
 mod python_client;

@@ -26,7 +26,7 @@ use kube_gc::api::layers::Budget;
 use kube_gc::leader::{LeaseConfig, WallClock};
 use kube_gc::shard::membership::{lease_name, Assignment, Collecting, Membership};
 use kube_gc::shard::{Hold, Ranges, Report, Shard};
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::SimCluster;
 use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -229,7 +229,7 @@ impl World {
         for namespace in &namespaces {
             crate::support::create_in(&cluster, &namespaces_gvr(), crate::support::meta("", namespace, vec![]));
         }
-        let router = kube_gc::sim::http::router(cluster.clone(), Default::default());
+        let router = kube_gc_sim::http::router(cluster.clone(), Default::default());
         Arc::new(World {
             cluster,
             router,
@@ -534,7 +534,7 @@ async fn a_replica_lease_should_stay_within_the_servers_limits_with_thousands_of
             .expect("the Lease was written");
         let annotations: usize = lease.metadata.annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
         assert!(
-            annotations <= kube_gc::sim::limits::TOTAL_ANNOTATION_SIZE,
+            annotations <= kube_gc_sim::limits::TOTAL_ANNOTATION_SIZE,
             "{annotations} bytes"
         );
         let published: Report = serde_json::from_str(&lease.metadata.annotations[REPORT_ANNOTATION]).expect("a report");

@@ -12,8 +12,8 @@ use kube_gc::api::{Gvr, KubeApi, ObjectMeta, OwnerReference, PartialObjectMeta, 
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::graph::Uid;
 use kube_gc::journal::{FileConfig, Journal, JournalConfig};
-use kube_gc::sim::http::{self, ServerOptions};
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::http::{self, ServerOptions};
+use kube_gc_sim::SimCluster;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,8 +179,8 @@ async fn endpoints_should_serve_the_graph_explanations_metrics_and_readiness() {
     let s = Served::start(SimCluster::new()).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
-    let slot = kube_gc::server::Slot::with(s.gc.clone());
-    tokio::spawn(kube_gc::server::serve(listener, slot, std::future::pending()));
+    let slot = kube_gc_cli::server::Slot::with(s.gc.clone());
+    tokio::spawn(kube_gc_cli::server::serve(listener, slot, std::future::pending()));
 
     let d = s.create(&deployments(), meta("default", "d", vec![]));
     let mut held = meta("default", "rs", vec![blocking_ref_to(&d)]);
@@ -220,7 +220,11 @@ async fn endpoints_should_serve_the_graph_explanations_metrics_and_readiness() {
     assert_eq!(explained["owners"][0]["state"], "deletingDependents", "{explained}");
     assert_eq!(http_get(addr, "/explain").await.0, 400);
 
-    let (code, dot) = http_get(addr, &format!("{}?uid={}", kube_gc::server::GRAPH_PATH, d.metadata.uid)).await;
+    let (code, dot) = http_get(
+        addr,
+        &format!("{}?uid={}", kube_gc_cli::server::GRAPH_PATH, d.metadata.uid),
+    )
+    .await;
     assert_eq!(code, 200);
     assert!(dot.starts_with("strict digraph full {"), "{dot}");
     assert!(
@@ -421,7 +425,7 @@ static PODS: std::sync::LazyLock<Gvr> = std::sync::LazyLock::new(pods);
 async fn throttled_requests_should_be_retried_inside_the_request() {
     use kube_gc::api::ClusterApi;
     const READS: u64 = 60;
-    use kube_gc::sim::http::{ErrorRate, HttpFaults, InjectedError};
+    use kube_gc_sim::http::{ErrorRate, HttpFaults, InjectedError};
     let cluster = Arc::new(SimCluster::new());
     let faults = HttpFaults {
         error_rates: vec![ErrorRate {
@@ -539,9 +543,9 @@ async fn the_journal_should_explain_every_write_and_tell_the_owners() {
     let s = Served { cluster, gc, server };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
-    tokio::spawn(kube_gc::server::serve(
+    tokio::spawn(kube_gc_cli::server::serve(
         listener,
-        kube_gc::server::Slot::with(s.gc.clone()),
+        kube_gc_cli::server::Slot::with(s.gc.clone()),
         std::future::pending(),
     ));
 

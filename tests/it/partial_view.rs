@@ -14,7 +14,7 @@ use kube_gc::collector::{CollectorConfig, PartialView, Views};
 use kube_gc::event::EventType;
 use kube_gc::graph::Uid;
 use kube_gc::queue::QueueState;
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::SimCluster;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use support::*;
@@ -215,9 +215,9 @@ async fn explain_should_name_the_view_an_orphan_deletion_waits_for() {
     let h = Harness::start_unsynced(cluster, config).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
-    tokio::spawn(kube_gc::server::serve(
+    tokio::spawn(kube_gc_cli::server::serve(
         listener,
-        kube_gc::server::Slot::with(h.gc.clone()),
+        kube_gc_cli::server::Slot::with(h.gc.clone()),
         std::future::pending(),
     ));
     let rc = h.create(&rcs(), meta(NS, "owner", vec![]));

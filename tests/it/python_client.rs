@@ -17,10 +17,6 @@ const SUITE_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long the import probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn repository() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 /// Whether `python` (a path, or a name looked up on `PATH`) imports the client and pytest.
 fn has_client(python: &Path) -> bool {
     if python.components().count() > 1 && !python.exists() {
@@ -42,7 +38,7 @@ fn python() -> Option<PathBuf> {
         );
         return Some(chosen);
     }
-    let venv = repository().join("target/python-venv/bin/python");
+    let venv = crate::support::repository().join("target/python-venv/bin/python");
     if has_client(&venv) {
         return Some(venv);
     }
@@ -68,7 +64,7 @@ fn python_client_suite_should_pass_against_the_simulated_api_server_and_collecto
     let mut command = Command::new(&python);
     command
         .args(["-m", "pytest", "tests/python", "-q", "-p", "no:cacheprovider"])
-        .current_dir(repository())
+        .current_dir(crate::support::repository())
         .env("KUBE_GC_BIN", env!("CARGO_BIN_EXE_kube-gc"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env_remove("KUBECONFIG");

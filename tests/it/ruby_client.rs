@@ -11,7 +11,7 @@
 //! installs them and where their absence is a failure, as for kubectl.
 
 use crate::support::process::{run_bounded, Child};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ const SUITE_TIMEOUT: Duration = Duration::from_secs(600);
 const LOADER: &str = "files = ARGV.dup; ARGV.clear; files.each { |f| require File.expand_path(f) }";
 
 fn suite_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ruby")
+    crate::support::repository().join("tests/ruby")
 }
 
 /// Whether `ruby` runs and loads kubeclient and minitest; a missing one fails in CI and skips

@@ -14,7 +14,7 @@ use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::event::EventType;
 use kube_gc::graph::Uid;
 use kube_gc::shard::{Hold, Orphaned, Ranges, Shard};
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::SimCluster;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -11,8 +11,8 @@ use crate::support;
 use crate::support::process::{kubectl_available, kubectl_command_of, run_bounded, KUBECTL_TIMEOUT};
 use axum::http::Method;
 use kube_gc::api::Gvr;
-use kube_gc::sim::http::ServerOptions;
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::http::ServerOptions;
+use kube_gc_sim::SimCluster;
 use serde_json::{json, Value};
 use std::path::Path;
 

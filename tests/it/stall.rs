@@ -11,7 +11,7 @@ use crate::support;
 use kube_gc::api::layers::Verb;
 use kube_gc::api::{PropagationPolicy, StatusReason};
 use kube_gc::controller::{Config, GarbageCollector};
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::SimCluster;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +32,7 @@ fn config() -> Config {
 
 /// A GET of `path` from the collector's endpoints: the status code and the body.
 async fn get(gc: &Arc<GarbageCollector<SimCluster>>, path: &str) -> (u16, String) {
-    let app = kube_gc::server::router(kube_gc::server::Slot::with(gc.clone()));
+    let app = kube_gc_cli::server::router(kube_gc_cli::server::Slot::with(gc.clone()));
     let request = http::Request::get(path)
         .body(axum::body::Body::empty())
         .expect("a request");

@@ -11,9 +11,9 @@
 use crate::support::process::{kubectl_available, run_bounded, Run, KUBECTL_TIMEOUT};
 use crate::support::{self, blocking_ref_to, create_in, meta, policy, ref_named, ref_to};
 use kube_gc::api::{Gvr, OwnerReference, PartialObjectMeta, PropagationPolicy};
-use kube_gc::server::Slot;
-use kube_gc::sim::http;
-use kube_gc::sim::SimCluster;
+use kube_gc_cli::server::Slot;
+use kube_gc_sim::http;
+use kube_gc_sim::SimCluster;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -359,7 +359,11 @@ fn tree_should_show_why_from_a_running_collector() {
             .await
             .expect("a loopback port");
         let endpoints = listener.local_addr().expect("the bound address");
-        tokio::spawn(kube_gc::server::serve(listener, Slot::with(gc), std::future::pending()));
+        tokio::spawn(kube_gc_cli::server::serve(
+            listener,
+            Slot::with(gc),
+            std::future::pending(),
+        ));
         endpoints
     });
     served

@@ -8,7 +8,7 @@
 use crate::support::{self, configmaps, eventually, meta, policy, ref_named, Harness};
 use kube_gc::api::{Gvr, PartialObjectMeta, PropagationPolicy};
 use kube_gc::controller::Config;
-use kube_gc::sim::SimCluster;
+use kube_gc_sim::SimCluster;
 use serde_json::json;
 use std::time::Duration;
 
@@ -145,8 +145,8 @@ async fn over_http_an_owner_named_at_a_dropped_version_should_be_judged_through_
     let cluster = std::sync::Arc::new(cluster);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
-    let options = kube_gc::sim::http::ServerOptions::default();
-    let server = tokio::spawn(kube_gc::sim::http::serve(
+    let options = kube_gc_sim::http::ServerOptions::default();
+    let server = tokio::spawn(kube_gc_sim::http::serve(
         listener,
         cluster.clone(),
         options,

@@ -1,5 +1,5 @@
 //! `loadgen generate`: the watch stream of a [`Topology`] and a seed, as the one generator
-//! ([`kube_gc::generate`]) yields it. This module only writes: each step becomes a watch event
+//! ([`kube_gc_sim::generate`]) yields it. This module only writes: each step becomes a watch event
 //! with the next resourceVersion.
 //!
 //! # The stream
@@ -16,7 +16,7 @@
 //! of it does not depend on timing (the generator's docs say why), so that the full replay can
 //! compare the cluster with an oracle.
 
-pub use kube_gc::generate::{Amount, Preset, Topology};
+pub use kube_gc_sim::generate::{Amount, Preset, Topology};
 
 use crate::stream::{StreamError, StreamWriter};
 use indicatif::ProgressBar;
@@ -24,7 +24,7 @@ use kube_gc::api::{
     ObjectMeta, PartialObjectMeta, PropagationPolicy, WatchEvent, WatchEventType, FINALIZER_FOREGROUND,
     FINALIZER_ORPHAN,
 };
-use kube_gc::generate::{GenerateError, Step};
+use kube_gc_sim::generate::{GenerateError, Step};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -113,7 +113,7 @@ pub fn generate(
         progress.inc(1);
         Ok::<_, StreamError>(())
     };
-    let generated = kube_gc::generate::generate(topology, seed, |step| match step {
+    let generated = kube_gc_sim::generate::generate(topology, seed, |step| match step {
         Step::Create { object, .. } => write(WatchEventType::Added, object),
         Step::Listed => write(WatchEventType::Bookmark, bookmark()),
         Step::Modify { object, .. } => write(WatchEventType::Modified, object),

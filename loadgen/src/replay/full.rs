@@ -1,5 +1,5 @@
 //! `replay --mode full`: the whole collector against the in-memory simulated cluster, its outcome
-//! checked against the oracle, kube-gc's reference model ([`kube_gc::model`]).
+//! checked against the oracle, kube-gc's reference model ([`kube_gc_sim::model`]).
 //!
 //! Invariant: the cluster and the model are driven by the same [`Script`]; the outcome is
 //! compared once the collector has settled, and the timed part is only the replay of the later
@@ -19,13 +19,13 @@
 //!    owners, invalid cross-namespace references) is collected then.
 //! 5. The clock starts; the actions are applied as a user would, as fast as they come; the clock
 //!    stops at the first check that finds the collector settled for good (checks are
-//!    [`QUIET_CHECK_PERIOD`](kube_gc::simulate::QUIET_CHECK_PERIOD) apart, so the time is late by
+//!    [`QUIET_CHECK_PERIOD`](kube_gc_sim::simulate::QUIET_CHECK_PERIOD) apart, so the time is late by
 //!    at most about one period).
 //! 6. The cluster's objects are compared with the model's outcome.
 //!
 //! "Settled" means: no event in flight, no queued, running or waiting item (in any replica), and
 //! no API call by the collector since the previous check, at every check for
-//! [`QUIET_FOR`](kube_gc::simulate::QUIET_FOR). Items retrying with backoff may remain (an owner
+//! [`QUIET_FOR`](kube_gc_sim::simulate::QUIET_FOR). Items retrying with backoff may remain (an owner
 //! of a kind nobody serves is retried forever); they make no API call.
 
 use super::oracle;
@@ -43,9 +43,9 @@ use kube_gc::api::{
 use kube_gc::collector::CollectorConfig;
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::journal::{FileConfig, Journal, JournalConfig};
-use kube_gc::model::{differences, Outcome};
-use kube_gc::sim::{ApiCalls, SimCluster, TypeDef};
-use kube_gc::simulate::wait_until_quiet;
+use kube_gc_sim::model::{differences, Outcome};
+use kube_gc_sim::simulate::wait_until_quiet;
+use kube_gc_sim::{ApiCalls, SimCluster, TypeDef};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;

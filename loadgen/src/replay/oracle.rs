@@ -1,4 +1,4 @@
-//! The oracle of `replay --mode full` is kube-gc's reference model, [`kube_gc::model`], the one the
+//! The oracle of `replay --mode full` is kube-gc's reference model, [`kube_gc_sim::model`], the one the
 //! differential tests check the engine against; this module only converts a script's objects and
 //! actions into the model's.
 //!
@@ -9,7 +9,7 @@
 
 use super::script::Action;
 use kube_gc::api::{ApiResource, PartialObjectMeta};
-use kube_gc::model::{self, Kind, Model, Outcome};
+use kube_gc_sim::model::{self, Kind, Model, Outcome};
 
 /// An empty cluster serving what `resources` list.
 pub fn model(resources: &[ApiResource]) -> Model {

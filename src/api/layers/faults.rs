@@ -4,7 +4,7 @@
 //! Faults model the failures the GC must survive: a CRD whose conversion webhook breaks every
 //! LIST, a flaky aggregated API, a 409 on a patch, a discovery outage. The layer goes over any
 //! [`ClusterApi`](crate::api::ClusterApi); the simulated cluster puts one on its trait face
-//! ([`SimCluster::inject_fault`](crate::sim::SimCluster::inject_fault)) and none on its user
+//! (`kube_gc_sim::SimCluster::inject_fault`) and none on its user
 //! methods, so a test can arrange the cluster while the GC is being starved.
 //!
 //! # Matching
@@ -27,19 +27,18 @@ use std::sync::Arc;
 /// One injected failure; see the [module docs](self) for how calls are matched.
 ///
 /// ```
-/// use kube_gc::api::layers::{Fault, Verb};
-/// use kube_gc::sim::SimCluster;
+/// use kube_gc::api::layers::{Fault, Faults, Verb};
 /// use kube_gc::api::{ApiError, StatusReason};
 ///
-/// let cluster = SimCluster::new();
+/// let faults = Faults::default();
 /// // Every LIST of widgets.example.com fails, as behind a broken conversion webhook.
-/// cluster.inject_fault(Fault {
+/// faults.inject(Fault {
 ///     verb: Verb::List,
 ///     resource: Some(("example.com".into(), "widgets".into())),
 ///     error: ApiError::status(StatusReason::InternalError, "conversion webhook unavailable"),
 ///     times: None,
 /// });
-/// cluster.clear_faults();
+/// faults.clear();
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fault {
@@ -112,38 +111,5 @@ impl Layer for Faults {
     {
         self.check(request)?;
         call().await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::layers::Layered;
-    use crate::api::{ClusterApi, Gvr, StatusReason};
-    use crate::sim::SimCluster;
-
-    #[tokio::test]
-    async fn a_fault_should_answer_the_requests_it_matches_then_disarm() {
-        let faults = Faults::default();
-        let api = Layered::new(faults.clone(), SimCluster::new());
-        let pods = Gvr::new("", "v1", "pods");
-        let deployments = Gvr::new("apps", "v1", "deployments");
-        faults.inject(Fault {
-            verb: Verb::List,
-            resource: Some((String::new(), "pods".into())),
-            error: ApiError::status(StatusReason::InternalError, "conversion webhook unavailable"),
-            times: Some(2),
-        });
-        for _ in 0..2 {
-            let err = api.list_page(&pods, None, "", 0).await.expect_err("the fault answers");
-            assert_eq!(err.reason(), Some(StatusReason::InternalError));
-        }
-        api.list_page(&deployments, None, "", 0)
-            .await
-            .expect("another resource passes");
-        api.list_page(&pods, None, "", 0)
-            .await
-            .expect("disarmed after two answers");
-        assert_eq!(api.inner().api_calls().list, 2, "only what passed reached the cluster");
     }
 }

@@ -28,22 +28,3 @@ impl Layer for Latency {
         call().await
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::layers::Layered;
-    use crate::api::{ClusterApi, Gvr};
-    use crate::sim::SimCluster;
-
-    #[tokio::test(start_paused = true)]
-    async fn each_call_should_reach_the_cluster_after_the_delay() {
-        let api = Layered::new(Latency(Duration::from_millis(2)), SimCluster::new());
-        let began = tokio::time::Instant::now();
-        api.discover().await.expect("discovery");
-        let err = api.get(&Gvr::new("", "v1", "pods"), "ns", "absent").await;
-        assert!(err.is_err_and(|e| e.is_not_found()));
-        assert_eq!(began.elapsed(), Duration::from_millis(4));
-        assert_eq!(api.inner().api_calls().get, 1, "the call reached the cluster");
-    }
-}

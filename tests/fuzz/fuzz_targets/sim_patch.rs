@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| kube_gc::fuzzing::sim_patch(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| kube_gc_sim::fuzzing::sim_patch(data));

@@ -1,6 +1,6 @@
 //! The oracle: what the cluster must look like once the collector has done its work.
 //!
-//! The verdicts are the reference model's ([`kube_gc::model`]), object by object
+//! The verdicts are the reference model's ([`kube_gc_sim::model`]), object by object
 //! ([`Model::verdicts`]): the objects as they were created, the workload's deletions applied as
 //! user actions, then every explored order of the collector's steps. An object every order
 //! deletes must go; one every order keeps must live, with the references every order leaves it;
@@ -11,7 +11,7 @@
 
 use kube::api::{ApiResource, DynamicObject};
 use kube_gc::api::{self, Gvr, OwnerReference, PropagationPolicy};
-use kube_gc::model::{Action, Kind, Model, Object};
+use kube_gc_sim::model::{Action, Kind, Model, Object};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Where an object lives: resource (plural, with its group), namespace, name.

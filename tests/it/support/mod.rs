@@ -1,7 +1,7 @@
 //! Test support: an end-to-end [`Harness`] (the whole controller against the simulated cluster,
 //! acting as a user would) and a step-by-step [`Rig`] (builder and workers driven by hand, one
 //! event or one queue item at a time, as upstream's unit tests drive them). The reference model
-//! the differential tests compare the engine with is the library's `kube_gc::model`.
+//! the differential tests compare the engine with is the library's `kube_gc_sim::model`.
 //!
 //! Tests run on tokio's paused clock: waits advance virtual time, so backoffs and periods cost
 //! nothing, and every wait is bounded and names what it waited for.
@@ -27,12 +27,20 @@ use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO
 use kube_gc::recorder::{EventRecorder, EventSink};
 use kube_gc::router::{PartitionReceiver, Router};
 use kube_gc::shard::Shard;
-use kube_gc::sim::{SimCluster, TypeDef};
+use kube_gc_sim::{SimCluster, TypeDef};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// How long (virtual time) a test waits for a condition before it fails.
 pub const PATIENCE: Duration = Duration::from_secs(600);
+
+/// The repository's top folder: the `it` suite is a test of the `kube-gc` binary's package
+/// (`cli/`), one folder down.
+pub fn repository() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli/ has a parent folder")
+}
 
 pub fn pods() -> Gvr {
     Gvr::new("", "v1", "pods")
@@ -176,7 +184,7 @@ pub fn crd_manifest_in(group: &str, plural: &str, kind: &str) -> serde_json::Val
 /// The client configuration a user gets from the kubeconfig a simulated API server on `addr`
 /// hands out.
 pub async fn client_config(addr: std::net::SocketAddr) -> kube::Config {
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&kube_gc::sim::http::kubeconfig(addr))
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&kube_gc_sim::http::kubeconfig(addr))
         .expect("the server's kubeconfig parses");
     kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
@@ -280,8 +288,8 @@ pub struct OwnServer {
 }
 
 /// Serves `cluster` with `options` on a runtime of its own; see [`OwnServer`].
-pub fn serve_on_own_runtime(cluster: SimCluster, options: kube_gc::sim::http::ServerOptions) -> OwnServer {
-    use kube_gc::sim::http;
+pub fn serve_on_own_runtime(cluster: SimCluster, options: kube_gc_sim::http::ServerOptions) -> OwnServer {
+    use kube_gc_sim::http;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

@@ -1,0 +1,147 @@
+//! `kube-gc tree KIND/NAME [-n NAMESPACE]`: an object's owners above it and its dependents below
+//! it, with their deletion states and, when a collector answers, its reasons ([`kube_gc_cli::tree`]).
+//!
+//! The cluster is the one a kubeconfig names, found as `kube-gc run` finds it (`--kubeconfig`,
+//! else `$KUBECONFIG` or `~/.kube/config`, then in-cluster); the namespace defaults to the
+//! kubeconfig context's. As the kubectl plugin `kubectl gc tree`, kubectl passes no
+//! `--kubeconfig`, only its environment, so `$KUBECONFIG` is what counts there.
+
+use anyhow::Context;
+use kube_gc_cli::tree::{self, fetch, Collector, View};
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct TreeArgs {
+    /// The object: KIND/NAME, or KIND then NAME. KIND is a kind, a resource, a short name or a
+    /// plural, optionally with its group (`deployment`, `deploy`, `deployments.apps`, `rc`).
+    #[arg(value_name = "KIND/NAME")]
+    object: String,
+    /// The object's name, when KIND is given alone.
+    #[arg(value_name = "NAME")]
+    name: Option<String>,
+    /// Namespace of the object; default: the kubeconfig context's, else `default`.
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+    /// Kubeconfig of the cluster; default: `$KUBECONFIG`, `~/.kube/config`, then in-cluster.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The collector's plain loopback endpoints (`kube-gc run --insecure-bind-address`), asked
+    /// why objects are not collected yet; left out, with a note, when nothing answers there.
+    #[arg(long, default_value = "http://127.0.0.1:10258", value_name = "URL")]
+    collector: Collector,
+}
+
+impl TreeArgs {
+    /// KIND and NAME, from `KIND/NAME` or from two arguments.
+    fn kind_and_name(&self) -> anyhow::Result<(&str, &str)> {
+        let (kind, name) = match (&self.name, self.object.split_once('/')) {
+            (None, Some((kind, name))) => (kind, name),
+            (Some(name), None) => (self.object.as_str(), name.as_str()),
+            (Some(_), Some(_)) => anyhow::bail!("give the object as KIND/NAME or as KIND NAME, not both"),
+            (None, None) => anyhow::bail!("{:?} names no object: expected KIND/NAME", self.object),
+        };
+        if kind.is_empty() || name.is_empty() || name.contains('/') {
+            anyhow::bail!("{:?} names no object: expected KIND/NAME", self.object);
+        }
+        Ok((kind, name))
+    }
+}
+
+pub async fn run(args: TreeArgs) -> anyhow::Result<()> {
+    let (kind, name) = args.kind_and_name()?;
+    let agent = format!("kube-gc-tree/{}", env!("CARGO_PKG_VERSION"));
+    let client = kube_gc::api::connect(args.kubeconfig.as_deref(), &agent).await?;
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let catalogue = fetch::discover(&client).await?;
+    let resource = catalogue.resolve(kind)?;
+    let target = fetch::get(&client, resource, &namespace, name)
+        .await?
+        .ok_or_else(|| tree::Error::NotFound {
+            resource: resource.qualified(),
+            name: name.to_string(),
+            namespace: if resource.namespaced {
+                namespace.clone()
+            } else {
+                String::new()
+            },
+        })?;
+    // A cluster-scoped object's dependents can be in any namespace.
+    let scope = if resource.namespaced { namespace.as_str() } else { "" };
+    let fetched = fetch::fetch(&client, &catalogue, scope, &target).await?;
+    for (resource, why) in &fetched.unlisted {
+        eprintln!("note: {resource} could not be listed, so its objects are left out: {why}");
+    }
+    let why = match args.collector.reasons(&fetched.listing, &target.uid).await {
+        Ok(why) => Some(why),
+        Err(e) => {
+            eprintln!(
+                "note: no collector at {} ({e}); the WHY column is left out",
+                args.collector
+            );
+            None
+        }
+    };
+    let text = tree::render(&View {
+        listing: &fetched.listing,
+        target: &target.uid,
+        namespace: &namespace,
+        now: k8s_openapi::jiff::Timestamp::now(),
+        why: why.as_ref(),
+    });
+    print(&text)
+}
+
+/// Writes `text` to stdout; a reader that stopped early (`| head`) is no failure.
+fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => written.context("writing the tree"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use clap::Parser;
+
+    /// KIND and NAME as `kube-gc tree ARGS` reads them, or the message refusing them.
+    fn kind_and_name(args: &[&str]) -> Result<(String, String), String> {
+        let cli = Cli::try_parse_from(["kube-gc", "tree"].iter().chain(args)).map_err(|e| e.to_string())?;
+        let Command::Tree(tree) = cli.command else {
+            panic!("not the tree subcommand");
+        };
+        let (kind, name) = tree.kind_and_name().map_err(|e| e.to_string())?;
+        Ok((kind.to_string(), name.to_string()))
+    }
+
+    #[test]
+    fn the_object_should_be_kind_slash_name_or_kind_then_name() {
+        let web = Ok(("deploy".to_string(), "web".to_string()));
+        assert_eq!(kind_and_name(&["deploy/web"]), web);
+        assert_eq!(kind_and_name(&["deploy", "web", "-n", "shop"]), web);
+        for bad in [
+            &["deploy"][..],
+            &["deploy/"],
+            &["/web"],
+            &["deploy/web/x"],
+            &["deploy/web", "web"],
+        ] {
+            let refused = kind_and_name(bad).expect_err("refused");
+            assert!(
+                refused.contains("KIND/NAME") || refused.contains("KIND NAME"),
+                "{bad:?}: {refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_collector_that_is_not_plain_http_should_be_refused() {
+        let refused = kind_and_name(&["deploy/web", "--collector", "https://127.0.0.1:10257"]).expect_err("refused");
+        assert!(refused.contains("is not a collector address"), "{refused}");
+    }
+}

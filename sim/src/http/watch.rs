@@ -1,0 +1,231 @@
+//! Watches over HTTP: one chunked response of JSON watch events, one per line, in resourceVersion
+//! order, that ends when the client's `timeoutSeconds` passes, an injected drop fires, the type
+//! stops being served, or the server stops.
+//!
+//! The events come from the store's watch ([`SimCluster::watch_objects`]), filtered by the
+//! request's namespace and selectors and presented in the negotiated representation. A watch from
+//! a resourceVersion the history no longer holds is answered, as a real server does, with a 200
+//! whose only event is an ERROR carrying a 410 `Status`.
+//!
+//! A watch-list (`sendInitialEvents=true`, [`super::list_options`]) starts from the newest state
+//! and, once its initial ADDED events are out, sends the bookmark annotated
+//! `k8s.io/initial-events-end`; `sendInitialEvents=false` sends changes only.
+//!
+//! Bookmarks (with `allowWatchBookmarks`) carry the newest resourceVersion the watch has reported
+//! every change up to: never less than the last event sent, and never sent while the initial ADDED
+//! events of a watch from "now" are still being delivered, since those come in name order.
+//!
+//! [`SimCluster::watch_objects`]: crate::SimCluster::watch_objects
+
+use super::list_options::Start;
+use super::represent::{failure, Presentation};
+use super::request::{Params, ResourcePath};
+use crate::{SimCluster, WatchStart};
+use axum::body::Body;
+use futures::{FutureExt, StreamExt};
+use kube_gc::api::{ApiError, WatchEvent, WatchEventType, WatchStream, INITIAL_EVENTS_END};
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::time::{Instant, Interval, Sleep};
+use tokio_util::sync::CancellationToken;
+
+/// What ends a watch and what it interleaves.
+pub(super) struct WatchLimits {
+    /// When the watch ends by itself.
+    pub(super) deadline: Option<Duration>,
+    /// How many events it sends before it ends.
+    pub(super) max_events: Option<usize>,
+    /// How often it sends a bookmark, when asked to.
+    pub(super) bookmark_every: Option<Duration>,
+    /// Whether a watch-list's initial events end with their bookmark (an injected fault stands
+    /// for a server that never sends it).
+    pub(super) initial_events_end: bool,
+    /// Cancelled when the server stops: the watch ends then, so that it does not hold the
+    /// server's graceful shutdown up.
+    pub(super) stopping: CancellationToken,
+}
+
+struct Watch {
+    events: WatchStream,
+    path: ResourcePath,
+    params: Params,
+    presentation: Presentation,
+    api_version: String,
+    kind: String,
+    deadline: Option<Pin<Box<Sleep>>>,
+    events_left: Option<usize>,
+    bookmarks: Option<Interval>,
+    /// Initial ADDED events still to come.
+    initial_left: usize,
+    /// A watch-list's bookmark that ends its initial events, still to send.
+    end_marker: bool,
+    /// Every change up to this resourceVersion has been reported (once `initial_left` is 0).
+    current: u64,
+    stopping: CancellationToken,
+    done: bool,
+}
+
+/// The streaming body of a watch request, or the error that keeps it from opening.
+pub(super) fn open(
+    cluster: &SimCluster,
+    path: ResourcePath,
+    params: Params,
+    presentation: Presentation,
+    start: Start,
+    limits: WatchLimits,
+) -> Result<Body, ApiError> {
+    let kind = cluster.type_def(&path.gvr)?.kind;
+    let api_version = path.gvr.api_version();
+    // A watch-list reads the newest state, never older than the version asked for; a watch of
+    // changes only starts from now when it names no version.
+    let from = match (start, params.resource_version.as_str()) {
+        (Start::InitialEvents, _) => String::new(),
+        (Start::ChangesOnly, "" | "0") => cluster.resource_version().to_string(),
+        (_, rv) => rv.to_string(),
+    };
+    let end_marker = start == Start::InitialEvents && params.allow_bookmarks && limits.initial_events_end;
+    let start = match cluster.watch_objects(&path.gvr, &from) {
+        Ok(start) => start,
+        Err(e) if e.reason() == Some(kube_gc::api::StatusReason::Gone) => return Ok(error_body(&e)),
+        Err(e) => return Err(e),
+    };
+    let WatchStart {
+        stream,
+        initial_events,
+        resource_version,
+    } = start;
+    let watch = Watch {
+        events: stream,
+        bookmarks: limits
+            .bookmark_every
+            .filter(|_| params.allow_bookmarks)
+            .map(|every| tokio::time::interval_at(Instant::now() + every, every)),
+        path,
+        params,
+        presentation,
+        api_version,
+        kind,
+        deadline: limits.deadline.map(|d| Box::pin(tokio::time::sleep(d))),
+        events_left: limits.max_events,
+        initial_left: initial_events,
+        end_marker,
+        current: resource_version,
+        stopping: limits.stopping,
+        done: false,
+    };
+    let chunks = futures::stream::unfold(watch, |mut watch| async move {
+        let chunk = watch.next_chunk().await?;
+        Some((Ok::<_, Infallible>(chunk), watch))
+    });
+    Ok(Body::from_stream(chunks))
+}
+
+/// The most a chunk holds of events that were ready together; a single larger event is one chunk
+/// of its own.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// A body holding one ERROR event for `err`.
+fn error_body(err: &ApiError) -> Body {
+    Body::from(line(&json!({"type": "ERROR", "object": failure(err)})))
+}
+
+fn line(value: &Value) -> String {
+    let mut text = value.to_string();
+    text.push('\n');
+    text
+}
+
+impl Watch {
+    /// The next lines to send, or `None` when the watch ends: the next line, then every line
+    /// ready at once after it, up to [`CHUNK_BYTES`]. A real API server flushes its response only
+    /// when no further event is waiting, so a watch-list's initial events travel in large writes,
+    /// not one per object. Dropping a [`Watch::next_line`] that is not ready loses nothing: each of
+    /// its waits can be cancelled and started again.
+    async fn next_chunk(&mut self) -> Option<String> {
+        let mut chunk = self.next_line().await?;
+        while chunk.len() < CHUNK_BYTES {
+            match self.next_line().now_or_never() {
+                Some(Some(line)) => chunk.push_str(&line),
+                Some(None) | None => break,
+            }
+        }
+        Some(chunk)
+    }
+
+    /// The next line to send, or `None` when the watch ends.
+    async fn next_line(&mut self) -> Option<String> {
+        loop {
+            if self.done || self.events_left == Some(0) {
+                return None;
+            }
+            if self.end_marker && self.initial_left == 0 {
+                self.end_marker = false;
+                let mut object = self.presentation.bookmark(&self.api_version, &self.kind, self.current);
+                object["metadata"]["annotations"] = json!({ INITIAL_EVENTS_END: "true" });
+                return Some(line(&json!({"type": "BOOKMARK", "object": object})));
+            }
+            tokio::select! {
+                () = self.stopping.cancelled() => return None,
+                _ = wait(&mut self.deadline) => return None,
+                _ = tick(&mut self.bookmarks), if self.initial_left == 0 => {
+                    let object = self.presentation.bookmark(&self.api_version, &self.kind, self.current);
+                    return Some(line(&json!({"type": "BOOKMARK", "object": object})));
+                }
+                event = self.events.next() => match event {
+                    None => {
+                        // A finished stream must not be polled again.
+                        self.done = true;
+                        return None;
+                    }
+                    Some(Err(e)) => {
+                        self.done = true;
+                        return Some(line(&json!({"type": "ERROR", "object": failure(&e)})));
+                    }
+                    Some(Ok(event)) => {
+                        if let Some(text) = self.deliver(event) {
+                            return Some(text);
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    /// Accounts for `event` and presents it, unless the request's filters leave it out.
+    fn deliver(&mut self, event: WatchEvent) -> Option<String> {
+        let rv: u64 = event.object.metadata.resource_version.parse().unwrap_or(0);
+        self.initial_left = self.initial_left.saturating_sub(1);
+        self.current = self.current.max(rv);
+        let meta = &event.object.metadata;
+        let in_scope = self.path.namespace.as_ref().is_none_or(|ns| *ns == meta.namespace)
+            && self.params.labels.matches(meta)
+            && self.params.fields.matches(meta)
+            && self.params.shards.matches(meta);
+        if !in_scope || event.event_type == WatchEventType::Bookmark {
+            return None;
+        }
+        if let Some(left) = &mut self.events_left {
+            *left -= 1;
+        }
+        let object = self.presentation.object(&event.object);
+        Some(line(&json!({"type": event.event_type, "object": object})))
+    }
+}
+
+async fn wait(deadline: &mut Option<Pin<Box<Sleep>>>) {
+    match deadline {
+        Some(sleep) => sleep.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn tick(bookmarks: &mut Option<Interval>) {
+    match bookmarks {
+        Some(interval) => {
+            interval.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
