@@ -29,14 +29,12 @@ use kube_gc::api::{
     SharedRestMapper, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
 };
 use kube_gc::builder::GraphBuilder;
-use kube_gc::collector::{CollectError, Collector, CollectorConfig, PartialView};
+use kube_gc::collector::{CollectError, Collector, CollectorConfig};
+use kube_gc::controller::Pipeline;
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::AbsentOwnerCache;
 use kube_gc::graph::{Graph, Handle, Uid};
-use kube_gc::journal::Journal;
-use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
-use kube_gc::recorder::{EventRecorder, EventSink};
-use kube_gc::router::{PartitionReceiver, Router};
+use kube_gc::recorder::EventSink;
+use kube_gc::router::PartitionReceiver;
 use kube_gc_sim::{ApiCalls, SimCluster};
 use std::sync::Arc;
 use tokio::runtime::Runtime;
@@ -85,78 +83,46 @@ fn meta(name: &str, uid: String, owners: Vec<OwnerReference>, finalizers: &[&str
     }
 }
 
-/// The builder and one collector over a simulated cluster, assembled by hand as the controller
-/// would, with one router partition whose receiver the bench drains itself.
+/// The pipeline over a simulated cluster, as the controller assembles it, with one router
+/// partition whose receiver the bench drains itself.
 struct Rig {
     rt: Runtime,
     cluster: Arc<SimCluster>,
-    mapper: Arc<SharedRestMapper>,
     graph: Arc<Graph>,
     builder: GraphBuilder,
-    router: Router,
-    attempt_to_delete: Arc<WorkQueue<Handle>>,
-    attempt_to_orphan: Arc<WorkQueue<Handle>>,
+    collector: Arc<Collector<SimCluster>>,
     _events: EventSink,
 }
 
 impl Rig {
-    /// A rig, and the receiver of its one router partition.
-    fn new() -> (Rig, PartitionReceiver) {
+    /// A rig whose workers verify with GETs or not, and the receiver of its one router partition.
+    fn new(verify_with_get: bool) -> (Rig, PartitionReceiver) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("a tokio runtime");
         let cluster = Arc::new(SimCluster::with_history(HISTORY));
         let discovery = rt.block_on(cluster.discover()).expect("discovery");
-        let mapper = Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources)));
-        let graph = Arc::new(Graph::new());
-        let (router, mut receivers) = Router::new(1);
-        let attempt_to_delete = WorkQueue::new(ATTEMPT_TO_DELETE, RateLimiterConfig::default());
-        let attempt_to_orphan = WorkQueue::new(ATTEMPT_TO_ORPHAN, RateLimiterConfig::default());
-        let (recorder, events) = EventRecorder::new();
-        let builder = GraphBuilder::new(
-            graph.clone(),
-            attempt_to_delete.clone(),
-            attempt_to_orphan.clone(),
-            Arc::new(AbsentOwnerCache::default()),
-            recorder,
-        );
+        let mut pipeline = Pipeline::builder(cluster.clone())
+            .mapper(Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources))))
+            .collector(CollectorConfig {
+                verify_with_get,
+                ..CollectorConfig::default()
+            })
+            .build();
+        let routed = pipeline.partitions.remove(0);
         let rig = Rig {
             rt,
             cluster,
-            mapper,
-            graph,
-            builder,
-            router,
-            attempt_to_delete,
-            attempt_to_orphan,
-            _events: events,
+            graph: pipeline.graph,
+            builder: pipeline.builder,
+            collector: pipeline.collector,
+            _events: pipeline.events,
         };
         for i in 0..BACKGROUND_PODS {
             rig.create(&pods(), meta(&format!("background-{i}"), uid(9, i), Vec::new(), &[]));
         }
-        (rig, receivers.remove(0))
-    }
-
-    /// A collector with an absentOwnerCache of its own, so that no case evicts another's entries.
-    fn collector(&self, verify_with_get: bool) -> Collector<SimCluster> {
-        Collector {
-            api: self.cluster.clone(),
-            mapper: self.mapper.clone(),
-            graph: self.graph.clone(),
-            router: self.router.clone(),
-            attempt_to_delete: self.attempt_to_delete.clone(),
-            attempt_to_orphan: self.attempt_to_orphan.clone(),
-            absent_owner_cache: Arc::new(AbsentOwnerCache::default()),
-            partial_view: PartialView::complete(),
-            config: CollectorConfig {
-                verify_with_get,
-                ..CollectorConfig::default()
-            },
-            journal: Journal::disabled(),
-            events: EventRecorder::new().0,
-            shard: Arc::new(kube_gc::shard::Shard::whole()),
-        }
+        (rig, routed)
     }
 
     fn create(&self, gvr: &Gvr, metadata: ObjectMeta) -> PartialObjectMeta {
@@ -280,7 +246,7 @@ impl Case {
         let result = rig.rt.block_on(collector.attempt_to_delete_item(&self.item));
         let calls = calls_since(&before, &rig.cluster.api_calls());
         let expected = Calls {
-            get: if collector.config.verify_with_get {
+            get: if collector.config().verify_with_get {
                 self.gets.upstream
             } else {
                 self.gets.fast_path
@@ -423,17 +389,18 @@ fn bench(c: &mut Criterion) {
 }
 
 fn bench_mode(c: &mut Criterion, mode: &str, verify_with_get: bool) {
-    let (rig, mut routed) = Rig::new();
+    let (rig, mut routed) = Rig::new(verify_with_get);
     let mut group = c.benchmark_group(format!("attempt_to_delete_item/{mode}"));
     for mut case in cases(&rig) {
-        // A collector per case, so no case evicts another's absentOwnerCache entries. The first
+        // An empty absentOwnerCache per case, so no case evicts another's entries. The first
         // call warms that cache, as a worker's first visit to an absent owner does.
-        let collector = rig.collector(verify_with_get);
+        let collector = &rig.collector;
+        collector.absent_owner_cache().clear();
         case.restore(&rig);
         let _ = rig.rt.block_on(collector.attempt_to_delete_item(&case.item));
         rig.drain(&mut routed);
-        case.check(&rig, &collector, &mut routed);
-        let (collector, item) = (&collector, &case.item.clone());
+        case.check(&rig, collector, &mut routed);
+        let item = &case.item.clone();
         // One call per batch: each call must find the object its setup restored. The timer pair
         // around each call costs a few tens of nanoseconds, the same in every case.
         group.bench_function(case.name, |b| {

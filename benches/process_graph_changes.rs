@@ -12,7 +12,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 use kube_gc::api::{ObjectMeta, OwnerReference};
 use kube_gc::builder::GraphBuilder;
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::Graph;
+use kube_gc::graph::{Graph, GraphWriter};
 use kube_gc::router::partition;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,8 +46,9 @@ fn pod(i: usize, set: usize) -> ObjectMeta {
 
 /// A builder over an empty graph.
 fn empty() -> (GraphBuilder, Arc<Graph>) {
-    let graph = Arc::new(Graph::new());
-    (GraphBuilder::detached(graph.clone()), graph)
+    let writer = GraphWriter::new();
+    let graph = writer.graph().clone();
+    (GraphBuilder::detached(writer), graph)
 }
 
 /// A builder over a graph of `nodes` objects.

@@ -17,15 +17,12 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use kube_gc::api::{ObjectMeta, OwnerReference};
 use kube_gc::builder::GraphBuilder;
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::AbsentOwnerCache;
-use kube_gc::graph::{Graph, Handle, Identity, Name, Sym, TypeMeta, Uid};
-use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
-use kube_gc::recorder::EventRecorder;
+use kube_gc::graph::{Graph, GraphWriter, Handle, Identity, Name, Sym, TypeMeta, Uid};
 use parking_lot::RwLock;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
-use std::sync::{Arc, Barrier};
+use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -47,15 +44,15 @@ trait UidMap: Sync {
     fn remove(&self, uid: &Uid) -> Option<Handle>;
 }
 
-impl UidMap for Graph {
+impl UidMap for GraphWriter {
     fn get(&self, uid: &Uid) -> Option<Handle> {
         Graph::get(self, uid)
     }
     fn insert(&self, handle: Handle) {
-        Graph::insert(self, handle);
+        GraphWriter::insert(self, handle);
     }
     fn remove(&self, uid: &Uid) -> Option<Handle> {
-        Graph::remove(self, uid)
+        GraphWriter::remove(self, uid)
     }
 }
 
@@ -221,7 +218,7 @@ fn bench(c: &mut Criterion) {
             group.throughput(Throughput::Elements(threads as u64));
             let syms = Syms::new(&Graph::new());
             let mut seed = 0;
-            let (graph, mut windows) = prefilled::<Graph>(threads, &syms);
+            let (graph, mut windows) = prefilled::<GraphWriter>(threads, &syms);
             group.bench_function(BenchmarkId::from_parameter("graph_sharded"), |b| {
                 b.iter_custom(|iters| timed(&graph, &mut windows, iters, mix, &syms, &mut seed))
             });
@@ -304,16 +301,9 @@ fn memory(_: &mut Criterion) {
         return;
     }
     let before = resident_bytes();
-    let graph = Arc::new(Graph::new());
-    let attempt_to_delete = WorkQueue::new(ATTEMPT_TO_DELETE, RateLimiterConfig::default());
-    let (recorder, _events) = EventRecorder::new();
-    let builder = GraphBuilder::new(
-        graph.clone(),
-        attempt_to_delete.clone(),
-        WorkQueue::new(ATTEMPT_TO_ORPHAN, RateLimiterConfig::default()),
-        Arc::new(AbsentOwnerCache::default()),
-        recorder,
-    );
+    let writer = GraphWriter::new();
+    let graph = writer.graph().clone();
+    let builder = GraphBuilder::detached(writer);
     let began = Instant::now();
     let sets = MEMORY_NODES / (PODS_PER_SET + 2);
     for s in 0..sets {
@@ -327,10 +317,9 @@ fn memory(_: &mut Criterion) {
     let after = resident_bytes();
     let nodes = graph.len();
     assert_eq!(nodes, sets * (PODS_PER_SET + 2), "every object became a node");
-    assert!(
-        attempt_to_delete.is_empty(),
-        "owners came first: no virtual node was queued"
-    );
+    let mut virtual_nodes = 0;
+    graph.for_each_node(|node| virtual_nodes += usize::from(node.is_virtual()));
+    assert_eq!(virtual_nodes, 0, "owners came first: no virtual node was made");
     eprintln!(
         "uid_map/memory: {nodes} nodes (Deployment → ReplicaSet → {PODS_PER_SET} Pods), built in {:.2} s \
          (making each object's metadata and event included); resident {} → {} MiB: {} bytes/object",

@@ -264,7 +264,7 @@ mod tests {
 
     #[test]
     fn an_update_should_share_the_nodes_name_and_a_delete_should_carry_an_equal_one() {
-        let graph = Graph::new();
+        let graph = crate::graph::GraphWriter::new();
         let added = event(&graph, EventType::Add);
         graph.insert(Handle::new(added.identity(), &added.object.owners, false));
         let node_name = graph

@@ -19,7 +19,7 @@ pub use metrics::{GraphEventMetrics, GraphEventStats};
 
 use crate::event::{EventObject, EventType, GraphEvent};
 use crate::graph::AbsentOwnerCache;
-use crate::graph::{Graph, Handle, Linked, Node, Observation, ObservedFinalizers, OwnerRef, Uid};
+use crate::graph::{Graph, GraphWriter, Handle, Linked, Node, Observation, ObservedFinalizers, OwnerRef, Uid};
 use crate::journal::{witness::Change, Journal};
 use crate::queue::{RateLimiterConfig, WorkQueue};
 use crate::recorder::EventRecorder;
@@ -72,7 +72,7 @@ impl Lookahead {
 /// One partition's builder.
 #[derive(Clone)]
 pub struct GraphBuilder {
-    graph: Arc<Graph>,
+    graph: GraphWriter,
     attempt_to_delete: Arc<WorkQueue<Handle>>,
     attempt_to_orphan: Arc<WorkQueue<Handle>>,
     absent_owner_cache: Arc<AbsentOwnerCache>,
@@ -84,9 +84,10 @@ pub struct GraphBuilder {
 }
 
 impl GraphBuilder {
-    /// A builder writing `graph` and feeding the two queues.
-    pub fn new(
-        graph: Arc<Graph>,
+    /// A builder writing the graph of `graph` and feeding the two queues: the pipeline's
+    /// ([`crate::controller::Pipeline`]), which shares them with the workers.
+    pub(crate) fn new(
+        graph: GraphWriter,
         attempt_to_delete: Arc<WorkQueue<Handle>>,
         attempt_to_orphan: Arc<WorkQueue<Handle>>,
         absent_owner_cache: Arc<AbsentOwnerCache>,
@@ -111,7 +112,7 @@ impl GraphBuilder {
 
     /// A builder over `graph` with queues and an absent-owner cache of its own and no event sink
     /// (recorded events are dropped): for replays and benches that measure the builder alone.
-    pub fn detached(graph: Arc<Graph>) -> Self {
+    pub fn detached(graph: GraphWriter) -> Self {
         let (recorder, _sink) = EventRecorder::new();
         GraphBuilder::new(
             graph,
@@ -129,7 +130,7 @@ impl GraphBuilder {
         loop {
             while !ahead.is_full() {
                 let Some(event) = events.try_recv() else { break };
-                ahead.push(&self.graph, event);
+                ahead.push(self.graph.graph(), event);
             }
             let event = match ahead.pop() {
                 Some(event) => event,
@@ -187,7 +188,7 @@ impl GraphBuilder {
             // The old virtual handle stays virtual; a worker that pops it drops it (spec §4.1).
             node = self.graph.replace(&node, observed);
         }
-        node.mark_observed();
+        self.graph.mark_observed(&node);
         node
     }
 
@@ -195,9 +196,9 @@ impl GraphBuilder {
     fn insert_new_node(&self, event: &GraphEvent) {
         let object = &event.object;
         let node = Handle::new(event.identity(), &object.owners, false);
-        node.observe(None, object.observation);
+        self.graph.observe(&node, None, object.observation);
         if object.observation.being_deleted && object.observation.finalizers.foreground {
-            node.mark_deleting_dependents();
+            self.graph.mark_deleting_dependents(&node);
         }
         if !self.graph.insert_if_absent(&node) {
             // Another partition's builder created a virtual node for this UID since we looked:
@@ -244,10 +245,10 @@ impl GraphBuilder {
             witness.witness(&self.graph, &change);
         }
         if diff.is_empty() {
-            node.observe(None, object.observation);
+            self.graph.observe(&node, None, object.observation);
         } else {
             self.add_unblocked_owners_to_delete_queue(&diff);
-            node.observe(Some(&object.owners), object.observation);
+            self.graph.observe(&node, Some(&object.owners), object.observation);
             self.add_dependent_to_owners(&node, diff.added.iter().map(|&i| &object.owners[i]));
             for r in &diff.removed {
                 self.unlink_from_owner(&r.uid, &node);
@@ -343,7 +344,7 @@ impl GraphBuilder {
             self.absent_owner_cache.add(event.identity());
             if !event.is_virtual {
                 // A watch saw it go: certain, whatever the coordinates a dependent names it by.
-                self.graph.tombstones().record(event.object.uid.clone());
+                self.graph.record_tombstone(event.object.uid.clone());
             }
         }
         for dep in dependents {
@@ -441,7 +442,7 @@ impl GraphBuilder {
             return;
         }
         if starts(now.finalizers.foreground, |f| f.foreground) {
-            node.mark_deleting_dependents();
+            self.graph.mark_deleting_dependents(node);
             for dep in node.dependents() {
                 self.attempt_to_delete.add(dep);
             }

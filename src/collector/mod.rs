@@ -128,34 +128,91 @@ impl Action {
     }
 }
 
-/// Shared state of every collector worker. Built once by the controller (or a test rig) and
+/// Shared state of every collector worker. Built by [`crate::controller::Pipeline`] alone and
 /// shared behind an `Arc`; nothing in it changes after construction.
 pub struct Collector<C> {
     /// The cluster.
-    pub api: Arc<C>,
+    pub(crate) api: Arc<C>,
     /// The REST mapper in force.
-    pub mapper: Arc<SharedRestMapper>,
+    pub(crate) mapper: Arc<SharedRestMapper>,
     /// The graph the builders write; workers only read it.
-    pub graph: Arc<Graph>,
+    pub(crate) graph: Arc<Graph>,
     /// Where virtual delete events go.
-    pub router: Router,
+    pub(crate) router: Router,
     /// The attemptToDelete queue.
-    pub attempt_to_delete: Arc<WorkQueue<Handle>>,
+    pub(crate) attempt_to_delete: Arc<WorkQueue<Handle>>,
     /// The attemptToOrphan queue.
-    pub attempt_to_orphan: Arc<WorkQueue<Handle>>,
+    pub(crate) attempt_to_orphan: Arc<WorkQueue<Handle>>,
     /// Owners known to be absent, shared with the builder.
-    pub absent_owner_cache: Arc<AbsentOwnerCache>,
+    pub(crate) absent_owner_cache: Arc<AbsentOwnerCache>,
     /// What the workers know of the monitors' views, and the owners they orphaned.
-    pub partial_view: PartialView,
+    pub(crate) partial_view: PartialView,
     /// Settings.
-    pub config: CollectorConfig,
+    pub(crate) config: CollectorConfig,
     /// Where every write is recorded; in shadow mode, instead of being sent.
-    pub journal: Journal,
+    pub(crate) journal: Journal,
     /// Where Events on the owners of deleted objects go (`--journal-owner-events`).
-    pub events: EventRecorder,
+    pub(crate) events: EventRecorder,
     /// The part of the cluster this collector acts on, and what the other shards reported
     /// ([`crate::shard`]).
-    pub shard: Arc<Shard>,
+    pub(crate) shard: Arc<Shard>,
+}
+
+impl<C> Collector<C> {
+    /// The REST mapper in force.
+    pub fn mapper(&self) -> &Arc<SharedRestMapper> {
+        &self.mapper
+    }
+
+    /// The attemptToDelete queue.
+    pub fn attempt_to_delete(&self) -> &Arc<WorkQueue<Handle>> {
+        &self.attempt_to_delete
+    }
+
+    /// The attemptToOrphan queue.
+    pub fn attempt_to_orphan(&self) -> &Arc<WorkQueue<Handle>> {
+        &self.attempt_to_orphan
+    }
+
+    /// Owners known to be absent, shared with the builders.
+    pub fn absent_owner_cache(&self) -> &Arc<AbsentOwnerCache> {
+        &self.absent_owner_cache
+    }
+
+    /// What the workers know of the monitors' views.
+    pub fn partial_view(&self) -> &PartialView {
+        &self.partial_view
+    }
+
+    /// The workers' settings.
+    pub fn config(&self) -> &CollectorConfig {
+        &self.config
+    }
+
+    /// The part of the cluster this collector acts on.
+    pub fn shard(&self) -> &Arc<Shard> {
+        &self.shard
+    }
+
+    /// A collector like this one, sharing its graph, queues, cache, journal and settings, that
+    /// talks to the cluster through `api` and knows the monitors' views through `partial_view`:
+    /// for a test whose cluster must misbehave on cue, or be watched call by call.
+    pub fn with_api<D>(&self, api: Arc<D>, partial_view: PartialView) -> Collector<D> {
+        Collector {
+            api,
+            mapper: self.mapper.clone(),
+            graph: self.graph.clone(),
+            router: self.router.clone(),
+            attempt_to_delete: self.attempt_to_delete.clone(),
+            attempt_to_orphan: self.attempt_to_orphan.clone(),
+            absent_owner_cache: self.absent_owner_cache.clone(),
+            partial_view,
+            config: self.config.clone(),
+            journal: self.journal.clone(),
+            events: self.events.clone(),
+            shard: self.shard.clone(),
+        }
+    }
 }
 
 impl<C: ClusterApi> Collector<C> {

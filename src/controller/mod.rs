@@ -1,5 +1,5 @@
-//! The controller: wires monitors → router → builders → queues → workers → API, and owns the
-//! lifecycle (spec §7.4, §7.6, §7.7).
+//! The controller: wires monitors → router → builders → queues → workers → API (the stages after
+//! the monitors assembled once, by [`Pipeline`]), and owns the lifecycle (spec §7.4, §7.6, §7.7).
 //!
 //! Invariant: workers start once, after the monitors' first sync or after
 //! `initial_sync_timeout`, whichever comes first (a shard's only after the sync), and are never
@@ -9,22 +9,23 @@
 
 mod config;
 mod metrics;
+mod pipeline;
 pub mod stall;
 mod sync;
 
 pub use config::{default_partitions, Config, GroupResource};
 pub use metrics::ControllerMetrics;
+pub use pipeline::{Pipeline, PipelineBuilder};
 pub use stall::{Stall, StallStatus};
 pub use sync::{deletable_resources, SyncError};
 
 use crate::api::{ClusterApi, SharedRestMapper};
 use crate::audit::{AuditConfig, AuditMetrics, Auditor};
-use crate::builder::{GraphBuilder, GraphEventMetrics};
+use crate::builder::GraphEventMetrics;
 use crate::collector::{Collector, PartialView, Waiting};
-use crate::graph::AbsentOwnerCache;
 use crate::graph::{Graph, Handle};
-use crate::queue::{self, WorkQueue};
-use crate::recorder::{EventRecorder, EventSink};
+use crate::queue::WorkQueue;
+use crate::recorder::EventSink;
 use crate::router::Router;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -69,33 +70,37 @@ impl<C: ClusterApi> GarbageCollector<C> {
     /// Starts every stage against `api` on the current tokio runtime and returns at once; the
     /// workers start after the first sync (bounded by `config.initial_sync_timeout`).
     pub async fn start(api: Arc<C>, config: Config) -> Arc<Self> {
-        // Tombstones serve only workers that trust the graph.
-        let tombstones = if config.collector.verify_with_get {
-            0
-        } else {
-            crate::graph::DEFAULT_TOMBSTONE_CAPACITY
-        };
-        let graph = Arc::new(Graph::with_tombstones(tombstones));
-        let (router, partitions) = Router::new(config.partitions);
-        let graph_events = GraphEventMetrics::new(router.clone());
-        let attempt_to_delete = WorkQueue::new(queue::ATTEMPT_TO_DELETE, config.rate_limiter);
-        let attempt_to_orphan = WorkQueue::new(queue::ATTEMPT_TO_ORPHAN, config.rate_limiter);
-        let absent_owner_cache = Arc::new(AbsentOwnerCache::new(config.absent_owner_cache_capacity));
-        let (recorder, sink) = EventRecorder::new();
         let monitors = Arc::new(Mutex::new(Monitors::new(config.sync_mode)));
         let partial_view = PartialView::new(monitors.clone());
+        let waiting = partial_view.waiting.clone();
+        let Pipeline {
+            graph,
+            router,
+            partitions,
+            builder,
+            collector,
+            events,
+        } = Pipeline::builder(api.clone())
+            .partitions(config.partitions)
+            .rate_limiter(config.rate_limiter)
+            .absent_owner_cache_capacity(config.absent_owner_cache_capacity)
+            .collector(config.collector.clone())
+            .journal(config.journal.clone())
+            .shard(config.shard.clone())
+            .partial_view(partial_view)
+            .build();
         let gc = Arc::new(GarbageCollector {
             api,
-            graph: graph.clone(),
+            graph,
             router: router.clone(),
-            mapper: Arc::new(SharedRestMapper::default()),
-            attempt_to_delete: attempt_to_delete.clone(),
-            attempt_to_orphan: attempt_to_orphan.clone(),
+            mapper: collector.mapper().clone(),
+            attempt_to_delete: collector.attempt_to_delete().clone(),
+            attempt_to_orphan: collector.attempt_to_orphan().clone(),
             monitors,
-            waiting: partial_view.waiting.clone(),
+            waiting,
             metrics: ControllerMetrics {
                 sync_errors: metrics::Counter::default(),
-                graph_events,
+                graph_events: GraphEventMetrics::new(router),
             },
             stall: Stall::new(config.stall_after),
             stop: CancellationToken::new(),
@@ -105,14 +110,6 @@ impl<C: ClusterApi> GarbageCollector<C> {
             audit: Arc::new(AuditMetrics::default()),
             config,
         });
-        let builder = GraphBuilder::new(
-            graph,
-            attempt_to_delete,
-            attempt_to_orphan,
-            absent_owner_cache.clone(),
-            recorder.clone(),
-        )
-        .witnessing(gc.config.journal.clone());
         for events in partitions {
             gc.spawn(builder.clone().run(events));
         }
@@ -120,22 +117,8 @@ impl<C: ClusterApi> GarbageCollector<C> {
         gc.spawn(gc.clone().watch_for_stalls());
         if !gc.config.journal.is_dry_run() {
             // In shadow mode events are not sent either: their queue fills and drops them.
-            gc.spawn(run_event_sink(gc.api.clone(), sink));
+            gc.spawn(run_event_sink(gc.api.clone(), events));
         }
-        let collector = Arc::new(Collector {
-            api: gc.api.clone(),
-            mapper: gc.mapper.clone(),
-            graph: gc.graph.clone(),
-            router: gc.router.clone(),
-            attempt_to_delete: gc.attempt_to_delete.clone(),
-            attempt_to_orphan: gc.attempt_to_orphan.clone(),
-            absent_owner_cache,
-            partial_view,
-            config: gc.config.collector.clone(),
-            journal: gc.config.journal.clone(),
-            events: recorder,
-            shard: gc.config.shard.clone(),
-        });
         gc.spawn(gc.clone().run(collector));
         if let Some(audit) = gc.config.audit.clone() {
             gc.spawn(gc.auditor(audit).run());

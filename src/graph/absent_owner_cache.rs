@@ -49,6 +49,11 @@ impl AbsentOwnerCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Forgets every entry.
+    pub fn clear(&self) {
+        self.lru.lock().clear();
+    }
 }
 
 impl Default for AbsentOwnerCache {

@@ -311,17 +311,19 @@ const PRIVATE_USE: [(u32, u32); 3] = [(0xE000, 0xF8FF), (0xF_0000, 0xF_FFFD), (0
 #[cfg(all(test, not(kube_gc_loom)))]
 mod tests {
     use super::*;
-    use crate::graph::{Identity, Sym, TypeMeta};
+    use crate::graph::{GraphWriter, Identity, Sym, TypeMeta};
 
     /// Builds graphs by hand: identities with explicit coordinates, and owner references that
     /// copy the owner's identity.
     struct Builder {
-        graph: Graph,
+        graph: GraphWriter,
     }
 
     impl Builder {
         fn new() -> Self {
-            Builder { graph: Graph::new() }
+            Builder {
+                graph: GraphWriter::new(),
+            }
         }
 
         fn identity(&self, api_version: &str, kind: &str, namespace: &str, name: &str, uid: &str) -> Identity {

@@ -42,7 +42,7 @@
 //! virtual owner (`RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib graph::`).
 
 use super::dependents::Dependents;
-use super::{Graph, Handle, Identity, Node, Uid};
+use super::{Graph, GraphWriter, Handle, Identity, Node, Uid};
 use std::collections::HashMap;
 
 /// What [`Graph::link`] found for the owner.
@@ -59,7 +59,7 @@ pub enum Linked<R = Handle> {
 #[derive(Default)]
 pub(super) struct Adrift(HashMap<Uid, Dependents, foldhash::fast::FixedState>);
 
-impl Graph {
+impl GraphWriter {
     /// Adds `dependent` to the dependents of the live node for `owner_uid` and returns what
     /// `existing` makes of that node, or, when there is none, inserts `make_virtual()` with the
     /// edge already on it, and every edge adrift for `owner_uid`.
@@ -197,7 +197,9 @@ impl Graph {
             dependents
         })
     }
+}
 
+impl Graph {
     /// Number of owner UIDs that have edges adrift (module docs).
     pub fn adrift_owners(&self) -> usize {
         self.shards.iter().map(|s| s.beside().lock().0.len()).sum()
@@ -219,7 +221,6 @@ impl Graph {
 mod tests {
     use super::*;
     use crate::graph::{Name, Sym, TypeMeta};
-    use std::sync::Arc;
 
     fn identity(uid: &str) -> Identity {
         Identity {
@@ -232,7 +233,7 @@ mod tests {
 
     #[test]
     fn link_should_land_on_the_clone_when_the_owner_was_replaced() {
-        let graph = Graph::new();
+        let graph = GraphWriter::new();
         let owner = Handle::new(identity("o"), &[], true);
         graph.insert(owner.clone());
         let clone = graph.replace(&owner, identity("o"));
@@ -246,7 +247,7 @@ mod tests {
 
     #[test]
     fn link_should_create_a_virtual_owner_when_the_owner_was_removed() {
-        let graph = Graph::new();
+        let graph = GraphWriter::new();
         let owner = Handle::new(identity("o"), &[], false);
         graph.insert(owner.clone());
         assert!(graph.remove_node(&owner).is_empty());
@@ -264,7 +265,7 @@ mod tests {
     fn a_virtual_owner_should_take_the_edges_its_removed_predecessor_left_adrift() {
         // The owner goes with a dependent that keeps its reference (held by a finalizer, say);
         // another dependent's reference then makes a virtual owner for the same UID.
-        let graph = Graph::new();
+        let graph = GraphWriter::new();
         let owner = Handle::new(identity("o"), &[], false);
         graph.insert(owner.clone());
         let (held, self_owned) = (Handle::new(identity("held"), &[], false), owner.clone());
@@ -290,7 +291,7 @@ mod tests {
 
     #[test]
     fn an_observed_node_should_take_the_edges_left_adrift_for_its_uid() {
-        let graph = Graph::new();
+        let graph = GraphWriter::new();
         let owner = Handle::new(identity("o"), &[], true);
         graph.insert(owner.clone());
         let dep = Handle::new(identity("d"), &[], false);
@@ -305,7 +306,7 @@ mod tests {
 
     #[test]
     fn unlink_and_relink_should_edit_the_edges_adrift_when_the_owner_has_no_node() {
-        let graph = Graph::new();
+        let graph = GraphWriter::new();
         let owner = Handle::new(identity("o"), &[], false);
         graph.insert(owner.clone());
         let (stays, goes) = (
@@ -331,7 +332,7 @@ mod tests {
         // Two threads: one links dependents to an owner UID, the other keeps removing and
         // re-creating that owner. Every dependent must end up on whatever node is in the map, or
         // on a node that was removed after the edge was written (and was returned by remove_node).
-        let graph = Arc::new(Graph::new());
+        let graph = GraphWriter::new();
         let uid = Uid::parse("o");
         graph.insert(Handle::new(identity("o"), &[], false));
         let deps: Vec<Handle> = (0..20_000)

@@ -102,6 +102,7 @@ fn check_dependents(graph: &Graph, owner: &Handle, violations: &mut Vec<String>)
 #[cfg(all(test, not(kube_gc_loom)))]
 mod tests {
     use super::*;
+    use crate::graph::GraphWriter;
     use crate::graph::{Identity, OwnerRef, Sym, TypeMeta, Uid};
 
     fn identity(uid: &str) -> Identity {
@@ -125,7 +126,7 @@ mod tests {
     }
 
     /// Inserts an observed node `uid` owned by `owners`, without touching the owners' nodes.
-    fn insert(graph: &Graph, uid: &str, owners: &[&str]) -> Handle {
+    fn insert(graph: &GraphWriter, uid: &str, owners: &[&str]) -> Handle {
         let refs: Vec<OwnerRef> = owners.iter().map(|o| owner_ref(o)).collect();
         let handle = Handle::new(identity(uid), &refs, false);
         graph.insert(handle.clone());
@@ -133,8 +134,8 @@ mod tests {
     }
 
     /// owner ← dependent, both consistent, plus a dependent whose owner is absent.
-    fn consistent_graph() -> (Graph, Handle, Handle) {
-        let graph = Graph::new();
+    fn consistent_graph() -> (GraphWriter, Handle, Handle) {
+        let graph = GraphWriter::new();
         let owner = insert(&graph, "owner", &[]);
         let dependent = insert(&graph, "dependent", &["owner"]);
         owner.add_dependent(dependent.clone());
@@ -181,7 +182,7 @@ mod tests {
 
     #[test]
     fn check_should_report_a_virtual_node_with_owners() {
-        let graph = Graph::new();
+        let graph = GraphWriter::new();
         let refs = vec![owner_ref("absent-owner")];
         graph.insert(Handle::new(identity("ghost"), &refs, true));
         let violations = check(&graph);

@@ -62,7 +62,7 @@ fn owner_uid() -> Uid {
 
 /// A graph holding the observed owner, shared with the threads.
 fn graph_with_owner() -> (Arc<Graph>, Handle) {
-    let graph = Arc::new(Graph::new());
+    let graph = GraphWriter::new();
     let owner = observed(OWNER);
     graph.insert(owner.clone());
     (graph, owner)
@@ -184,7 +184,7 @@ fn relink_racing_replace_leaves_the_new_dependent_on_the_clone() {
 #[test]
 fn two_links_to_an_absent_owner_create_one_virtual_owner_holding_both_edges() {
     model(|| {
-        let graph = Arc::new(Graph::new());
+        let graph = GraphWriter::new();
         let (first, second) = (observed("first"), observed("second"));
         let other = spawn_link(&graph, &second, virtual_owner);
         let mine = graph.link(&owner_uid(), &first, virtual_owner, Node::handle);
@@ -209,7 +209,7 @@ fn two_links_to_an_absent_owner_create_one_virtual_owner_holding_both_edges() {
 #[test]
 fn link_racing_the_owners_first_observation_leaves_the_edge_on_the_node_in_the_map() {
     model(|| {
-        let graph = Arc::new(Graph::new());
+        let graph = GraphWriter::new();
         let dependent = observed("dependent");
         let linker = spawn_link(&graph, &dependent, virtual_owner);
         let owner = observed(OWNER);

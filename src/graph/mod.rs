@@ -1,6 +1,7 @@
 //! The dependency graph: `uid → node`, owner → dependent edges, and the flags of spec §1.
 //!
-//! Invariant: only builders write the graph; for any UID, the handle in the map is the one the
+//! Invariant: only builders write the graph (they alone hold its [`GraphWriter`]; everyone else
+//! reads an `Arc<Graph>`); for any UID, the handle in the map is the one the
 //! builder last wrote, and an owner's `dependents` hold the current handle of each dependent once
 //! the builder is quiet (see [`invariants`]). Readers (collector workers, dumps) take no graph-wide
 //! lock and may see a slightly stale view. Besides the nodes, the graph keeps the edges of owners
@@ -78,6 +79,7 @@ mod resource_version;
 mod table;
 mod tombstones;
 mod uid;
+mod writer;
 
 #[cfg(all(test, kube_gc_loom))]
 mod loom_models;
@@ -95,6 +97,7 @@ pub use resource_version::ResourceVersion;
 use table::UidTable;
 pub use tombstones::{Tombstones, DEFAULT_CAPACITY as DEFAULT_TOMBSTONE_CAPACITY};
 pub use uid::Uid;
+pub use writer::GraphWriter;
 
 /// Number of shards of the `uid → handle` map. Builders of different partitions may write one
 /// shard (the router partitions by namespace, the map by UID); its writer lock serialises them.
@@ -195,16 +198,6 @@ impl Graph {
         self.read(uid, |_| ()).is_some()
     }
 
-    /// Builder only: writes `handle` as the node for its UID, replacing any other.
-    pub fn insert(&self, handle: Handle) {
-        self.shard(&handle.identity().uid).insert(handle);
-    }
-
-    /// Builder only: removes the node for `uid`.
-    pub fn remove(&self, uid: &Uid) -> Option<Handle> {
-        self.shard(uid).remove(uid)
-    }
-
     /// `name` as a [`Name`], sharing the storage of the node for `uid` when it has that name.
     /// Every holder of an object's name (its node, its dependents' ownerReferences, its monitor)
     /// then shares one copy.
@@ -290,7 +283,7 @@ mod tests {
 
     #[test]
     fn sample_should_draw_distinct_nodes_of_the_graph_up_to_the_size_asked() {
-        let graph = Graph::new();
+        let graph = GraphWriter::new();
         let uids: HashSet<Uid> = (0..500)
             .map(|i| {
                 let n = node(i);

@@ -291,19 +291,19 @@ impl Node {
         })
     }
 
-    /// Builder only: clears the virtual flag (spec §1.2 `markObserved`).
-    pub fn mark_observed(&self) {
+    /// Clears the virtual flag (spec §1.2 `markObserved`).
+    pub(super) fn mark_observed(&self) {
         self.state.fetch_and(!u64::from(bit::VIRTUAL), Ordering::Relaxed);
     }
 
-    /// Builder only: sets deletingDependents (and beingDeleted, which it implies).
-    pub fn mark_deleting_dependents(&self) {
+    /// Sets deletingDependents (and beingDeleted, which it implies).
+    pub(super) fn mark_deleting_dependents(&self) {
         self.set(bit::DELETING_DEPENDENTS | bit::BEING_DELETED);
     }
 
-    /// Builder only: records an observation, and the owners it listed when they changed, in one
+    /// Records an observation, and the owners it listed when they changed, in one
     /// critical section of the edges lock (module docs). beingDeleted is never cleared.
-    pub fn observe(&self, owners: Option<&[OwnerRef]>, seen: Observation) {
+    pub(super) fn observe(&self, owners: Option<&[OwnerRef]>, seen: Observation) {
         let mut edges = self.state.lock();
         if let Some(owners) = owners {
             edges.owners = owners.into();
@@ -349,13 +349,13 @@ impl Node {
     }
 
     /// Adds a dependent; false (and nothing done) if the node is retired. Builders go through
-    /// [`super::Graph::link`], which retries on the live node.
-    pub fn add_dependent(&self, d: Handle) -> bool {
+    /// [`super::GraphWriter::link`], which retries on the live node.
+    pub(super) fn add_dependent(&self, d: Handle) -> bool {
         self.with_live_dependents(|set| set.insert(d)).is_some()
     }
 
     /// Removes a dependent; false (and nothing done) if the node is retired.
-    pub fn remove_dependent(&self, d: &Handle) -> bool {
+    pub(super) fn remove_dependent(&self, d: &Handle) -> bool {
         self.with_live_dependents(|set| set.remove(d)).is_some()
     }
 

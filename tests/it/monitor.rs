@@ -4,7 +4,7 @@
 
 use kube_gc::api::{DeleteOptions, Gvk, Gvr, ObjectMeta, PartialObjectMeta};
 use kube_gc::builder::GraphBuilder;
-use kube_gc::graph::{Graph, Uid};
+use kube_gc::graph::{GraphWriter, Uid};
 use kube_gc::monitor::{start, SyncMode};
 use kube_gc::router::{PartitionReceiver, Router};
 use kube_gc_sim::SimCluster;
@@ -35,7 +35,7 @@ fn create_pod(cluster: &SimCluster, name: &str) -> Uid {
 /// A builder that applies each routed event only while `open` holds true, so a test can keep
 /// events in flight.
 fn spawn_gated_builder(
-    graph: Arc<Graph>,
+    graph: GraphWriter,
     mut events: PartitionReceiver,
     mut open: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
@@ -69,10 +69,11 @@ async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
 /// builder goes on, and leave the graph without it.
 async fn vanished_pod_with_its_add_in_flight_should_be_deleted(mode: SyncMode) {
     let cluster = Arc::new(SimCluster::new());
-    let graph = Arc::new(Graph::new());
+    let writer = GraphWriter::new();
+    let graph = writer.graph().clone();
     let (router, mut receivers) = Router::new(1);
     let (gate, open) = watch::channel(true);
-    let builder = spawn_gated_builder(graph.clone(), receivers.remove(0), open);
+    let builder = spawn_gated_builder(writer, receivers.remove(0), open);
     let kept = create_pod(&cluster, "kept");
     let monitor = start(
         cluster.clone(),

@@ -85,7 +85,7 @@ async fn orphaning_should_wait_while_a_view_is_incomplete_without_counting_a_fai
     assert_eq!(refs_of(&rig, &pod), 1, "nothing is orphaned on a partial view");
     assert_eq!(rig.attempt_to_orphan.contains(&owner), QueueState::Delayed);
     assert_eq!(rig.attempt_to_orphan.num_requeues(&owner), 0, "a wait is not a failure");
-    let waiting = rig.collector.partial_view.waiting.on(&owner.identity().uid);
+    let waiting = rig.collector.partial_view().waiting.on(&owner.identity().uid);
     assert_eq!(
         waiting.as_deref(),
         Some(&[pods()][..]),
@@ -97,7 +97,7 @@ async fn orphaning_should_wait_while_a_view_is_incomplete_without_counting_a_fai
     rig.settle().await;
     assert_eq!(refs_of(&rig, &pod), 0, "orphaned once the view is complete");
     assert!(rig.cluster.get_object(&rcs(), NS, "owner").is_err(), "the owner went");
-    assert!(rig.collector.partial_view.waiting.on(&owner.identity().uid).is_none());
+    assert!(rig.collector.partial_view().waiting.on(&owner.identity().uid).is_none());
 }
 
 /// kubernetes#26120: a dependent whose event reaches the graph only after its owner's orphan
@@ -177,7 +177,7 @@ async fn a_dependent_should_not_be_deleted_for_an_absent_owner_while_that_owner_
     assert_eq!(refs_of(&rig, &pod), 1, "kept while the owners' view is partial");
     let uid = Uid::parse(&pod.metadata.uid);
     assert_eq!(
-        rig.collector.partial_view.waiting.on(&uid).as_deref(),
+        rig.collector.partial_view().waiting.on(&uid).as_deref(),
         Some(&[rcs()][..])
     );
 

@@ -332,7 +332,7 @@ async fn a_dependent_seen_after_a_handoff_should_lose_the_ref_to_an_owner_orphan
             Shard::new(half.clone()).with_orphaned(memory)
         } else {
             let shard = Shard::new(half.clone());
-            let report = first.collector.shard.report_on(&first.graph);
+            let report = first.collector.shard().report_on(&first.graph);
             shard.set_peers(BTreeMap::from([("first".to_string(), report)]));
             shard
         };

@@ -38,7 +38,7 @@ use hdrhistogram::Histogram;
 use kube_gc::api::PartialObjectMeta;
 use kube_gc::builder::{GraphBuilder, Lookahead};
 use kube_gc::event::{EventType, GraphEvent, SharedNames};
-use kube_gc::graph::{Graph, Name, Uid};
+use kube_gc::graph::{Graph, GraphWriter, Name, Uid};
 use kube_gc::router::partition;
 use std::collections::HashMap;
 use std::path::Path;
@@ -89,8 +89,9 @@ pub fn run(
     // Only a measuring run asks the allocator for its free pages back (module docs).
     let resident = || measure_memory.then(resident_bytes_in_use).flatten();
     let before = resident();
-    let graph = Arc::new(Graph::new());
-    let builder = GraphBuilder::detached(graph.clone());
+    let writer = GraphWriter::new();
+    let graph = writer.graph().clone();
+    let builder = GraphBuilder::detached(writer);
     let shared = Shared {
         graph: &graph,
         builder: &builder,

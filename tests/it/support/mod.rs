@@ -19,12 +19,12 @@ use kube_gc::api::{
 };
 use kube_gc::builder::GraphBuilder;
 use kube_gc::collector::{Collector, CollectorConfig, PartialView};
-use kube_gc::controller::{Config, GarbageCollector};
+use kube_gc::controller::{Config, GarbageCollector, Pipeline};
 use kube_gc::event::{EventType, GraphEvent};
 use kube_gc::graph::{invariants, AbsentOwnerCache, Graph, Handle, Uid};
 use kube_gc::journal::Journal;
-use kube_gc::queue::{RateLimiterConfig, WorkQueue, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN};
-use kube_gc::recorder::{EventRecorder, EventSink};
+use kube_gc::queue::WorkQueue;
+use kube_gc::recorder::EventSink;
 use kube_gc::router::{PartitionReceiver, Router};
 use kube_gc::shard::Shard;
 use kube_gc_sim::{SimCluster, TypeDef};
@@ -528,38 +528,25 @@ impl Rig {
         shard: Shard,
     ) -> Rig {
         let discovery = cluster.discover().await.expect("discovery");
-        let tombstones = if config.verify_with_get {
-            0
-        } else {
-            kube_gc::graph::DEFAULT_TOMBSTONE_CAPACITY
-        };
-        let graph = Arc::new(Graph::with_tombstones(tombstones));
-        let (router, receivers) = Router::new(partitions);
-        let attempt_to_delete = WorkQueue::new(ATTEMPT_TO_DELETE, RateLimiterConfig::default());
-        let attempt_to_orphan = WorkQueue::new(ATTEMPT_TO_ORPHAN, RateLimiterConfig::default());
-        let absent_owner_cache = Arc::new(AbsentOwnerCache::new(cache_capacity));
-        let (recorder, events) = EventRecorder::new();
-        let builder = GraphBuilder::new(
-            graph.clone(),
-            attempt_to_delete.clone(),
-            attempt_to_orphan.clone(),
-            absent_owner_cache.clone(),
-            recorder.clone(),
-        );
-        let collector = Arc::new(Collector {
-            api: cluster.clone(),
-            mapper: Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources))),
-            graph: graph.clone(),
-            router: router.clone(),
-            attempt_to_delete: attempt_to_delete.clone(),
-            attempt_to_orphan: attempt_to_orphan.clone(),
-            absent_owner_cache: absent_owner_cache.clone(),
-            partial_view,
-            config,
-            journal: Journal::in_memory(),
-            events: recorder,
-            shard: Arc::new(shard),
-        });
+        let Pipeline {
+            graph,
+            router,
+            partitions: receivers,
+            builder,
+            collector,
+            events,
+        } = Pipeline::builder(cluster.clone())
+            .partitions(partitions)
+            .absent_owner_cache_capacity(cache_capacity)
+            .collector(config)
+            .journal(Journal::in_memory())
+            .shard(Arc::new(shard))
+            .partial_view(partial_view)
+            .mapper(Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources))))
+            .build();
+        let attempt_to_delete = collector.attempt_to_delete().clone();
+        let attempt_to_orphan = collector.attempt_to_orphan().clone();
+        let absent_owner_cache = collector.absent_owner_cache().clone();
         let applier = Applier {
             graph: graph.clone(),
             router: router.clone(),
@@ -689,20 +676,7 @@ impl Rig {
     /// mapper, graph, queues, router and absentOwnerCache, for tests whose cluster must misbehave
     /// on cue or be watched call by call.
     pub async fn collector_over<C: ClusterApi>(&self, api: Arc<C>) -> Arc<Collector<C>> {
-        Arc::new(Collector {
-            api,
-            mapper: self.collector.mapper.clone(),
-            graph: self.graph.clone(),
-            router: self.router.clone(),
-            attempt_to_delete: self.attempt_to_delete.clone(),
-            attempt_to_orphan: self.attempt_to_orphan.clone(),
-            absent_owner_cache: self.absent_owner_cache.clone(),
-            partial_view: PartialView::complete(),
-            config: self.collector.config.clone(),
-            journal: self.collector.journal.clone(),
-            events: self.collector.events.clone(),
-            shard: self.collector.shard.clone(),
-        })
+        Arc::new(self.collector.with_api(api, PartialView::complete()))
     }
 }
 
