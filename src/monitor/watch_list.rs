@@ -25,12 +25,12 @@
 //!   a server that ignores `sendInitialEvents` on a busy resource is never silent, and would
 //!   otherwise be waited on forever. A 400 about the `shardSelector` is no refusal of
 //!   watch-list: it is retried, and logged as what it is.
+//!
+//! [`State::step`](super::state::State::step) makes these transitions; this module holds the
+//! rules they apply ([`refuses_watch_list`], [`allowed`]) and the clock of the initial events
+//! that the driver keeps ([`Pace`]).
 
-use super::{KnownSet, Watcher, ROOM_CHECK_EVERY};
-use crate::api::{ApiError, ClusterApi, StatusReason, WatchStream};
-use crate::event::EventType;
-use crate::graph::Uid;
-use futures::StreamExt;
+use crate::api::{ApiError, StatusReason};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -55,17 +55,8 @@ pub const INITIAL_EVENTS_END_WAIT: Duration = Duration::from_secs(30);
 /// answered a plain watch.
 pub const INITIAL_EVENTS_MIN_RATE: f64 = 10_000.0;
 
-/// Why a watch-list did not read the whole resource.
-#[derive(Debug)]
-pub(super) enum Unread {
-    /// The server does not serve watch-lists; it will not be asked again.
-    Refused(Refused),
-    /// The stream broke before its bookmark: this read goes on by list.
-    Broke(String),
-}
-
 /// Why a server will not be asked for a watch-list again.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(super) enum Refused {
     /// It answered the request with this error.
     Answered(ApiError),
@@ -93,130 +84,58 @@ impl std::fmt::Display for Refused {
     }
 }
 
-/// How a watch-list's initial events ended.
-enum Initial {
-    /// With the bookmark, at this resourceVersion.
-    Ended(String),
-    /// Before the bookmark: the stream failed (with the error) or closed (without).
-    Broke(Option<ApiError>),
-    /// Not at the bookmark in time (see the [module docs](self)).
-    Late(Refused),
+/// How long a healthy watch-list may have taken to stream its first `routed` initial objects
+/// (see the [module docs](self)).
+pub(super) fn allowed(routed: u64) -> Duration {
+    INITIAL_EVENTS_END_WAIT + Duration::from_secs_f64(routed as f64 / INITIAL_EVENTS_MIN_RATE)
 }
 
-/// A whole view read by watch-list: its resourceVersion, and the stream, which goes on as a
-/// watch from it.
-pub(super) struct Synced {
-    pub(super) resource_version: String,
-    pub(super) stream: WatchStream,
+/// The clock of a watch-list's initial events, which the driver keeps. The silence bound runs
+/// from the last wait for room in the router (every [`ROOM_CHECK_EVERY`](super::ROOM_CHECK_EVERY)
+/// objects, which a stream delivers back to back), so neither a bookmark without the annotation
+/// nor the wait for room counts against it, and the clock is read once per check, not once per
+/// object.
+pub(super) struct Pace {
+    started: Instant,
+    /// Time spent waiting for room in the router, which is the builders', not the server's.
+    waited: Duration,
+    /// When the stream has been silent too long.
+    pub(super) quiet_after: Instant,
 }
 
-impl<C: ClusterApi> Watcher<C> {
-    /// Reads the whole resource by watch-list, routing as [`Watcher::list`] does; see the
-    /// [module docs](self). When it did not read the whole resource, every object stays known,
-    /// for the list that follows.
-    pub(super) async fn watch_list(&mut self, mut unseen: KnownSet) -> Result<Synced, Unread> {
-        loop {
-            let mut stream = match self.api.watch_list(&self.gvr, self.selector(), "").await {
-                Ok(stream) => stream,
-                Err(e) if refuses_watch_list(&e) => {
-                    return Err(self.unread(Unread::Refused(Refused::Answered(e)), unseen));
-                }
-                Err(e) => {
-                    if is_about_the_shard_selector(&e) {
-                        tracing::error!(resource = %self.gvr, error = %e, "the API server rejected this replica's shardSelector");
-                    }
-                    self.failures.failed(&self.gvr, "watch-list", &e);
-                    self.status.page_retried();
-                    self.backoff.wait().await;
-                    continue;
-                }
-            };
-            let unread = match self.initial_events(&mut stream, &mut unseen).await {
-                Initial::Ended(resource_version) => {
-                    self.route_vanished(unseen).await;
-                    return Ok(Synced {
-                        resource_version,
-                        stream,
-                    });
-                }
-                Initial::Late(why) => Unread::Refused(why),
-                Initial::Broke(Some(e)) => Unread::Broke(e.to_string()),
-                Initial::Broke(None) => {
-                    Unread::Broke("the stream closed before its initial-events-end bookmark".into())
-                }
-            };
-            return Err(self.unread(unread, unseen));
-        }
-    }
-
-    /// Gives every object of `unseen`, and every one routed since, back to the monitor's known
-    /// set and returns `why`.
-    fn unread(&mut self, why: Unread, unseen: KnownSet) -> Unread {
-        self.known.extend(unseen);
-        why
-    }
-
-    /// Routes a watch-list's events up to its bookmark, taking each object shown out of `unseen`.
-    /// The silence bound runs from the last room check (every [`ROOM_CHECK_EVERY`] objects, which
-    /// a stream delivers back to back), so neither a bookmark without the annotation nor the wait
-    /// for room in the router counts against it, and the clock is read once per check, not once
-    /// per object.
-    async fn initial_events(&mut self, stream: &mut WatchStream, unseen: &mut KnownSet) -> Initial {
-        let mut routed: u64 = 0;
+impl Pace {
+    /// The clock of initial events that start now.
+    pub(super) fn start() -> Pace {
         let started = Instant::now();
-        // Time spent waiting for room in the router is the builders', not the server's.
-        let mut waited = Duration::ZERO;
-        let mut quiet_after = started + INITIAL_EVENTS_END_WAIT;
-        loop {
-            let event = match tokio::time::timeout_at(quiet_after, stream.next()).await {
-                Err(_) => return Initial::Late(Refused::NoBookmark),
-                Ok(None) => return Initial::Broke(None),
-                Ok(Some(Err(e))) => return Initial::Broke(Some(e)),
-                Ok(Some(Ok(event))) => event,
-            };
-            if event.is_initial_events_end() {
-                return Initial::Ended(event.object.metadata.resource_version);
-            }
-            let Some(event_type) = EventType::of_watch(event.event_type) else {
-                continue;
-            };
-            if routed == 0 {
-                self.backoff.reset();
-                self.failures.recovered(&self.gvr);
-            }
-            if routed.is_multiple_of(ROOM_CHECK_EVERY) {
-                let before = Instant::now();
-                let took = before - started - waited;
-                let allowed =
-                    INITIAL_EVENTS_END_WAIT + Duration::from_secs_f64(routed as f64 / INITIAL_EVENTS_MIN_RATE);
-                if took > allowed {
-                    return Initial::Late(Refused::TooSlow(took, routed));
-                }
-                self.router.room().await;
-                let now = Instant::now();
-                waited += now - before;
-                quiet_after = now + INITIAL_EVENTS_END_WAIT;
-            }
-            routed += 1;
-            if event_type == EventType::Delete {
-                unseen.remove(&Uid::parse(&event.object.metadata.uid));
-                self.route(event_type, event.object.metadata);
-            } else {
-                self.route_listed(event.object.metadata, unseen);
-            }
+        Pace {
+            started,
+            waited: Duration::ZERO,
+            quiet_after: started + INITIAL_EVENTS_END_WAIT,
         }
+    }
+
+    /// How long the initial events took so far, less the waits for room.
+    pub(super) fn took(&self) -> Duration {
+        Instant::now() - self.started - self.waited
+    }
+
+    /// A wait for room that began `before` ended now.
+    pub(super) fn waited_since(&mut self, before: Instant) {
+        let now = Instant::now();
+        self.waited += now - before;
+        self.quiet_after = now + INITIAL_EVENTS_END_WAIT;
     }
 }
 
 /// True for the answers of a server that does not serve watch-lists: 422 Invalid (upstream's
 /// validation with the gate off, and servers older than the feature) or 400 BadRequest, unless
 /// it is about the `shardSelector`, which a list would be refused for as well.
-fn refuses_watch_list(error: &ApiError) -> bool {
+pub(super) fn refuses_watch_list(error: &ApiError) -> bool {
     matches!(error.reason(), Some(StatusReason::Invalid | StatusReason::BadRequest))
         && !is_about_the_shard_selector(error)
 }
 
 /// True for an error that names the `shardSelector` parameter.
-fn is_about_the_shard_selector(error: &ApiError) -> bool {
+pub(super) fn is_about_the_shard_selector(error: &ApiError) -> bool {
     error.to_string().contains("shardSelector")
 }
