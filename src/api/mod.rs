@@ -5,6 +5,22 @@
 //! [`PatchType`]. Two implementations stand behind it: the in-memory simulated cluster
 //! (`kube_gc_sim::SimCluster`, in its own crate) used by tests, benches, `loadgen` and the demo,
 //! and a kube-rs client for real clusters. Nothing in this module decides anything about garbage.
+//!
+//! # The door and its exceptions
+//!
+//! Every request of the collector (discovery, monitors, workers, audit, Events) goes through a
+//! [`ClusterApi`] wrapped in [`layers::stack`]: retried, held to its verb's budget, fenced by the
+//! leader's tenure, and counted. Four callers talk to the API server through a kube client of
+//! their own instead, each for a reason the layered client cannot serve:
+//!
+//! | caller | what it sends | why not through the layers |
+//! |---|---|---|
+//! | [`crate::leader::KubeLeases`] | GET, CREATE, REPLACE, DELETE of `coordination.k8s.io` Leases | whole objects, not metadata; a renewal queued behind the collector's budgets, or fenced by the tenure it renews, would lose the tenure it keeps |
+//! | [`crate::shard::membership`] | LIST of Namespaces (metadata), every few rounds on the planner | it runs before any collector does and bounds each read to half the renew deadline, so a slow list fails a round instead of waiting behind the workers' budget |
+//! | the collector's secure port (`kube-gc-cli`, `server::auth`) | CREATE of TokenReviews and SubjectAccessReviews | whole objects; a scrape must be answered while the collector is throttled or fenced |
+//! | `kube-gc tree` (`kube-gc-cli`, `tree::fetch`) | discovery, GET and LIST of metadata in one namespace | a one-shot command, not a collector: it needs each resource's singular and short names, which [`Discovery`] drops, and namespaced lists, which [`ClusterApi::list_page`] (all namespaces) does not make; it builds its requests with this layer's paths and `Accept` headers ([`rest_path`], [`ACCEPT_METADATA`]) |
+//!
+//! None of them writes an object the collector collects.
 
 mod connect;
 mod error;

@@ -2,9 +2,9 @@
 //!
 //! Invariant: an edge is never written to a handle that has left the map. Each handle carries a
 //! `retired` mark under its edges lock. The builder that owns a UID retires its node — when
-//! it replaces the node by a clone ([`Graph::replace`]) or removes it ([`Graph::remove_node`]) —
+//! it replaces the node by a clone ([`GraphWriter::replace`]) or removes it ([`GraphWriter::remove_node`]) —
 //! by setting the mark and updating the map *while holding that lock*. Every edge writer
-//! ([`Graph::link`], [`Graph::unlink`], [`Graph::relink`]) takes the same lock, and if it finds
+//! ([`GraphWriter::link`], [`GraphWriter::unlink`], [`GraphWriter::relink`]) takes the same lock, and if it finds
 //! the mark it looks the UID up again: by then the map already holds the clone (which copied every
 //! edge written before the mark) or nothing, in which case `link` creates a virtual owner with an
 //! insert-if-absent, exactly as it would have had it run after the removal. That virtual owner is
@@ -12,8 +12,8 @@
 //! nobody will look at again.
 //!
 //! Only the UID's own builder replaces or removes its entry, and every insertion of a new node,
-//! by any builder, is an insert-if-absent ([`Graph::link`] for virtual owners,
-//! [`Graph::insert_if_absent`] for observed objects), so no node holding edges is ever
+//! by any builder, is an insert-if-absent ([`GraphWriter::link`] for virtual owners,
+//! [`GraphWriter::insert_if_absent`] for observed objects), so no node holding edges is ever
 //! overwritten. So a retry loop takes at most one extra turn per concurrent
 //! replacement, and the map entry a builder acts on is always the one it read.
 //!
@@ -29,8 +29,8 @@
 //! owner has no node, as they edit the node's dependents when it has one.
 //!
 //! The adrift edges of the UIDs of one map shard sit behind one lock, and whether a UID has a
-//! node only changes under it when the node comes or goes ([`Graph::remove_node`],
-//! [`Graph::insert_if_absent`], the creation in `link`; a replacement keeps a node in place). So a
+//! node only changes under it when the node comes or goes ([`GraphWriter::remove_node`],
+//! [`GraphWriter::insert_if_absent`], the creation in `link`; a replacement keeps a node in place). So a
 //! writer that finds no node, takes the lock and still finds none sees every edge the last
 //! removal left adrift, and no node can appear before it is done. The lock is only ever taken
 //! with no node lock held, or under the lock of the node being removed, and nothing holding it
@@ -45,7 +45,7 @@ use super::dependents::Dependents;
 use super::{Graph, GraphWriter, Handle, Identity, Node, Uid};
 use std::collections::HashMap;
 
-/// What [`Graph::link`] found for the owner.
+/// What [`GraphWriter::link`] found for the owner.
 pub enum Linked<R = Handle> {
     /// The owner was in the graph; the edge is on it, and this is what the caller's function
     /// made of it.
@@ -151,7 +151,7 @@ impl GraphWriter {
     }
 
     /// Builder only: inserts a new node (an observed object, or a virtual owner from
-    /// [`Graph::link`]) unless another builder has meanwhile created a (virtual) node for its UID;
+    /// [`GraphWriter::link`]) unless another builder has meanwhile created a (virtual) node for its UID;
     /// true if inserted. An inserted node takes the edges adrift for its UID.
     pub fn insert_if_absent(&self, node: &Handle) -> bool {
         let uid = &node.identity().uid;

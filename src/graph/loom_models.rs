@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Each model ends by checking where every edge went: on the node the map holds for the owner's
-//! UID at the end, or, when it holds none, adrift and in what [`Graph::remove_node`] returned to
+//! UID at the end, or, when it holds none, adrift and in what [`GraphWriter::remove_node`] returned to
 //! its builder (which re-queues it), and never written to a handle after it was retired.
 
 use super::table::{self, UidTable};

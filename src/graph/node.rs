@@ -158,7 +158,7 @@ impl Handle {
     }
 
     /// A new handle with `identity` and copies of this node's flags, owners and dependents. The
-    /// copy is not in the graph; builders replace a node with [`super::Graph::replace`].
+    /// copy is not in the graph; builders replace a node with [`super::GraphWriter::replace`].
     pub fn clone_with_identity(&self, identity: Identity) -> Handle {
         let edges = self.state.lock();
         self.clone_with(identity, &edges.dependents, edges.owners.as_slice())

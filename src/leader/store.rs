@@ -2,6 +2,9 @@
 //! makes, so the elector is written once over any store: [`KubeLeases`] for a cluster, an
 //! in-memory store for the election's own tests.
 //!
+//! [`KubeLeases`] talks to the API server through a kube client of its own, not the layered
+//! [`ClusterApi`](crate::api::ClusterApi): one of the exceptions the [`crate::api`] docs list.
+//!
 //! Invariant: `replace` carries the resourceVersion of the Lease it was read as, so of two
 //! replicas writing the same Lease exactly one succeeds and the other sees a conflict.
 

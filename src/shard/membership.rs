@@ -1,5 +1,6 @@
 //! Membership and handoff over Leases: which replica collects which ranges, and when a range
-//! may change hands.
+//! may change hands. Its Lease and Namespace requests go through a kube client of its own, not
+//! the collector's layered client: one of the exceptions the [`crate::api`] docs list.
 //!
 //! Each replica holds a Lease of its own ([`lease_name`]), labelled with its group
 //! ([`GROUP_LABEL`]), and renews it every retry period through the leader elector, whose tenure

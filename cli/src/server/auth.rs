@@ -1,6 +1,8 @@
 //! Delegated authentication and authorization: a request to any path but the always-allowed ones is
 //! served only for a bearer token the API server vouches for (TokenReview), from a user the API
 //! server lets use the path (SubjectAccessReview), as on kube-controller-manager's secure port.
+//! The reviews go through kube clients of their own, not the collector's layered client: one of
+//! the exceptions the [`kube_gc::api`] docs list.
 //!
 //! # Model
 //!

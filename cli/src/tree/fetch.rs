@@ -1,5 +1,6 @@
 //! What a tree is drawn from: discovery, the object, the listing of its namespace, and the
-//! collector's reasons.
+//! collector's reasons. Its requests go through a kube client of its own, not the collector's
+//! layered client: one of the exceptions the [`kube_gc::api`] docs list.
 //!
 //! Every read is metadata only (`PartialObjectMetadata`), so a Pod's spec never travels. Lists go
 //! in pages of [`PAGE_SIZE`], resource by resource, [`LIST_CONCURRENCY`] resources at a time;
