@@ -10,14 +10,14 @@
 mod config;
 mod metrics;
 mod pipeline;
+mod resync;
 pub mod stall;
-mod sync;
 
 pub use config::{default_partitions, Config, GroupResource};
 pub use metrics::ControllerMetrics;
 pub use pipeline::{Pipeline, PipelineBuilder};
+pub use resync::{deletable_resources, SyncError};
 pub use stall::{Stall, StallStatus};
-pub use sync::{deletable_resources, SyncError};
 
 use crate::api::{ClusterApi, SharedRestMapper};
 use crate::audit::{AuditConfig, AuditMetrics, Auditor};
@@ -28,11 +28,11 @@ use crate::queue::WorkQueue;
 use crate::recorder::EventSink;
 use crate::router::Router;
 use parking_lot::Mutex;
+use resync::Monitors;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use sync::Monitors;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -250,7 +250,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
     pub async fn sync_once(&self) -> bool {
         let discovery = self.api.discover().await;
         let mut monitors = self.monitors.lock();
-        let plan = match sync::plan(discovery, &self.config.ignored_resources, &monitors) {
+        let plan = match resync::plan(discovery, &self.config.ignored_resources, &monitors) {
             Ok(plan) => plan,
             Err(e) => {
                 self.metrics.sync_errors.inc();

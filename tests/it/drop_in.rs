@@ -72,16 +72,16 @@ impl Server {
 }
 
 /// A running `kube-gc run`.
-struct Collector {
+struct CollectorProcess {
     process: Child,
     /// Its endpoints.
     addr: SocketAddr,
 }
 
-impl Collector {
+impl CollectorProcess {
     /// Starts the collector against `server` with `flags`, logging to `dir/{name}.log`, and waits
     /// until its endpoints answer.
-    fn start(server: &Server, dir: &Path, name: &str, flags: &[&str]) -> Collector {
+    fn start(server: &Server, dir: &Path, name: &str, flags: &[&str]) -> CollectorProcess {
         let kubeconfig = server.kubeconfig.to_str().expect("a UTF-8 path");
         let mut args = vec![
             "run",
@@ -97,12 +97,12 @@ impl Collector {
         args.extend_from_slice(flags);
         let mut process = Child::kube_gc(&args, &dir.join(format!("{name}.log")));
         let addr = Child::address_in(&process.wait_for_line("serving /healthz"));
-        Collector { process, addr }
+        CollectorProcess { process, addr }
     }
 
     /// Starts the collector and waits until it is ready (its monitors synced).
-    async fn ready(server: &Server, dir: &Path, flags: &[&str]) -> Collector {
-        let collector = Collector::start(server, dir, "kube-gc-run", flags);
+    async fn ready(server: &Server, dir: &Path, flags: &[&str]) -> CollectorProcess {
+        let collector = CollectorProcess::start(server, dir, "kube-gc-run", flags);
         eventually("the collector ready", async || {
             http_get(collector.addr, "/readyz").await.0 == 200
         })
@@ -232,7 +232,7 @@ impl Tree {
     }
 }
 
-async fn observe_trees(collector: &Collector, trees: &[&Tree]) {
+async fn observe_trees(collector: &CollectorProcess, trees: &[&Tree]) {
     let uids: Vec<String> = trees.iter().flat_map(|t| t.uids()).collect();
     collector
         .observe(&uids.iter().map(String::as_str).collect::<Vec<_>>())
@@ -250,7 +250,7 @@ fn delete_with(policy: PropagationPolicy) -> DeleteParams {
 async fn each_policy_should_be_carried_out_between_processes() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let server = Server::start(dir.path(), &[]).await;
-    let collector = Collector::ready(&server, dir.path(), &[]).await;
+    let collector = CollectorProcess::ready(&server, dir.path(), &[]).await;
     let background = Tree::create(&server, "background").await;
     let foreground = Tree::create(&server, "foreground").await;
     let orphan = Tree::create(&server, "orphan").await;
@@ -321,7 +321,7 @@ async fn each_policy_should_be_carried_out_between_processes() {
 }
 
 /// SIGTERM to the collector, then to the server: each stops at once with status 0.
-fn stop_both(mut collector: Collector, mut server: Server) {
+fn stop_both(mut collector: CollectorProcess, mut server: Server) {
     collector.process.stop();
     assert!(collector.process.log().contains("kube-gc run: shutting down"));
     server.process.stop();
@@ -331,7 +331,7 @@ fn stop_both(mut collector: Collector, mut server: Server) {
 async fn a_dependent_whose_owner_never_existed_should_be_collected() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let server = Server::start(dir.path(), &[]).await;
-    let collector = Collector::ready(&server, dir.path(), &[]).await;
+    let collector = CollectorProcess::ready(&server, dir.path(), &[]).await;
     let pods = server.api::<Pod>("default");
     let live = create(
         &server.api::<ReplicaSet>("default"),
@@ -367,7 +367,7 @@ async fn a_dependent_whose_owner_never_existed_should_be_collected() {
 async fn a_custom_resource_chain_defined_after_the_start_should_be_collected() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let server = Server::start(dir.path(), &[]).await;
-    let collector = Collector::ready(&server, dir.path(), &[]).await;
+    let collector = CollectorProcess::ready(&server, dir.path(), &[]).await;
     let crds: Api<CustomResourceDefinition> = Api::all(server.client.clone());
     create(&crds, crd_manifest("widgets", "Widget")).await;
     create(&crds, crd_manifest("gadgets", "Gadget")).await;
@@ -432,7 +432,8 @@ async fn a_custom_resource_chain_defined_after_the_start_should_be_collected() {
 async fn a_dependent_of_a_short_lived_crd_should_be_collected_while_the_workers_are_saturated() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let server = Server::start(dir.path(), &[]).await;
-    let collector = Collector::ready(&server, dir.path(), &["--kube-api-qps", "4", "--kube-api-burst", "1"]).await;
+    let collector =
+        CollectorProcess::ready(&server, dir.path(), &["--kube-api-qps", "4", "--kube-api-burst", "1"]).await;
     // A backlog of garbage: each Pod costs the workers a GET of its owner and a DELETE.
     let pods = server.api::<Pod>("default");
     for i in 0..30 {
@@ -482,7 +483,7 @@ async fn a_dependent_of_a_short_lived_crd_should_be_collected_while_the_workers_
 async fn a_foreground_deletion_should_wait_for_a_blocking_dependent_until_its_finalizer_goes() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let server = Server::start(dir.path(), &[]).await;
-    let collector = Collector::ready(&server, dir.path(), &[]).await;
+    let collector = CollectorProcess::ready(&server, dir.path(), &[]).await;
     let deployments = server.api::<Deployment>("default");
     let replica_sets = server.api::<ReplicaSet>("default");
     let pods = server.api::<Pod>("default");
@@ -611,7 +612,7 @@ async fn a_cascade_should_finish_across_an_api_server_restart() {
     let mut server = Server::start(dir.path(), &state_flags).await;
     // A slow client, so the cascade is still running when the server stops.
     let slow = ["--kube-api-qps", "20", "--kube-api-burst", "1"];
-    let collector = Collector::ready(&server, dir.path(), &slow).await;
+    let collector = CollectorProcess::ready(&server, dir.path(), &slow).await;
     let deployments = server.api::<Deployment>("default");
     let d = create(&deployments, json!({"metadata": {"name": "d"}})).await;
     let rs_manifest = json!({"metadata": {"name": "rs", "ownerReferences": [owned_by(&d)]}});
@@ -681,7 +682,7 @@ fn audited(path: &Path) -> Vec<Audited> {
 }
 
 /// The identity a replica printed while standing by.
-fn identity(replica: &mut Collector) -> String {
+fn identity(replica: &mut CollectorProcess) -> String {
     let line = replica.process.wait_for_line("standing by for the leader lease");
     let words: Vec<&str> = line.split_whitespace().collect();
     words[words.iter().position(|w| *w == "standing").expect("standing") - 1].to_string()
@@ -699,10 +700,10 @@ async fn two_leader_elected_replicas_should_never_both_delete() {
         &["--kube-api-qps", "10", "--kube-api-burst", "1"],
     ]
     .concat();
-    let mut first = Collector::start(&server, dir.path(), "first", &elect);
+    let mut first = CollectorProcess::start(&server, dir.path(), "first", &elect);
     let first_id = identity(&mut first);
     first.process.wait_for_line("leading");
-    let mut second = Collector::start(&server, dir.path(), "second", &elect);
+    let mut second = CollectorProcess::start(&server, dir.path(), "second", &elect);
     let second_id = identity(&mut second);
     assert_ne!(first_id, second_id);
 
@@ -797,7 +798,7 @@ async fn sync_and_collect(case: SyncCase) {
     flags.extend_from_slice(case.server_flags);
     let server = Server::start(dir.path(), &flags).await;
     let pods = garbage(&server, 0, 3).await;
-    let collector = Collector::ready(&server, dir.path(), case.collector_flags).await;
+    let collector = CollectorProcess::ready(&server, dir.path(), case.collector_flags).await;
     eventually("the garbage collected", async || all_gone(&server, &pods).await).await;
 
     let modes = sync_modes(&collector.metrics().await);
@@ -872,7 +873,7 @@ async fn the_watch_list_client_gate_off_should_make_the_monitors_list() {
 }
 
 /// One watch request in five fails: every monitor still syncs by watch-list within the patience
-/// of [`Collector::ready`] (60 s).
+/// of [`CollectorProcess::ready`] (60 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_monitor_should_sync_by_watch_list_under_twenty_percent_watch_errors() {
     sync_and_collect(SyncCase {
@@ -920,13 +921,13 @@ async fn shadow_next_to_live(live_flags: &[&str], with_config_map: bool) -> Valu
     // the shadow must have decided each write before the live collector made it, or it finds
     // the work done (see `kube_gc::journal::report`).
     let live_flags = [&["--kube-api-qps", "20", "--kube-api-burst", "1"], live_flags].concat();
-    let live = Collector::ready(&server, dir.path(), &live_flags).await;
+    let live = CollectorProcess::ready(&server, dir.path(), &live_flags).await;
     let journal_arg = journal.to_str().expect("a UTF-8 path");
     // One builder partition, so that an owner's deletion, which reaches the shadow before its
     // dependents' (the live collector acts on it first), is applied first too: a dependent's
     // deletion applied before its owner's is not counted (see `kube_gc::journal::witness`).
     let shadow_flags = ["--dry-run", "--journal", journal_arg, "--partitions", "1"];
-    let mut shadow = Collector::start(&server, dir.path(), "shadow", &shadow_flags);
+    let mut shadow = CollectorProcess::start(&server, dir.path(), "shadow", &shadow_flags);
     let line = shadow.process.wait_for_line("in shadow mode");
     let shadow_id = line.split_whitespace().nth(2).expect("an identity").to_string();
     eventually("the shadow ready", async || {

@@ -7,7 +7,7 @@
 //! `--kubeconfig`, only its environment, so `$KUBECONFIG` is what counts there.
 
 use anyhow::Context;
-use kube_gc_cli::tree::{self, fetch, Collector, View};
+use kube_gc_cli::tree::{self, fetch, CollectorClient, View};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -29,7 +29,7 @@ pub struct TreeArgs {
     /// The collector's plain loopback endpoints (`kube-gc run --insecure-bind-address`), asked
     /// why objects are not collected yet; left out, with a note, when nothing answers there.
     #[arg(long, default_value = "http://127.0.0.1:10258", value_name = "URL")]
-    collector: Collector,
+    collector: CollectorClient,
 }
 
 impl TreeArgs {

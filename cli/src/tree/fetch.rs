@@ -347,14 +347,14 @@ async fn settle_owners(
     }
 }
 
-/// A collector's HTTP endpoints, as `--collector` names them: `http://HOST:PORT`.
+/// The client of a running collector's HTTP endpoints, as `--collector` names them: `http://HOST:PORT`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Collector {
+pub struct CollectorClient {
     host: String,
     port: u16,
 }
 
-impl std::str::FromStr for Collector {
+impl std::str::FromStr for CollectorClient {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
@@ -370,14 +370,14 @@ impl std::str::FromStr for Collector {
             return Err(refuse("a path or query is not expected"));
         }
         let host = uri.host().ok_or_else(|| refuse("no host"))?;
-        Ok(Collector {
+        Ok(CollectorClient {
             host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
             port: uri.port_u16().unwrap_or(80),
         })
     }
 }
 
-impl std::fmt::Display for Collector {
+impl std::fmt::Display for CollectorClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.host.contains(':') {
             write!(f, "http://[{}]:{}", self.host, self.port)
@@ -415,7 +415,7 @@ struct Explanation {
     reasons: Vec<String>,
 }
 
-impl Collector {
+impl CollectorClient {
     /// The collector's reasons about `uid`.
     pub async fn explain(&self, uid: &str) -> Result<Vec<String>, CollectorError> {
         let query = form_urlencoded::Serializer::new(String::new())
@@ -493,9 +493,9 @@ mod tests {
 
     #[test]
     fn a_collector_address_should_be_plain_http_with_a_host() {
-        let collector: Collector = "http://127.0.0.1:10257".parse().unwrap();
+        let collector: CollectorClient = "http://127.0.0.1:10257".parse().unwrap();
         assert_eq!(collector.to_string(), "http://127.0.0.1:10257");
-        let collector: Collector = "http://[::1]:8080/".parse().unwrap();
+        let collector: CollectorClient = "http://[::1]:8080/".parse().unwrap();
         assert_eq!(collector.to_string(), "http://[::1]:8080");
         for bad in [
             "https://127.0.0.1:10257",
@@ -503,7 +503,7 @@ mod tests {
             "http://h:1/explain",
             "nonsense",
         ] {
-            let error = bad.parse::<Collector>().unwrap_err();
+            let error = bad.parse::<CollectorClient>().unwrap_err();
             assert!(error.contains("is not a collector address"), "{bad}: {error}");
         }
     }

@@ -25,7 +25,7 @@ pub mod fetch;
 pub mod render;
 pub mod resolve;
 
-pub use fetch::{Collector, Error, Fetched};
+pub use fetch::{CollectorClient, Error, Fetched};
 pub use render::{render, View};
 pub use resolve::{Catalogue, Resource, UnknownKind};
 

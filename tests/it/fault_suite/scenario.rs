@@ -191,22 +191,22 @@ fn spawn_server(dir: &Path, faults: &[String], seed: u64, port: u16, incarnation
 }
 
 /// A running `kube-gc run`.
-struct Collector {
+struct CollectorProcess {
     process: Child,
     addr: SocketAddr,
     name: String,
     killed: bool,
 }
 
-impl Collector {
+impl CollectorProcess {
     /// Starts a replica; `FAULT_COLLECTOR_BIN` and `FAULT_COLLECTOR_FLAGS` (space-separated) run
     /// another build or add flags, for comparisons.
-    fn start(dir: &Path, name: &str, role: &[&str]) -> Collector {
-        Collector::start_through(dir, name, role, &dir.join("kubeconfig"))
+    fn start(dir: &Path, name: &str, role: &[&str]) -> CollectorProcess {
+        CollectorProcess::start_through(dir, name, role, &dir.join("kubeconfig"))
     }
 
     /// Starts a replica that reaches the server as `kubeconfig` says.
-    fn start_through(dir: &Path, name: &str, role: &[&str], kubeconfig: &Path) -> Collector {
+    fn start_through(dir: &Path, name: &str, role: &[&str], kubeconfig: &Path) -> CollectorProcess {
         let bin = std::env::var("FAULT_COLLECTOR_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_kube-gc").to_string());
         let mut command = std::process::Command::new(bin);
         command.args(["run", "--kubeconfig"]).arg(kubeconfig);
@@ -229,7 +229,7 @@ impl Collector {
         }
         let mut process = Child::spawn(&mut command, &dir.join(format!("{name}.log")));
         let addr = Child::address_in(&process.wait_for_line("serving /healthz"));
-        Collector {
+        CollectorProcess {
             process,
             addr,
             name: name.to_string(),
@@ -388,17 +388,19 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         }
         let name = format!("kube-gc-shard-{i}");
         match (&partition, i) {
-            (Some(p), 0) => Collector::start_through(&dir, &name, &role, &kubeconfig_through(&dir, server.port, p)),
-            _ => Collector::start(&dir, &name, &role),
+            (Some(p), 0) => {
+                CollectorProcess::start_through(&dir, &name, &role, &kubeconfig_through(&dir, server.port, p))
+            }
+            _ => CollectorProcess::start(&dir, &name, &role),
         }
     };
-    let mut collectors: Vec<Collector> = match scenario.disruption {
+    let mut collectors: Vec<CollectorProcess> = match scenario.disruption {
         Disruption::KillLeader => (0..2)
-            .map(|i| Collector::start(&dir, &format!("kube-gc-run-{i}"), &elect))
+            .map(|i| CollectorProcess::start(&dir, &format!("kube-gc-run-{i}"), &elect))
             .collect(),
         Disruption::AddShard => (0..2).map(start_shard).collect(),
         _ if sharded => (0..3).map(start_shard).collect(),
-        _ => vec![Collector::start(&dir, "kube-gc-run-0", flags)],
+        _ => vec![CollectorProcess::start(&dir, "kube-gc-run-0", flags)],
     };
     let leader = if sharded {
         wait_for_shards(&collectors).await
@@ -461,11 +463,11 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     workload::delete_roots(&client, &mut universe, &roots, &mut rng, || match scenario.disruption {
         Disruption::KillCollector => {
             collectors[leader].kill();
-            collectors.push(Collector::start(&dir, "kube-gc-run-restarted", flags));
+            collectors.push(CollectorProcess::start(&dir, "kube-gc-run-restarted", flags));
         }
         Disruption::RestartServer => server.restart(),
         Disruption::KillLeader | Disruption::KillShard => collectors[leader].kill(),
-        Disruption::AddShard => collectors.push(Collector::start(&dir, "kube-gc-shard-added", &shard)),
+        Disruption::AddShard => collectors.push(CollectorProcess::start(&dir, "kube-gc-shard-added", &shard)),
         Disruption::FreezeShard(_) => collectors[leader].process.signal(libc::SIGSTOP),
         Disruption::CutOffShard(_) => partition.as_ref().expect("the partition").cut(),
         Disruption::None | Disruption::Freeze(_) => {}
@@ -641,13 +643,13 @@ fn kubeconfig_through(dir: &Path, port: u16, partition: &Partition) -> PathBuf {
 }
 
 /// The index of the replica that leads (the only one, without leader election).
-async fn wait_for_leader(collectors: &[Collector]) -> usize {
+async fn wait_for_leader(collectors: &[CollectorProcess]) -> usize {
     if collectors.len() == 1 {
         return 0;
     }
     let started = Instant::now();
     while started.elapsed() < SYNC_PATIENCE {
-        if let Some(i) = collectors.iter().position(Collector::leads) {
+        if let Some(i) = collectors.iter().position(CollectorProcess::leads) {
             return i;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -656,10 +658,10 @@ async fn wait_for_leader(collectors: &[Collector]) -> usize {
 }
 
 /// Waits until every sharded replica collects its ranges; the first one's index.
-async fn wait_for_shards(collectors: &[Collector]) -> usize {
+async fn wait_for_shards(collectors: &[CollectorProcess]) -> usize {
     let started = Instant::now();
     while started.elapsed() < SYNC_PATIENCE {
-        if collectors.iter().all(Collector::leads) {
+        if collectors.iter().all(CollectorProcess::leads) {
             return 0;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
