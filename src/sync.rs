@@ -19,6 +19,13 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Atom
 #[cfg(all(test, kube_gc_loom))]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
+/// Atomics of values that outlive any one loom execution: the counts of names and interned
+/// values, which process-wide tables hold. They are `std`'s in every build, loom's included
+/// (loom's atomics live and die with one model's execution); Miri checks their protocols.
+pub(crate) mod process_wide {
+    pub(crate) use std::sync::atomic::{fence, AtomicU32, Ordering};
+}
+
 /// A mutex whose `lock` returns the guard directly, as `parking_lot`'s does; never held across an
 /// `.await`.
 pub(crate) struct Mutex<T>(

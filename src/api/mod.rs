@@ -18,7 +18,7 @@
 //! | [`crate::leader::KubeLeases`] | GET, CREATE, REPLACE, DELETE of `coordination.k8s.io` Leases | whole objects, not metadata; a renewal queued behind the collector's budgets, or fenced by the tenure it renews, would lose the tenure it keeps |
 //! | [`crate::shard::membership`] | LIST of Namespaces (metadata), every few rounds on the planner | it runs before any collector does and bounds each read to half the renew deadline, so a slow list fails a round instead of waiting behind the workers' budget |
 //! | the collector's secure port (`kube-gc-cli`, `server::auth`) | CREATE of TokenReviews and SubjectAccessReviews | whole objects; a scrape must be answered while the collector is throttled or fenced |
-//! | `kube-gc tree` (`kube-gc-cli`, `tree::fetch`) | discovery, GET and LIST of metadata in one namespace | a one-shot command, not a collector: it needs each resource's singular and short names, which [`Discovery`] drops, and namespaced lists, which [`ClusterApi::list_page`] (all namespaces) does not make; it builds its requests with this layer's paths and `Accept` headers ([`rest_path`], [`ACCEPT_METADATA`]) |
+//! | `kube-gc tree` (`kube-gc-cli`, `tree::fetch`) | discovery, GET and LIST of metadata in one namespace | a one-shot command, not a collector: it needs each resource's singular and short names, which [`Discovery`] drops, and namespaced lists, which [`ClusterApi::list_page`] (all namespaces) does not make; it builds its requests with this layer's paths and `Accept` headers ([`rest_path()`], [`ACCEPT_METADATA`]) |
 //!
 //! None of them writes an object the collector collects.
 

@@ -4,9 +4,9 @@
 //! compares all five. An [`OwnerRef`] is one entry of `metadata.ownerReferences`; its
 //! *coordinates* are (uid, name, kind, apiVersion), and namespace is never part of it.
 
-use super::intern::{Sym, TaggedTypeMeta, TypeMeta, TypeMetaRef};
-use super::name::Name;
-use super::uid::Uid;
+use super::raw::intern::{Sym, TaggedTypeMeta, TypeMeta, TypeMetaRef};
+use super::raw::name::Name;
+use super::raw::uid::Uid;
 use std::fmt;
 
 /// One `metadata.ownerReferences` entry, stored verbatim (controller and blockOwnerDeletion too),

@@ -14,7 +14,7 @@
 //! UID at the end, or, when it holds none, adrift and in what [`GraphWriter::remove_node`] returned to
 //! its builder (which re-queues it), and never written to a handle after it was retired.
 
-use super::table::{self, UidTable};
+use super::raw::table::{self, UidTable};
 use super::{Graph, Handle, Identity, Linked, Name, Node, Sym, TypeMeta, Uid};
 use loom::sync::Arc;
 use loom::thread;

@@ -70,15 +70,12 @@ mod dependents;
 pub mod dump;
 mod edges;
 mod identity;
-mod intern;
 pub mod invariants;
-mod name;
 mod node;
-mod reclaim;
+#[allow(unsafe_code)]
+mod raw;
 mod resource_version;
-mod table;
 mod tombstones;
-mod uid;
 mod writer;
 
 #[cfg(all(test, kube_gc_loom))]
@@ -90,20 +87,20 @@ use crossbeam_utils::CachePadded;
 use edges::Adrift;
 pub use edges::Linked;
 pub use identity::{Identity, OwnerRef, OwnerRefs};
-pub use intern::{Sym, TypeMeta, TypeMetaRef};
-pub use name::Name;
 pub use node::{Handle, Node, Observation, Observed, ObservedFinalizers};
+pub use raw::intern::{Sym, TypeMeta, TypeMetaRef};
+pub use raw::name::Name;
+use raw::table::UidTable;
+pub use raw::uid::Uid;
 pub use resource_version::ResourceVersion;
-use table::UidTable;
 pub use tombstones::{Tombstones, DEFAULT_CAPACITY as DEFAULT_TOMBSTONE_CAPACITY};
-pub use uid::Uid;
 pub use writer::GraphWriter;
 
 /// Number of shards of the `uid → handle` map. Builders of different partitions may write one
 /// shard (the router partitions by namespace, the map by UID); its writer lock serialises them.
 pub const SHARDS: usize = 64;
 
-/// The graph: a sharded concurrent `uid → handle` map whose lookups take no lock ([`table`]),
+/// The graph: a sharded concurrent `uid → handle` map whose lookups take no lock ([`raw::table`]),
 /// and the tombstones of deleted owners.
 ///
 /// Each shard sits on cache lines of its own, apart from its neighbours: a builder writes a
@@ -180,7 +177,9 @@ impl Graph {
     /// on a word other threads read. Hold it for one event, not longer: nothing a writer retires
     /// is freed while some thread holds one.
     pub fn pin(&self) -> Pinned {
-        Pinned { _guard: reclaim::pin() }
+        Pinned {
+            _guard: raw::reclaim::pin(),
+        }
     }
 
     /// The current handle for `uid`.
@@ -255,7 +254,7 @@ impl Graph {
 
 /// See [`Graph::pin`]. Tied to its thread.
 pub struct Pinned {
-    _guard: reclaim::Guard,
+    _guard: raw::reclaim::Guard,
 }
 
 impl std::fmt::Debug for Graph {

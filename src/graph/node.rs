@@ -45,7 +45,7 @@ mod bit {
     pub const ORPHAN_FINALIZER: u8 = 1 << 3;
     /// The last observed object listed the `foregroundDeletion` finalizer.
     pub const FOREGROUND_FINALIZER: u8 = 1 << 4;
-    /// Replaced by a clone or removed from the map (see [`super::edges`]). Written and read only
+    /// Replaced by a clone or removed from the map (see [`crate::graph::edges`]). Written and read only
     /// under the node's edges lock; set once.
     pub const RETIRED: u8 = 1 << 5;
     /// The last observed object listed a finalizer other than the two of the GC.
@@ -141,7 +141,7 @@ struct Edges {
 /// A shared pointer to a node; equality and hashing are by pointer (spec §1.2, "queue identity is
 /// the handle").
 #[derive(Clone)]
-pub struct Handle(Arc<Node>);
+pub struct Handle(pub(in crate::graph) Arc<Node>);
 
 impl Handle {
     /// A new observed or virtual node with no dependents.
@@ -167,29 +167,6 @@ impl Handle {
     /// True when both handles point at the same node.
     pub fn ptr_eq(a: &Handle, b: &Handle) -> bool {
         Arc::ptr_eq(&a.0, &b.0)
-    }
-
-    /// The node pointer, carrying this handle's strong reference (for the map's slots).
-    pub(super) fn into_raw(self) -> *mut Node {
-        Arc::into_raw(self.0).cast_mut()
-    }
-
-    /// Takes back a strong reference given out by [`Handle::into_raw`].
-    ///
-    /// # Safety
-    /// `p` came from `into_raw` and this reference is taken back once.
-    pub(super) unsafe fn from_raw(p: *mut Node) -> Handle {
-        // SAFETY: per the contract above.
-        Handle(unsafe { Arc::from_raw(p) })
-    }
-
-    /// A new handle on the node behind `p`, leaving the reference `p` carries in place.
-    ///
-    /// # Safety
-    /// `p` came from `into_raw` and its reference has not been taken back yet.
-    pub(super) unsafe fn clone_from_raw(p: *mut Node) -> Handle {
-        // SAFETY: the node is alive, per the contract above.
-        Handle(unsafe { triomphe::ArcBorrow::from_ptr(p) }.clone_arc())
     }
 }
 
@@ -232,14 +209,6 @@ impl fmt::Debug for Node {
 }
 
 impl Node {
-    /// A new handle on this node.
-    pub fn handle(&self) -> Handle {
-        // SAFETY: every node lives inside the `Arc` that `Handle::assemble`, the only place a
-        // node is built, allocated for it, so `self` is the data pointer `Arc::into_raw` would
-        // give; `&self` shows that allocation is alive, so its count may be raised.
-        Handle(unsafe { triomphe::ArcBorrow::from_ptr(std::ptr::from_ref(self)) }.clone_arc())
-    }
-
     /// The node's identity.
     pub fn identity(&self) -> &Identity {
         &self.identity

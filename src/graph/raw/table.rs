@@ -23,7 +23,7 @@
 //! returns a state the shard had at some moment during the lookup. Slot writes are single atomic
 //! stores, and a resize copies the table under the lock and never writes the old table again, so a
 //! reader still in the old table sees the shard as it was at the swap. The edge protocol of
-//! [`super::edges`] relies on exactly this for single-key operations on one UID.
+//! [`crate::graph::edges`] relies on exactly this for single-key operations on one UID.
 //!
 //! Every atomic and the writer lock come from [`crate::sync`], so the loom models in
 //! `loom_models.rs` explore this table's insert, replace, remove and resize against its readers.
@@ -32,9 +32,9 @@
 //! churn test below fails under Miri when the table pointer is stored `Relaxed`. The tags keep the
 //! pointer's provenance (`map_addr`), so Miri checks every access through a tagged slot too.
 
-use super::node::Node;
 use super::reclaim::{Guard, Reclaim, Retirements};
-use super::{Handle, Uid};
+use crate::graph::Node;
+use crate::graph::{Handle, Uid};
 use crate::sync::{AtomicPtr, AtomicUsize, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 use std::ptr::NonNull;
@@ -44,7 +44,7 @@ use std::ptr::NonNull;
 #[cfg(not(all(test, kube_gc_loom)))]
 const MIN_SLOTS: usize = 16;
 #[cfg(all(test, kube_gc_loom))]
-pub(super) const MIN_SLOTS: usize = 8;
+pub(in crate::graph) const MIN_SLOTS: usize = 8;
 
 /// Marks a slot whose entry was removed: probing continues past it, inserts may reuse it. Never a
 /// tagged pointer: those keep a real node's address, which is never the dangling one.
@@ -83,7 +83,7 @@ const _: () = assert!(FRAGMENT_BITS == LOW_BITS + (usize::BITS - ADDRESS_BITS));
 
 /// The fragment of a UID's hash that a shard keeps: the bits above those that chose the shard
 /// (`SHARDS` = 64).
-pub(super) fn fragment(hash: u64) -> u32 {
+pub(in crate::graph) fn fragment(hash: u64) -> u32 {
     ((hash >> 6) & ((1 << FRAGMENT_BITS) - 1)) as u32
 }
 
@@ -202,7 +202,7 @@ struct Occupancy {
 /// here so that this lock shares a cache line with the writer lock and the count: an insert
 /// that takes both then moves one line between cores, not two.
 #[repr(C)]
-pub(super) struct UidTable<A = ()> {
+pub(in crate::graph) struct UidTable<A = ()> {
     /// Read by every lookup and written only by a resize, so it has cache lines of its own: next to
     /// the writer lock and the count, which inserts write, a builder's every lookup in this shard
     /// would miss each time another core's builder had inserted into it.
@@ -227,19 +227,19 @@ impl<A: Default> Default for UidTable<A> {
 
 impl<A> UidTable<A> {
     /// The user's data kept beside the writer lock (see the type's docs).
-    pub(super) fn beside(&self) -> &Mutex<A> {
+    pub(in crate::graph) fn beside(&self) -> &Mutex<A> {
         &self.beside
     }
 
     /// Runs `f` on the node for `uid`, without taking a reference to it.
-    pub(super) fn read<R>(&self, uid: &Uid, f: impl FnOnce(&Node) -> R) -> Option<R> {
+    pub(in crate::graph) fn read<R>(&self, uid: &Uid, f: impl FnOnce(&Node) -> R) -> Option<R> {
         let guard = self.retired.enter();
         // SAFETY: see `find_raw`; the reference does not outlive `guard`.
         self.find_raw(&guard, uid).map(|p| f(unsafe { &*p }))
     }
 
     /// A handle on the node for `uid`.
-    pub(super) fn get(&self, uid: &Uid) -> Option<Handle> {
+    pub(in crate::graph) fn get(&self, uid: &Uid) -> Option<Handle> {
         let guard = self.retired.enter();
         // SAFETY: see `find_raw`; the clone takes its own strong reference.
         self.find_raw(&guard, uid).map(|p| unsafe { Handle::clone_from_raw(p) })
@@ -248,7 +248,7 @@ impl<A> UidTable<A> {
     /// Starts loading the line of the slot a lookup of a UID hashed to `hash` probes first, so
     /// that the lookup, made a few events later, finds it in cache instead of waiting on memory.
     /// Loads nothing the caller could see: a hint only.
-    pub(super) fn prefetch(&self, hash: u64) {
+    pub(in crate::graph) fn prefetch(&self, hash: u64) {
         let guard = self.retired.enter();
         // SAFETY: as in `find_raw`.
         let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
@@ -258,7 +258,7 @@ impl<A> UidTable<A> {
     /// Starts loading the node a lookup of a UID hashed to `hash` would find: the first node in
     /// its probe whose fragment matches, unconfirmed, since confirming would wait for the node.
     /// Best made once [`prefetch`](Self::prefetch) had time to bring in the slots. A hint only.
-    pub(super) fn prefetch_node(&self, hash: u64) {
+    pub(in crate::graph) fn prefetch_node(&self, hash: u64) {
         let guard = self.retired.enter();
         // SAFETY: as in `find_raw`.
         let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
@@ -306,7 +306,7 @@ impl<A> UidTable<A> {
     }
 
     /// Every handle, in no order; weakly consistent, as [`for_each`](Self::for_each).
-    pub(super) fn handles(&self) -> Vec<Handle> {
+    pub(in crate::graph) fn handles(&self) -> Vec<Handle> {
         let mut handles = Vec::new();
         // SAFETY: as in `find_raw`; the clone takes its own strong reference.
         self.for_each_raw(|p| handles.push(unsafe { Handle::clone_from_raw(p) }));
@@ -315,7 +315,7 @@ impl<A> UidTable<A> {
 
     /// Runs `f` on every node, taking no reference to any: weakly consistent, a node inserted or
     /// removed meanwhile may or may not be visited.
-    pub(super) fn for_each(&self, mut f: impl FnMut(&Node)) {
+    pub(in crate::graph) fn for_each(&self, mut f: impl FnMut(&Node)) {
         // SAFETY: as in `find_raw`; the reference does not outlive the walk's guard.
         self.for_each_raw(|p| f(unsafe { &*p }));
     }
@@ -334,17 +334,17 @@ impl<A> UidTable<A> {
     }
 
     /// Number of handles.
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::graph) fn len(&self) -> usize {
         self.live.load(Ordering::Relaxed)
     }
 
     /// Writes `handle` as the one for its UID, replacing any other.
-    pub(super) fn insert(&self, handle: Handle) {
+    pub(in crate::graph) fn insert(&self, handle: Handle) {
         self.write(&handle, false);
     }
 
     /// Writes `handle` unless there is a handle for its UID already; true if written.
-    pub(super) fn try_insert(&self, handle: &Handle) -> bool {
+    pub(in crate::graph) fn try_insert(&self, handle: &Handle) -> bool {
         self.write(handle, true)
     }
 
@@ -384,7 +384,7 @@ impl<A> UidTable<A> {
     }
 
     /// Removes the node for `uid` and returns its handle.
-    pub(super) fn remove(&self, uid: &Uid) -> Option<Handle> {
+    pub(in crate::graph) fn remove(&self, uid: &Uid) -> Option<Handle> {
         let _occupancy = self.writer.lock();
         let table = self.table_for_writer();
         let Slot::Found(found) = Self::locate(table, uid, uid.hash64()) else {

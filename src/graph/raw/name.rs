@@ -11,10 +11,10 @@
 //! Invariants: the bytes are written once, before the pointer is shared, and never again; the
 //! count is the number of `Name`s holding the allocation, and the last one to drop frees it.
 
+use crate::sync::process_wide::{fence, AtomicU32, Ordering};
 use std::alloc::{self, Layout};
 use std::hash::{Hash, Hasher};
 use std::ptr::NonNull;
-use std::sync::atomic::{self, AtomicU32, Ordering};
 
 /// The allocation's header; the name's bytes follow it.
 #[repr(C)]
@@ -100,7 +100,7 @@ impl Drop for Name {
         if self.header().count.fetch_sub(1, Ordering::Release) != 1 {
             return;
         }
-        atomic::fence(Ordering::Acquire);
+        fence(Ordering::Acquire);
         let layout = Self::layout(self.header().len as usize);
         // SAFETY: this was the last holder, so nothing else can reach the block; it was allocated
         // in `Name::new` with this layout.
@@ -108,7 +108,7 @@ impl Drop for Name {
     }
 }
 
-super::string_view!(Name);
+crate::graph::string_view!(Name);
 
 impl PartialEq for Name {
     fn eq(&self, other: &Self) -> bool {

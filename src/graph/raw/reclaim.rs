@@ -13,7 +13,7 @@
 use crate::sync::{AtomicPtr, Ordering};
 
 /// Something a writer retires, and how it is freed.
-pub(super) trait Reclaim {
+pub(in crate::graph) trait Reclaim {
     /// Frees what `p` owns.
     ///
     /// # Safety
@@ -22,7 +22,7 @@ pub(super) trait Reclaim {
 }
 
 /// A reader's protection: pointers it loads stay valid while it lives.
-pub(super) struct Guard {
+pub(in crate::graph) struct Guard {
     #[cfg(not(all(test, kube_gc_loom)))]
     inner: seize::LocalGuard<'static>,
 }
@@ -30,7 +30,7 @@ pub(super) struct Guard {
 impl Guard {
     /// Loads `ptr`; what it points to stays allocated while this guard lives.
     #[inline]
-    pub(super) fn protect<T>(&self, ptr: &AtomicPtr<T>, order: Ordering) -> *mut T {
+    pub(in crate::graph) fn protect<T>(&self, ptr: &AtomicPtr<T>, order: Ordering) -> *mut T {
         #[cfg(not(all(test, kube_gc_loom)))]
         return seize::Guard::protect(&self.inner, ptr, order);
         #[cfg(all(test, kube_gc_loom))]
@@ -40,7 +40,7 @@ impl Guard {
 
 /// Where one table retires what it takes out; see the [module docs](self).
 #[derive(Default)]
-pub(super) struct Retirements {
+pub(in crate::graph) struct Retirements {
     /// Retired pointers and their reclaimers, freed on drop.
     #[cfg(all(test, kube_gc_loom))]
     deferred: std::sync::Mutex<Vec<(*mut (), unsafe fn(*mut ()))>>,
@@ -69,7 +69,7 @@ static COLLECTOR: std::sync::LazyLock<seize::Collector> =
 /// A guard held around a sequence of lookups, so that each of them enters the collector as a
 /// nested guard, which costs a counter instead of a store and a swap on a shared word.
 #[inline]
-pub(super) fn pin() -> Guard {
+pub(in crate::graph) fn pin() -> Guard {
     Guard {
         #[cfg(not(all(test, kube_gc_loom)))]
         inner: COLLECTOR.enter(),
@@ -79,7 +79,7 @@ pub(super) fn pin() -> Guard {
 impl Retirements {
     /// A reader's guard. Inlined, as seize's own `enter` is: every lookup of the map takes one.
     #[inline]
-    pub(super) fn enter(&self) -> Guard {
+    pub(in crate::graph) fn enter(&self) -> Guard {
         pin()
     }
 
@@ -88,7 +88,7 @@ impl Retirements {
     /// # Safety
     /// `p` left every atomic readers load from, so guards entered from now on cannot load it, and
     /// it is retired once.
-    pub(super) unsafe fn retire<T: Reclaim>(&self, p: *mut T) {
+    pub(in crate::graph) unsafe fn retire<T: Reclaim>(&self, p: *mut T) {
         #[cfg(not(all(test, kube_gc_loom)))]
         // SAFETY: per this function's contract; `reclaim_with` frees it by `T::reclaim`.
         unsafe {

@@ -27,6 +27,7 @@
 //!   the last holder frees the entry only once it has held that lock, so no one reaches a freed
 //!   entry.
 
+use crate::sync::process_wide::{fence, AtomicU32, Ordering};
 use parking_lot::RwLock;
 use std::borrow::Borrow;
 use std::collections::HashSet;
@@ -37,7 +38,6 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::sync::LazyLock;
 
 /// Holders at once from which an entry stops counting and is never freed.
@@ -343,7 +343,7 @@ impl Sym {
     }
 }
 
-super::string_view!(Sym);
+crate::graph::string_view!(Sym);
 
 /// An interned (apiVersion, kind) pair.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -389,7 +389,7 @@ impl TypeMeta {
     }
 
     /// This type and `tag` (less than 16) in one word, which takes over this holder.
-    pub(super) fn tagged(self, tag: u8) -> TaggedTypeMeta {
+    pub(in crate::graph) fn tagged(self, tag: u8) -> TaggedTypeMeta {
         debug_assert!(usize::from(tag) <= TAG_MASK, "a tag has {TAG_BITS} bits");
         let this = ManuallyDrop::new(self);
         TaggedTypeMeta(this.0 .0.cast::<u8>().map_addr(|a| a | (usize::from(tag) & TAG_MASK)))
@@ -414,7 +414,7 @@ impl TypeMeta {
 /// two optional flags: the pair's alignment leaves its address's low bits free. It holds its type
 /// as a `TypeMeta` does.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub(super) struct TaggedTypeMeta(NonNull<u8>);
+pub(in crate::graph) struct TaggedTypeMeta(NonNull<u8>);
 
 // SAFETY: as for `Held`, which it is.
 unsafe impl Send for TaggedTypeMeta {}
@@ -423,7 +423,7 @@ unsafe impl Sync for TaggedTypeMeta {}
 
 impl TaggedTypeMeta {
     /// The type, borrowed from this word.
-    pub(super) fn type_meta(&self) -> TypeMetaRef<'_> {
+    pub(in crate::graph) fn type_meta(&self) -> TypeMetaRef<'_> {
         let p = self
             .0
             .map_addr(|a| std::num::NonZeroUsize::new(a.get() & !TAG_MASK).expect("an entry's address is not zero"));
@@ -435,7 +435,7 @@ impl TaggedTypeMeta {
     }
 
     /// The tag.
-    pub(super) fn tag(&self) -> u8 {
+    pub(in crate::graph) fn tag(&self) -> u8 {
         (self.0.addr().get() & TAG_MASK) as u8
     }
 }
