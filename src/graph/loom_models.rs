@@ -1,5 +1,5 @@
 //! Loom models of the cross-partition edge protocol of [`super::edges`] and of the map's lock-free
-//! table ([`super::table`]): the real [`Graph`], node and table code, with the node's lock and
+//! table ([`super::raw::table`]): the real [`GraphWriter`], node and table code, with the node's lock and
 //! flags and the table's slots, counters and writer lock on loom's primitives.
 //! Each model has two or three threads, one of which plays the owner's builder (the only one that
 //! replaces or removes the owner), and is named after the scenario it checks.
@@ -15,7 +15,7 @@
 //! its builder (which re-queues it), and never written to a handle after it was retired.
 
 use super::raw::table::{self, UidTable};
-use super::{Graph, Handle, Identity, Linked, Name, Node, Sym, TypeMeta, Uid};
+use super::{GraphWriter, Handle, Identity, Linked, Name, Node, Sym, TypeMeta, Uid};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -61,7 +61,7 @@ fn owner_uid() -> Uid {
 }
 
 /// A graph holding the observed owner, shared with the threads.
-fn graph_with_owner() -> (Arc<Graph>, Handle) {
+fn graph_with_owner() -> (GraphWriter, Handle) {
     let graph = GraphWriter::new();
     let owner = observed(OWNER);
     graph.insert(owner.clone());
@@ -69,14 +69,14 @@ fn graph_with_owner() -> (Arc<Graph>, Handle) {
 }
 
 /// Runs `link(OWNER, dependent)` on another thread.
-fn spawn_link(graph: &Arc<Graph>, dependent: &Handle, make_virtual: fn() -> Handle) -> thread::JoinHandle<Linked> {
+fn spawn_link(graph: &GraphWriter, dependent: &Handle, make_virtual: fn() -> Handle) -> thread::JoinHandle<Linked> {
     let (graph, dependent) = (graph.clone(), dependent.clone());
     thread::spawn(move || graph.link(&owner_uid(), &dependent, make_virtual, Node::handle))
 }
 
 /// A graph holding the observed owner and an observed `dependent` that another thread is linking
 /// to it, with `make_virtual` as the link's factory.
-fn link_from_another_thread(make_virtual: fn() -> Handle) -> (Arc<Graph>, Handle, Handle, thread::JoinHandle<Linked>) {
+fn link_from_another_thread(make_virtual: fn() -> Handle) -> (GraphWriter, Handle, Handle, thread::JoinHandle<Linked>) {
     let (graph, owner) = graph_with_owner();
     let dependent = observed("dependent");
     let linker = spawn_link(&graph, &dependent, make_virtual);
@@ -85,7 +85,7 @@ fn link_from_another_thread(make_virtual: fn() -> Handle) -> (Arc<Graph>, Handle
 
 /// A graph holding the observed owner with an edge to an observed `dependent`, which another
 /// thread is unlinking.
-fn unlink_from_another_thread() -> (Arc<Graph>, Handle, Handle, thread::JoinHandle<()>) {
+fn unlink_from_another_thread() -> (GraphWriter, Handle, Handle, thread::JoinHandle<()>) {
     let (graph, owner) = graph_with_owner();
     let dependent = observed("dependent");
     assert!(owner.add_dependent(dependent.clone()));
