@@ -129,7 +129,8 @@ fn imports(src: &Path) -> BTreeMap<String, Vec<(String, String)>> {
     found
 }
 
-/// The first segment after each `crate::` in `line`, and each name of a `use crate::{…}` list.
+/// The first segment after each `crate::` in `line`, and each name of a `use crate::{…}` list,
+/// when it names a module: an item of the crate's root (`crate::SimCluster`) is the crate's own.
 fn crate_paths(line: &str) -> Vec<String> {
     let ident = |s: &str| {
         s.chars()
@@ -144,6 +145,7 @@ fn crate_paths(line: &str) -> Vec<String> {
             out.push(ident(piece));
         }
     }
+    out.retain(|n| !n.is_empty());
     out
 }
 
