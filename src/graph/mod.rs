@@ -147,6 +147,7 @@ impl Graph {
         (hash % SHARDS as u64) as usize
     }
 
+    #[inline]
     fn shard(&self, uid: &Uid) -> &UidTable<Adrift> {
         &self.shards[Self::shard_index(uid)]
     }

@@ -37,37 +37,44 @@ impl GraphWriter {
     }
 
     /// The graph, for its readers.
+    #[inline]
     pub fn graph(&self) -> &Arc<Graph> {
         &self.0
     }
 
     /// Writes `handle` as the node for its UID, replacing any other.
+    #[inline]
     pub fn insert(&self, handle: Handle) {
         self.shard(&handle.identity().uid).insert(handle);
     }
 
     /// Removes the node for `uid`.
+    #[inline]
     pub fn remove(&self, uid: &Uid) -> Option<Handle> {
         self.shard(uid).remove(uid)
     }
 
     /// Clears `node`'s virtual flag (spec §1.2 `markObserved`).
+    #[inline]
     pub fn mark_observed(&self, node: &Node) {
         node.mark_observed();
     }
 
     /// Sets `node`'s deletingDependents (and beingDeleted, which it implies).
+    #[inline]
     pub fn mark_deleting_dependents(&self, node: &Node) {
         node.mark_deleting_dependents();
     }
 
     /// Records an observation of `node`, and the owners it listed when they changed, in one
     /// critical section of the node's edges lock. beingDeleted is never cleared.
+    #[inline]
     pub fn observe(&self, node: &Node, owners: Option<&[OwnerRef]>, seen: Observation) {
         node.observe(owners, seen);
     }
 
     /// Remembers that a watch reported the owner `uid` deleted ([`Graph::tombstones`]).
+    #[inline]
     pub fn record_tombstone(&self, uid: Uid) {
         self.tombstones.record(uid);
     }
@@ -76,6 +83,7 @@ impl GraphWriter {
 impl Deref for GraphWriter {
     type Target = Graph;
 
+    #[inline]
     fn deref(&self) -> &Graph {
         &self.0
     }

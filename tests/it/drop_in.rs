@@ -920,7 +920,12 @@ async fn shadow_next_to_live(live_flags: &[&str], with_config_map: bool) -> Valu
     // writes lands 100 ms after the live collector decided it, while the shadow, deciding from
     // the same watch events without a request, gets that much of a head start: on a loaded
     // machine, without it, the shadow could see a write before deciding it.
-    let server_flags = ["--audit-log", audit.to_str().expect("a UTF-8 path"), "--latency", "100ms"];
+    let server_flags = [
+        "--audit-log",
+        audit.to_str().expect("a UTF-8 path"),
+        "--latency",
+        "100ms",
+    ];
     let server = Server::start(dir.path(), &server_flags).await;
     // The live collector writes at most 20 times a second, as a stock collector's client does:
     // the shadow must have decided each write before the live collector made it, or it finds

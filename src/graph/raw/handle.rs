@@ -10,6 +10,7 @@ use triomphe::Arc;
 
 impl Handle {
     /// The node pointer, carrying this handle's strong reference (for the map's slots).
+    #[inline]
     pub(in crate::graph) fn into_raw(self) -> *mut Node {
         Arc::into_raw(self.0).cast_mut()
     }
@@ -18,6 +19,7 @@ impl Handle {
     ///
     /// # Safety
     /// `p` came from `into_raw` and this reference is taken back once.
+    #[inline]
     pub(in crate::graph) unsafe fn from_raw(p: *mut Node) -> Handle {
         // SAFETY: per the contract above.
         Handle(unsafe { Arc::from_raw(p) })
@@ -27,6 +29,7 @@ impl Handle {
     ///
     /// # Safety
     /// `p` came from `into_raw` and its reference has not been taken back yet.
+    #[inline]
     pub(in crate::graph) unsafe fn clone_from_raw(p: *mut Node) -> Handle {
         // SAFETY: the node is alive, per the contract above.
         Handle(unsafe { triomphe::ArcBorrow::from_ptr(p) }.clone_arc())
@@ -35,6 +38,7 @@ impl Handle {
 
 impl Node {
     /// A new handle on this node.
+    #[inline]
     pub fn handle(&self) -> Handle {
         // SAFETY: every node lives inside the `Arc` that `Handle::assemble` allocated for it
         // (module docs), so `self` is the data pointer `Arc::into_raw` would give; `&self` shows
