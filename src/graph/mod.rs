@@ -120,14 +120,15 @@ impl Default for Graph {
 }
 
 impl Graph {
-    /// An empty graph.
+    /// An empty graph that nothing can write, for code that only needs one to read; a graph to
+    /// build comes with its writer from [`GraphWriter::new`].
     pub fn new() -> Self {
         Self::default()
     }
 
     /// An empty graph keeping about `capacity` tombstones (0: none, for a collector that
     /// verifies every owner with a GET and would never read them).
-    pub fn with_tombstones(capacity: usize) -> Self {
+    pub(super) fn with_tombstones(capacity: usize) -> Self {
         Graph {
             shards: (0..SHARDS).map(|_| CachePadded::default()).collect(),
             tombstones: Tombstones::new(capacity),

@@ -269,10 +269,10 @@ async fn a_self_owned_object_should_be_kept_and_its_deletion_should_not_panic() 
     rig.observe(EventType::Add, &same);
     let node = rig.graph.get(&Uid::parse("self-uid")).expect("in the graph");
     assert_eq!(node.dependents_len(), 1, "it is its own dependent");
-    rig.attempt_to_delete.add(node.clone());
+    rig.collector.attempt_to_delete().add(node.clone());
     assert!(rig.step_delete().await);
     assert_eq!(
-        rig.attempt_to_delete.contains(&node),
+        rig.collector.attempt_to_delete().contains(&node),
         QueueState::Absent,
         "forgotten, not retried"
     );
@@ -408,13 +408,17 @@ async fn refs_to_unknown_kinds_should_be_kept_and_retried_with_backoff() {
     let owner = rig.graph.get(&Uid::parse("gizmo-uid")).expect("virtual owner");
     assert!(owner.is_virtual());
     let item = rig.graph.get(&Uid::parse("pod-uid")).expect("pod node");
-    rig.attempt_to_delete.add(item.clone());
+    rig.collector.attempt_to_delete().add(item.clone());
     for round in 1..=5u32 {
         while rig.step_delete().await {}
         for handle in [&owner, &item] {
-            assert_eq!(rig.attempt_to_delete.num_requeues(handle), round, "{handle:?}");
             assert_eq!(
-                rig.attempt_to_delete.contains(handle),
+                rig.collector.attempt_to_delete().num_requeues(handle),
+                round,
+                "{handle:?}"
+            );
+            assert_eq!(
+                rig.collector.attempt_to_delete().contains(handle),
                 QueueState::Delayed,
                 "{handle:?}"
             );
@@ -423,13 +427,13 @@ async fn refs_to_unknown_kinds_should_be_kept_and_retried_with_backoff() {
         let delay = Duration::from_millis(5 << (round - 1));
         tokio::time::sleep(delay - Duration::from_millis(1)).await;
         assert_eq!(
-            rig.attempt_to_delete.contains(&item),
+            rig.collector.attempt_to_delete().contains(&item),
             QueueState::Delayed,
             "round {round}: too early"
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
         assert_eq!(
-            rig.attempt_to_delete.contains(&item),
+            rig.collector.attempt_to_delete().contains(&item),
             QueueState::Queued,
             "round {round}: due"
         );

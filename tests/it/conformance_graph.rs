@@ -718,20 +718,39 @@ impl Scenario {
                 "{id:?}: a new handle replaced the remembered one"
             ),
             Forgotten(id) => assert_eq!(
-                self.rig.attempt_to_delete.num_requeues(&self.remembered[&id]),
+                self.rig
+                    .collector
+                    .attempt_to_delete()
+                    .num_requeues(&self.remembered[&id]),
                 0,
                 "{id:?}: the remembered handle was forgotten"
             ),
-            Requeues(id, n) => assert_eq!(self.rig.attempt_to_delete.num_requeues(&self.handle(id)), n, "{id:?}"),
+            Requeues(id, n) => assert_eq!(
+                self.rig.collector.attempt_to_delete().num_requeues(&self.handle(id)),
+                n,
+                "{id:?}"
+            ),
             Requeue(id) => {
                 self.rig.drain_delete_queue().await;
-                self.rig.attempt_to_delete.add(self.remembered[&id].clone());
+                self.rig.collector.attempt_to_delete().add(self.remembered[&id].clone());
             }
-            InQueue(id, state) => assert_eq!(self.rig.attempt_to_delete.contains(&self.handle(id)), state, "{id:?}"),
+            InQueue(id, state) => assert_eq!(
+                self.rig.collector.attempt_to_delete().contains(&self.handle(id)),
+                state,
+                "{id:?}"
+            ),
             InOrphanQueue(id, state) => {
-                assert_eq!(self.rig.attempt_to_orphan.contains(&self.handle(id)), state, "{id:?}")
+                assert_eq!(
+                    self.rig.collector.attempt_to_orphan().contains(&self.handle(id)),
+                    state,
+                    "{id:?}"
+                )
             }
-            OrphanRequeues(id, n) => assert_eq!(self.rig.attempt_to_orphan.num_requeues(&self.handle(id)), n, "{id:?}"),
+            OrphanRequeues(id, n) => assert_eq!(
+                self.rig.collector.attempt_to_orphan().num_requeues(&self.handle(id)),
+                n,
+                "{id:?}"
+            ),
             DeletingDependents(id) => assert!(self.handle(id).is_deleting_dependents(), "{id:?}"),
             Dependents(spec, want) => self.check_dependents(spec, want),
             Queued(label, want) => {
@@ -747,7 +766,11 @@ impl Scenario {
                     .collect();
                 assert_eq!(dependents_by_uid(&self.rig.graph), want);
             }
-            AbsentCount(n) => assert_eq!(self.rig.absent_owner_cache.len(), n, "absentOwnerCache size"),
+            AbsentCount(n) => assert_eq!(
+                self.rig.collector.absent_owner_cache().len(),
+                n,
+                "absentOwnerCache size"
+            ),
             Preconditions(id, want) => self.check_preconditions(id, want),
             Restart | RestartWithCache(_) | Steps(_) => unreachable!("the runner expands these"),
         }
@@ -850,7 +873,7 @@ impl Scenario {
         let mut rounds = 0;
         while rounds < n || !churn.is_finished() {
             rounds += 1;
-            self.rig.attempt_to_orphan.add(node.clone());
+            self.rig.collector.attempt_to_orphan().add(node.clone());
             assert!(self.rig.collector.process_attempt_to_orphan_worker().await);
         }
         churn.join().expect("the builder side panicked");
@@ -892,7 +915,7 @@ impl Scenario {
         self.check_queue(step, want).await;
         self.check_absent(step, want);
         assert!(
-            self.rig.attempt_to_orphan.is_idle(),
+            self.rig.collector.attempt_to_orphan().is_idle(),
             "{step}: attemptToOrphan should be empty"
         );
     }
@@ -958,7 +981,7 @@ impl Scenario {
             .collect();
         let queued: Vec<(Identity, bool)> = want.queued.iter().map(|(id, v)| (id.identity(), *v)).collect();
         assert_eq!(got, queued, "{step}: queued attemptToDelete items (identity, virtual)");
-        let queue = &self.rig.attempt_to_delete;
+        let queue = self.rig.collector.attempt_to_delete();
         assert_eq!(queue.delayed_len(), want.delayed.len(), "{step}: rate-limited items");
         for id in want.delayed {
             assert_eq!(
@@ -974,7 +997,7 @@ impl Scenario {
             Mode::Upstream => want.absent_upstream,
             Mode::FastPath => &[],
         };
-        let cache = &self.rig.absent_owner_cache;
+        let cache = self.rig.collector.absent_owner_cache();
         assert_eq!(
             cache.len(),
             want.absent.len() + extra.len(),

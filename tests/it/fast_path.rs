@@ -81,7 +81,7 @@ async fn queue_after_owner_deleted(
         .graph
         .get(&Uid::parse(&dependent.metadata.uid))
         .expect("the dependent's node");
-    rig.attempt_to_delete.add(item);
+    rig.collector.attempt_to_delete().add(item);
 }
 
 /// Runs one attemptToDelete worker step through a recording collector, which must find an item

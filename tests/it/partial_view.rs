@@ -83,8 +83,12 @@ async fn orphaning_should_wait_while_a_view_is_incomplete_without_counting_a_fai
     let held = rig.cluster.get_object(&rcs(), NS, "owner").expect("the owner waits");
     assert!(held.metadata.has_finalizer(FINALIZER_ORPHAN));
     assert_eq!(refs_of(&rig, &pod), 1, "nothing is orphaned on a partial view");
-    assert_eq!(rig.attempt_to_orphan.contains(&owner), QueueState::Delayed);
-    assert_eq!(rig.attempt_to_orphan.num_requeues(&owner), 0, "a wait is not a failure");
+    assert_eq!(rig.collector.attempt_to_orphan().contains(&owner), QueueState::Delayed);
+    assert_eq!(
+        rig.collector.attempt_to_orphan().num_requeues(&owner),
+        0,
+        "a wait is not a failure"
+    );
     let waiting = rig.collector.partial_view().waiting.on(&owner.identity().uid);
     assert_eq!(
         waiting.as_deref(),

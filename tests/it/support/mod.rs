@@ -21,7 +21,7 @@ use kube_gc::builder::GraphBuilder;
 use kube_gc::collector::{Collector, CollectorConfig, PartialView};
 use kube_gc::controller::{Config, GarbageCollector, Pipeline};
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::{invariants, AbsentOwnerCache, Graph, Handle, Uid};
+use kube_gc::graph::{invariants, Graph, Handle, Uid};
 use kube_gc::journal::Journal;
 use kube_gc::queue::WorkQueue;
 use kube_gc::recorder::EventSink;
@@ -451,9 +451,6 @@ pub struct Rig {
     pub router: Router,
     /// The router, the builders and their receivers, as [`Rig::apply`] uses them.
     applier: Applier,
-    pub attempt_to_delete: Arc<WorkQueue<Handle>>,
-    pub attempt_to_orphan: Arc<WorkQueue<Handle>>,
-    pub absent_owner_cache: Arc<AbsentOwnerCache>,
     pub events: EventSink,
 }
 
@@ -544,9 +541,6 @@ impl Rig {
             .partial_view(partial_view)
             .mapper(Arc::new(SharedRestMapper::new(RestMapper::new(&discovery.resources))))
             .build();
-        let attempt_to_delete = collector.attempt_to_delete().clone();
-        let attempt_to_orphan = collector.attempt_to_orphan().clone();
-        let absent_owner_cache = collector.absent_owner_cache().clone();
         let applier = Applier {
             graph: graph.clone(),
             router: router.clone(),
@@ -559,9 +553,6 @@ impl Rig {
             collector,
             router,
             applier,
-            attempt_to_delete,
-            attempt_to_orphan,
-            absent_owner_cache,
             events,
         }
     }
@@ -619,7 +610,7 @@ impl Rig {
 
     /// Runs one attemptToDelete worker step on the next queued item; false if none was queued.
     pub async fn step_delete(&self) -> bool {
-        if self.attempt_to_delete.is_empty() {
+        if self.collector.attempt_to_delete().is_empty() {
             return false;
         }
         self.collector.process_attempt_to_delete_worker().await
@@ -627,7 +618,7 @@ impl Rig {
 
     /// Runs one attemptToOrphan worker step; false if none was queued.
     pub async fn step_orphan(&self) -> bool {
-        if self.attempt_to_orphan.is_empty() {
+        if self.collector.attempt_to_orphan().is_empty() {
             return false;
         }
         self.collector.process_attempt_to_orphan_worker().await
@@ -635,12 +626,12 @@ impl Rig {
 
     /// The immediately queued items of attemptToDelete, taken out of the queue (and marked done).
     pub async fn drain_delete_queue(&self) -> Vec<Handle> {
-        drain(&self.attempt_to_delete).await
+        drain(self.collector.attempt_to_delete()).await
     }
 
     /// The immediately queued items of attemptToOrphan, taken out of the queue.
     pub async fn drain_orphan_queue(&self) -> Vec<Handle> {
-        drain(&self.attempt_to_orphan).await
+        drain(self.collector.attempt_to_orphan()).await
     }
 
     /// The events the builder recorded so far.
@@ -656,7 +647,7 @@ impl Rig {
     pub async fn peek_delete_queue(&self) -> Vec<Handle> {
         let items = self.drain_delete_queue().await;
         for item in &items {
-            self.attempt_to_delete.add(item.clone());
+            self.collector.attempt_to_delete().add(item.clone());
         }
         items
     }
@@ -664,12 +655,12 @@ impl Rig {
     /// Advances the paused clock until every rate-limited attemptToDelete item has come due and
     /// joined the back of the queue.
     pub async fn release_delayed(&self) {
-        release(&self.attempt_to_delete, "attemptToDelete").await;
+        release(self.collector.attempt_to_delete(), "attemptToDelete").await;
     }
 
     /// The same for attemptToOrphan.
     pub async fn release_delayed_orphans(&self) {
-        release(&self.attempt_to_orphan, "attemptToOrphan").await;
+        release(self.collector.attempt_to_orphan(), "attemptToOrphan").await;
     }
 
     /// A collector over `api` (a wrapper around this rig's cluster) that shares this rig's REST
