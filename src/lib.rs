@@ -47,6 +47,7 @@ pub mod fuzzing;
 pub mod graph;
 pub mod journal;
 pub mod leader;
+pub mod migrator;
 pub mod monitor;
 pub mod queue;
 pub mod rate;

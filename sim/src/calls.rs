@@ -9,7 +9,7 @@
 
 use super::pages::{self, Listing};
 use super::store::present;
-use super::SimCluster;
+use super::{Part, SimCluster, Written};
 use futures::StreamExt;
 use kube_gc::api::layers::{Count, Layer, Request, Verb};
 use kube_gc::api::shard::ShardSelector;
@@ -35,12 +35,14 @@ pub struct ApiCalls {
     pub create_event: u64,
     /// Discovery requests.
     pub discover: u64,
+    /// PUTs of a status.
+    pub update: u64,
 }
 
 impl ApiCalls {
     /// Every call, all verbs together.
     pub fn total(&self) -> u64 {
-        self.get + self.list + self.watch + self.patch + self.delete + self.create_event + self.discover
+        self.get + self.list + self.watch + self.patch + self.delete + self.create_event + self.discover + self.update
     }
 }
 
@@ -54,6 +56,7 @@ impl ApiCalls {
             patch: count.of(Verb::Patch),
             delete: count.of(Verb::Delete),
             create_event: count.of(Verb::Create),
+            update: count.of(Verb::Update),
             discover: count.of(Verb::Discovery),
         }
     }
@@ -126,6 +129,33 @@ impl ClusterApi for SimCluster {
         self.counted(Request::on(Verb::Watch, gvr), || {
             let start = self.state.lock().watch_with_initial(gvr, "")?;
             Ok(in_shards(start.with_initial_events_end(), shard))
+        })
+    }
+
+    async fn apply(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        field_manager: &str,
+        config: &serde_json::Value,
+    ) -> Result<PartialObjectMeta, ApiError> {
+        self.counted(Request::on(Verb::Patch, gvr), || {
+            let writes = self.writes(false).by(field_manager);
+            writes
+                .apply(gvr, namespace, name, config, false)
+                .map(Written::into_object)
+        })
+    }
+
+    async fn list_whole(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+        self.counted(Request::on(Verb::List, gvr), || self.list_page_now(gvr, None, "", 0))
+    }
+
+    async fn replace_status(&self, gvr: &Gvr, object: &PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
+        self.counted(Request::on(Verb::Update, gvr), || {
+            let writes = self.writes(false).to(Part::Status);
+            writes.update(gvr, object.clone()).map(Written::into_object)
         })
     }
 

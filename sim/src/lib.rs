@@ -80,6 +80,7 @@ mod patch;
 pub mod persist;
 pub mod simulate;
 mod status;
+mod storage_version;
 mod store;
 mod strategy;
 mod types;
@@ -96,6 +97,7 @@ pub use lifecycle::{DEFAULT_NAMESPACES, FINALIZER_CRD_CLEANUP, FINALIZER_KUBERNE
 pub(crate) use managed::FieldsTable;
 pub use managed::ManagedFieldsList;
 pub use persist::{temporary_state_path, StateError};
+pub use storage_version::StorageReport;
 pub use store::{Snapshot, WatchStart};
 pub use strategy::Part;
 pub use types::TypeDef;
@@ -196,6 +198,14 @@ impl SimCluster {
     /// Reads an object, as a user would; 404 if it does not exist.
     pub fn get_object(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
         self.state.lock().get(gvr, namespace, name)
+    }
+
+    /// Asks for a progress notification on every open watch of `gvr`'s type, as the API server's
+    /// watch cache asks etcd: each watch then gets a BOOKMARK event at the cluster's newest
+    /// resourceVersion, once it has delivered every change before it. Bookmarks of quiet types
+    /// thus move on with the cluster, as a real server's do.
+    pub fn request_watch_progress(&self, gvr: &Gvr) -> Result<(), ApiError> {
+        self.state.lock().request_progress(gvr)
     }
 
     /// Every object of a type, in all namespaces; empty for an unknown type.

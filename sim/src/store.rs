@@ -332,6 +332,25 @@ impl State {
         served_mut(&mut self.types, gvr)
     }
 
+    /// Moves the type serving `gvr` to its next storage generation ([`super::storage_version`]);
+    /// the objects written from now on take resourceVersions after the last one handed out.
+    pub(super) fn rotate_storage(&mut self, gvr: &Gvr) -> Result<u32, ApiError> {
+        let last_rv = self.last_rv;
+        let ty = self.type_mut(gvr)?;
+        ty.def.storage_rotations.push(last_rv);
+        Ok(ty.def.storage_generation())
+    }
+
+    /// The type serving `gvr` and the resourceVersion of each of its objects.
+    pub(super) fn stored_versions(&self, gvr: &Gvr) -> Result<(&TypeDef, Vec<u64>), ApiError> {
+        let ty = self.type_of(gvr)?;
+        let versions = ty
+            .objects
+            .iter()
+            .map(|o| o.metadata.resource_version.parse().unwrap_or(0));
+        Ok((&ty.def, versions.collect()))
+    }
+
     /// A writer for the type serving `gvr`; 503 once the cluster is sealed.
     pub(super) fn writer(&mut self, gvr: &Gvr) -> Result<Writer<'_>, ApiError> {
         if self.sealed {
@@ -403,6 +422,7 @@ impl State {
         obj.api_version.clear();
         obj.kind.clear();
         strategy::prepare_create(&w.ty.def, &mut obj, w.ty.objects.iter())?;
+        validation::object_spec(&w.ty.def, None, &obj)?;
         let stored = w.store_new(obj, recording)?;
         let out = present(&stored, gvr, &w.ty.def);
         self.after_write(gvr);
@@ -532,6 +552,13 @@ impl State {
             initial_events,
             resource_version: start,
         })
+    }
+
+    /// Sends every open watch of the type serving `gvr` a progress notification at the newest
+    /// resourceVersion ([`WatchHub::progress`]).
+    pub(super) fn request_progress(&self, gvr: &Gvr) -> Result<(), ApiError> {
+        self.type_of(gvr)?.hub.progress(self.last_rv);
+        Ok(())
     }
 
     /// The watch hub of a type, by group and resource.
@@ -783,7 +810,8 @@ impl Writer<'_> {
         strategy::prepare_update(&self.ty.def, self.part, old, &mut new);
         check_replace(&self.ty.def, old, &mut new)?;
         let fields = self.fields_after(Some(old), &new, recording)?;
-        if new == **old && fields == self.fields.table.get(&old.metadata.uid) {
+        let stale = self.ty.def.is_stale(old.metadata.resource_version.parse().unwrap_or(0));
+        if new == **old && fields == self.fields.table.get(&old.metadata.uid) && !stale {
             fields.clone_into(self.fields.written);
             return Ok(Arc::clone(old));
         }
@@ -834,6 +862,7 @@ fn check_replace(def: &TypeDef, old: &PartialObjectMeta, new: &mut PartialObject
     keep_system_fields(old, new);
     dedup_owner_references(&mut new.metadata.owner_references);
     validation::object_meta(def, name, &new.metadata, Write::Update)?;
+    validation::object_spec(def, Some(old), new)?;
     check_size(new)?;
     if old.metadata.deletion_timestamp.is_some() {
         let added: BTreeSet<&String> = new

@@ -38,7 +38,7 @@ pub enum Part {
 }
 
 /// The built-in types served with a `status` subresource.
-const WITH_STATUS: [(&str, &str); 12] = [
+const WITH_STATUS: [(&str, &str); 13] = [
     ("", "pods"),
     ("", "services"),
     ("", "namespaces"),
@@ -51,6 +51,7 @@ const WITH_STATUS: [(&str, &str); 12] = [
     ("apps", "daemonsets"),
     ("batch", "jobs"),
     ("batch", "cronjobs"),
+    ("storagemigration.k8s.io", "storageversionmigrations"),
 ];
 
 /// The built-in types served with a `scale` subresource.

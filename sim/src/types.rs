@@ -10,6 +10,12 @@ pub(super) const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// The resource of CustomResourceDefinitions.
 pub(super) const CRD_RESOURCE: &str = "customresourcedefinitions";
 
+/// The group of StorageVersionMigrations, which ask a migrator to rewrite every object of a
+/// resource in its current storage version ([`super::storage_version`]).
+pub(super) const SVM_GROUP: &str = "storagemigration.k8s.io";
+/// The resource of StorageVersionMigrations.
+pub(super) const SVM_RESOURCE: &str = "storageversionmigrations";
+
 /// The verbs every simulated type supports, as discovery lists them.
 const VERBS: [&str; 8] = [
     "get",
@@ -59,6 +65,10 @@ pub struct TypeDef {
     /// The categories discovery advertises (`all`), which kubectl expands to their resources.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub categories: Vec<String>,
+    /// The resourceVersions at which each storage generation after the first began
+    /// ([`super::storage_version`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage_rotations: Vec<u64>,
 }
 
 impl TypeDef {
@@ -75,6 +85,7 @@ impl TypeDef {
             default_policy: PropagationPolicy::Background,
             short_names: Vec::new(),
             categories: Vec::new(),
+            storage_rotations: Vec::new(),
         }
     }
 
@@ -209,5 +220,6 @@ pub(super) fn builtin_catalogue() -> Vec<TypeDef> {
         TypeDef::new("events.k8s.io", "v1", "Event", "events", true).with_short_names(&["ev"]),
         TypeDef::new(CRD_GROUP, "v1", "CustomResourceDefinition", CRD_RESOURCE, false)
             .with_short_names(&["crd", "crds"]),
+        TypeDef::new(SVM_GROUP, "v1beta1", "StorageVersionMigration", SVM_RESOURCE, false),
     ]
 }

@@ -38,6 +38,16 @@ pub(super) struct Change {
 }
 
 impl Change {
+    /// A progress notification at `rv`: every change of the type up to `rv` was sent before it
+    /// (etcd's progress notify, which the API server's watch cache turns into bookmarks).
+    fn progress(rv: u64) -> Self {
+        Change {
+            rv,
+            event_type: WatchEventType::Bookmark,
+            object: Arc::default(),
+        }
+    }
+
     /// An ADDED event for an object that already exists, as a watch from "now" reports it first.
     pub(super) fn added(object: Arc<PartialObjectMeta>) -> Self {
         let rv = object.metadata.resource_version.parse().unwrap_or(0);
@@ -50,7 +60,7 @@ impl Change {
 
     fn into_event(self, api_version: &str, kind: &str) -> WatchEvent {
         let mut object = Arc::unwrap_or_clone(self.object);
-        if self.event_type == WatchEventType::Deleted {
+        if matches!(self.event_type, WatchEventType::Deleted | WatchEventType::Bookmark) {
             // Written into the copy's own string, which has room for it: no allocation.
             let rv = &mut object.metadata.resource_version;
             rv.clear();
@@ -129,6 +139,15 @@ impl WatchHub {
             if let Some(evicted) = self.history.pop_front() {
                 self.forgotten_through = evicted.rv;
             }
+        }
+    }
+
+    /// Sends every live subscriber a progress notification at `rv`, the cluster's newest
+    /// resourceVersion: it reaches each after every change already sent to it. Not kept in the
+    /// history, and never closes a subscriber (a full one simply gets none).
+    pub(super) fn progress(&self, rv: u64) {
+        for tx in &self.subscribers {
+            let _ = tx.try_send(Change::progress(rv));
         }
     }
 

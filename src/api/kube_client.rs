@@ -313,6 +313,38 @@ impl ClusterApi for KubeApi {
         self.open_watch(gvr, &query).await
     }
 
+    async fn apply(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        field_manager: &str,
+        config: &serde_json::Value,
+    ) -> Result<PartialObjectMeta, ApiError> {
+        let uri = with_query(&path(gvr, namespace, Some(name))?, &[("fieldManager", field_manager)]);
+        let body = Some(("application/apply-patch+yaml", config.to_string().into_bytes()));
+        let req = request(Method::PATCH, &uri, ACCEPT_METADATA, body)?;
+        Ok(self.stamp(gvr, self.send(req).await?))
+    }
+
+    async fn list_whole(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+        let req = request(Method::GET, &path(gvr, "", None)?, "application/json", None)?;
+        let list: MetadataList = self.send(req).await?;
+        Ok(ObjectList {
+            items: list.items.into_iter().map(|o| self.stamp(gvr, o)).collect(),
+            resource_version: list.metadata.resource_version,
+            continue_token: list.metadata.continue_token,
+            shard_selector: None,
+        })
+    }
+
+    async fn replace_status(&self, gvr: &Gvr, object: &PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
+        let uri = format!("{}/status", path(gvr, "", Some(&object.metadata.name))?);
+        let body = serde_json::to_vec(object).unwrap_or_default();
+        let req = request(Method::PUT, &uri, "application/json", Some(("application/json", body)))?;
+        Ok(self.stamp(gvr, self.send(req).await?))
+    }
+
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
         let now = super::time::now_rfc3339();
         let body = serde_json::json!({

@@ -94,6 +94,13 @@ impl RestMapper {
         self.by_resource.is_empty()
     }
 
+    /// The discovery entry of the version of `group`'s `resource` the group prefers, if served.
+    pub fn preferred(&self, group: &str, resource: &str) -> Option<&ApiResource> {
+        self.by_resource
+            .values()
+            .find(|r| r.preferred && r.gvr.group == group && r.gvr.resource == resource)
+    }
+
     /// The discovery entry of a resource, if served.
     pub fn resource(&self, gvr: &Gvr) -> Option<&ApiResource> {
         self.by_resource.get(gvr)

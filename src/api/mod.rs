@@ -157,4 +157,47 @@ pub trait ClusterApi: Send + Sync + 'static {
 
     /// Records a core/v1 Event.
     fn create_event(&self, event: &EventRecord) -> impl Future<Output = Result<(), ApiError>> + Send;
+
+    /// Server-side apply (`application/apply-patch+yaml`, not forced) of `config` to one object, as
+    /// `field_manager`; returns the object's metadata after it.
+    ///
+    /// The storage version migrator ([`crate::migrator`]) is the one caller. An implementation
+    /// that does not serve it answers 405.
+    fn apply(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        field_manager: &str,
+        config: &serde_json::Value,
+    ) -> impl Future<Output = Result<PartialObjectMeta, ApiError>> + Send {
+        let _ = (gvr, namespace, name, field_manager, config);
+        async { Err(not_served("server-side apply")) }
+    }
+
+    /// LIST every object of a cluster-scoped resource whole (spec and status, not metadata only),
+    /// in one request, for the few objects kube-gc reads in full: StorageVersionMigrations.
+    fn list_whole(&self, gvr: &Gvr) -> impl Future<Output = Result<ObjectList, ApiError>> + Send {
+        let _ = gvr;
+        async { Err(not_served("a whole-object list")) }
+    }
+
+    /// PUT the `status` of the cluster-scoped `object`, its resourceVersion the precondition (409
+    /// Conflict when it changed); returns the object as stored.
+    fn replace_status(
+        &self,
+        gvr: &Gvr,
+        object: &PartialObjectMeta,
+    ) -> impl Future<Output = Result<PartialObjectMeta, ApiError>> + Send {
+        let _ = (gvr, object);
+        async { Err(not_served("a status update")) }
+    }
+}
+
+/// The answer of an implementation to a request it does not serve.
+fn not_served(what: &str) -> ApiError {
+    ApiError::status(
+        StatusReason::MethodNotAllowed,
+        format!("{what} is not served by this client"),
+    )
 }

@@ -13,6 +13,12 @@ pub fn now_rfc3339_micros() -> String {
     rfc3339_micros(Timestamp::now())
 }
 
+/// The instant an RFC 3339 timestamp names (either form above, or any offset); none when `text`
+/// is not one.
+pub fn parse_rfc3339(text: &str) -> Option<std::time::SystemTime> {
+    text.parse::<Timestamp>().ok().map(std::time::SystemTime::from)
+}
+
 fn rfc3339(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
@@ -34,6 +40,13 @@ mod tests {
         assert_eq!(rfc3339(at(0, 0)), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(at(951_782_400, 0)), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(at(1_700_000_000, 999_999)), "2023-11-14T22:13:20Z");
+    }
+
+    #[test]
+    fn parse_rfc3339_should_read_what_rfc3339_writes_and_refuse_the_rest() {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        assert_eq!(parse_rfc3339("2023-11-14T22:13:20Z"), Some(t));
+        assert_eq!(parse_rfc3339("yesterday"), None);
     }
 
     #[test]

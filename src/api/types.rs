@@ -439,3 +439,52 @@ impl EventRecord {
         }
     }
 }
+
+/// A group and resource, version-free: the unit resources are ignored by, and migrated by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GroupResource {
+    /// API group (`""` for core).
+    pub group: String,
+    /// Plural resource name.
+    pub resource: String,
+}
+
+impl GroupResource {
+    /// Builds one.
+    pub fn new(group: &str, resource: &str) -> Self {
+        GroupResource {
+            group: group.into(),
+            resource: resource.into(),
+        }
+    }
+}
+
+impl std::str::FromStr for GroupResource {
+    type Err = String;
+
+    /// `resource` for the core group or `resource.group`, as kubectl names them (`events`,
+    /// `events.events.k8s.io`, `widgets.example.com`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (resource, group) = s.split_once('.').unwrap_or((s, ""));
+        let valid = |part: &str| {
+            part.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c))
+        };
+        if resource.is_empty() || !valid(resource) || !valid(group) {
+            return Err(format!(
+                "{s:?}: expected RESOURCE or RESOURCE.GROUP, e.g. events.events.k8s.io"
+            ));
+        }
+        Ok(GroupResource::new(group, resource))
+    }
+}
+
+impl std::fmt::Display for GroupResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.resource)
+        } else {
+            write!(f, "{}.{}", self.resource, self.group)
+        }
+    }
+}

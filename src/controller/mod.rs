@@ -24,6 +24,7 @@ use crate::audit::{AuditConfig, AuditMetrics, Auditor};
 use crate::builder::GraphEventMetrics;
 use crate::collector::{Collector, PartialView, Waiting};
 use crate::graph::{Graph, Handle};
+use crate::migrator::{Collected, Migrations, Migrator, MigratorConfig};
 use crate::queue::WorkQueue;
 use crate::recorder::EventSink;
 use crate::router::Router;
@@ -64,6 +65,8 @@ pub struct GarbageCollector<C> {
     workers_started: AtomicBool,
     /// The periodic audit's counters (all 0 while it is off).
     audit: Arc<AuditMetrics>,
+    /// The storage version migrator's figures (none while no migrator runs).
+    migrations: Arc<Migrations>,
 }
 
 impl<C: ClusterApi> GarbageCollector<C> {
@@ -108,6 +111,7 @@ impl<C: ClusterApi> GarbageCollector<C> {
             workers: Mutex::new(JoinSet::new()),
             workers_started: AtomicBool::new(false),
             audit: Arc::new(AuditMetrics::default()),
+            migrations: Arc::default(),
             config,
         });
         for events in partitions {
@@ -142,9 +146,34 @@ impl<C: ClusterApi> GarbageCollector<C> {
         auditor
     }
 
+    /// A storage version migrator over this collector's graph, writing through `api` (see
+    /// [`crate::migrator`]); [`GarbageCollector::start_migrator`] runs one, tests drive polls by
+    /// hand.
+    pub fn migrator<M: ClusterApi>(&self, api: Arc<M>, config: MigratorConfig) -> Arc<Migrator<M>> {
+        let collected = Collected {
+            graph: self.graph.clone(),
+            router: self.router.clone(),
+            mapper: self.mapper.clone(),
+            monitors: self.monitors.clone(),
+            shard: self.config.shard.clone(),
+            migrations: self.migrations.clone(),
+        };
+        Migrator::new(collected, api, config)
+    }
+
+    /// Runs a storage version migrator beside the collector until it stops.
+    pub fn start_migrator<M: ClusterApi>(&self, api: Arc<M>, config: MigratorConfig) {
+        self.spawn(self.migrator(api, config).run());
+    }
+
     /// The periodic audit's counters.
     pub fn audit_metrics(&self) -> &Arc<AuditMetrics> {
         &self.audit
+    }
+
+    /// The storage version migrator's figures ([`crate::migrator`]).
+    pub fn migrations(&self) -> &Arc<Migrations> {
+        &self.migrations
     }
 
     /// The router, through which every graph event goes: for tests that feed the graph by hand.

@@ -165,6 +165,13 @@ impl Views for parking_lot::Mutex<Monitors> {
     }
 }
 
+/// The monitor set as the storage version migrator sees it.
+impl crate::migrator::MonitorStatuses for parking_lot::Mutex<Monitors> {
+    fn status_of(&self, gvr: &Gvr) -> Option<Arc<crate::monitor::MonitorStatus>> {
+        self.lock().running.get(gvr).map(|m| m.status().clone())
+    }
+}
+
 /// The monitor set as the audit sees it (the lock is held for a map walk, never across an await).
 impl crate::audit::Monitored for parking_lot::Mutex<Monitors> {
     fn complete(&self) -> BTreeMap<Gvr, Gvk> {

@@ -44,6 +44,21 @@ impl ResourceVersion {
         self.0
     }
 
+    /// The version as a number, 0 when unknown; [`from_number`](Self::from_number) reads it
+    /// back, so an atomic can hold one.
+    pub fn number(self) -> u64 {
+        self.0
+    }
+
+    /// The version `n` names; unknown when it is 0 or does not fit [`Self::BITS`].
+    pub fn from_number(n: u64) -> ResourceVersion {
+        if n < 1 << Self::BITS {
+            ResourceVersion(n)
+        } else {
+            ResourceVersion::UNKNOWN
+        }
+    }
+
     /// True when a version is known.
     pub fn is_known(self) -> bool {
         self.0 != 0

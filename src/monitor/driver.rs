@@ -124,6 +124,10 @@ impl<C: ClusterApi> Watcher<C> {
                 debug_assert!(answer.is_none(), "an action after one that asked: {action:?}");
                 answer = self.perform(action).await;
             }
+            // Every event the state's version speaks for is routed by now.
+            if let Some(resource_version) = state.resource_version() {
+                self.status.reached(resource_version);
+            }
             let input = match answer {
                 Some(input) => input,
                 None => self.next_event().await,

@@ -153,6 +153,15 @@ pub(super) enum Action {
 pub(super) type Step = (State, Vec<Action>);
 
 impl State {
+    /// The resourceVersion the view has reached, while a watch is followed: that of the last
+    /// event or bookmark it delivered, or of the read it follows.
+    pub(super) fn resource_version(&self) -> Option<&str> {
+        match self {
+            State::Watching { resource_version, .. } => Some(resource_version),
+            _ => None,
+        }
+    }
+
     /// A monitor that reads its resource by `mode` starts reading it.
     pub(super) fn start(mode: SyncMode) -> Step {
         read(mode, Vec::new())

@@ -8,6 +8,7 @@
 //! synced yet, or that is being rebuilt by a relist after its watch history expired (410), may
 //! miss objects the cluster has, or hold objects it no longer has.
 
+use crate::graph::ResourceVersion;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -63,6 +64,9 @@ pub struct MonitorStatus {
     watch_resumes: AtomicU64,
     /// Milliseconds since the Unix epoch of the last complete list; 0 before the first.
     last_list_ms: AtomicU64,
+    /// The resourceVersion the view has reached, in [`ResourceVersion`]'s bits; 0 before the
+    /// first sync.
+    reached: AtomicU64,
 }
 
 impl MonitorStatus {
@@ -111,6 +115,19 @@ impl MonitorStatus {
     /// Watches reopened from the last resourceVersion after an error other than 410.
     pub fn watch_resumes(&self) -> u64 {
         self.watch_resumes.load(Ordering::Relaxed)
+    }
+
+    /// The resourceVersion the view has reached (client-go's `LastSyncResourceVersion`): that of
+    /// the last complete read, or of the last event or bookmark its watch delivered since, once
+    /// routed. Unknown before the first sync, and on a server whose versions are not numbers.
+    pub fn last_sync_resource_version(&self) -> ResourceVersion {
+        ResourceVersion::from_number(self.reached.load(Ordering::Acquire))
+    }
+
+    /// Monitor task only: the view has reached `resource_version`.
+    pub(super) fn reached(&self, resource_version: &str) {
+        let reached = ResourceVersion::parse(resource_version).number();
+        self.reached.store(reached, Ordering::Release);
     }
 
     /// When the last complete list ended, if any did.

@@ -78,6 +78,10 @@ pub struct Report {
     /// The ring's scale, published by the planner (the live replica of the lowest identity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<ring::Scale>,
+    /// StorageVersionMigrations whose objects in those ranges are all rewritten
+    /// ([`crate::migrator`]).
+    #[serde(default, skip_serializing_if = "OwnerSet::is_empty")]
+    pub migrated: OwnerSet,
 }
 
 impl Report {
@@ -103,6 +107,8 @@ pub struct Shard {
     findings: RwLock<Findings>,
     /// Owners orphaned lately, by this replica's collectors or its peers; none when alone.
     orphaned: Option<Arc<Orphaned>>,
+    /// StorageVersionMigrations this instance finished its part of.
+    migrated: RwLock<Vec<Uid>>,
     /// Events the monitors dropped on the client because the server sent them outside the
     /// ranges (it ignores `shardSelector`).
     filtered: AtomicU64,
@@ -200,6 +206,23 @@ impl Shard {
         }
     }
 
+    /// This instance rewrote every object of its part for the StorageVersionMigration `uid`.
+    pub fn record_migrated(&self, uid: Uid) {
+        let mut migrated = self.migrated.write();
+        if !migrated.contains(&uid) {
+            migrated.push(uid);
+        }
+    }
+
+    /// Whether every shard has finished its part of the StorageVersionMigration `uid`: this
+    /// instance's ranges and those of the live peers that report it migrated cover the hash
+    /// space (this instance having finished its own part).
+    pub fn migration_agreed(&self, uid: &Uid) -> bool {
+        let peers = self.peers.read();
+        let done = peers.values().filter(|r| r.migrated.contains(uid)).map(|r| &r.ranges);
+        Ranges::union(done.chain([&self.ranges])).is_all()
+    }
+
     /// The report to publish: the ranges and the findings that still stand on `graph`. A
     /// finding stands while its owner is in the graph and still observed with the finalizer of
     /// the deletion it speaks for; one that no longer stands is dropped ([`Findings::retain`]).
@@ -213,6 +236,8 @@ impl Shard {
                 .filter(|n| !n.is_virtual())
                 .is_some_and(|owner| hold.held_by(&owner.observation().finalizers))
         });
+        // A migration's part stands while the migration exists.
+        self.migrated.write().retain(|uid| graph.contains(uid));
         self.report()
     }
 
@@ -226,6 +251,7 @@ impl Shard {
             pending_owners,
             orphaned: self.orphaned.as_ref().map(|o| o.published()).unwrap_or_default(),
             scale: None,
+            migrated: OwnerSet::new(self.migrated.read().iter().map(findings::key).collect()),
         }
     }
 

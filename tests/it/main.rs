@@ -37,5 +37,6 @@ mod sim_apiserver_restart;
 mod sim_surface;
 mod sim_validation;
 mod stall;
+mod storage_migration;
 mod tree;
 mod unserved_version;

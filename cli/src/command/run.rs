@@ -18,6 +18,7 @@ use kube_gc::audit::AuditConfig;
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
 use kube_gc::journal::{FileConfig, Journal, JournalConfig};
 use kube_gc::leader::{LeaderElector, LeaseConfig, Tenure, WallClock};
+use kube_gc::migrator::MigratorConfig;
 use kube_gc::monitor::SyncMode;
 use kube_gc::queue::RateLimiterConfig;
 use kube_gc::shard::membership::{lease_name, Assignment, Collecting, Membership};
@@ -152,6 +153,21 @@ pub struct RunArgs {
     /// watch lag (see docs/operating.md, "Churn, downtime and audit"). 0 (the default) turns the audit off.
     #[arg(long, default_value = "0", value_parser = kube_gc::duration::parse)]
     audit_period: Duration,
+    /// Run the storage version migrator (storagemigration.k8s.io) beside the collector, as
+    /// kube-controller-manager runs it on its collector's graph; it idles while the API server
+    /// does not serve StorageVersionMigrations. `--storage-version-migrator=false` turns it off.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    storage_version_migrator: bool,
+    /// Requests per second of the storage version migrator's rewrites and status writes, a budget
+    /// of its own, so a migration never delays the collector (kube-controller-manager's client: 20).
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = super::non_negative_rate)]
+    migrator_qps: f64,
+    /// Migrator requests let through at once.
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.burst, value_parser = clap::value_parser!(u32).range(1..))]
+    migrator_burst: u32,
+    /// Rewrites one migration keeps in flight at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=256))]
+    migrator_concurrency: u64,
     /// How often to log the graph's size and the queues' lengths.
     #[arg(long, default_value = "30s", value_parser = kube_gc::duration::parse_positive)]
     report_every: Duration,
@@ -168,6 +184,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     // The identity in the User-Agent tells replicas apart in the API server's audit log.
     let agent = format!("kube-gc/{} ({identity})", env!("CARGO_PKG_VERSION"));
     let client = kube_gc::api::connect(args.kubeconfig.as_deref(), &agent).await?;
+    // The migrator's requests carry a User-Agent of their own, as each of kube-controller-manager's
+    // controllers' do, so that an audit log tells them from the collector's.
+    let migrator_agent = format!("{agent}/{}", kube_gc::migrator::FIELD_MANAGER);
+    let migrator_client = kube_gc::api::connect(args.kubeconfig.as_deref(), &migrator_agent).await?;
     let version = client.apiserver_version().await.context("reaching the API server")?;
     eprintln!("kube-gc run: API server {}", version.git_version);
     let mut config = Config {
@@ -200,7 +220,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         // Ready only while collecting its ranges on synced monitors, not while they change hands.
         let slot = Slot::starting();
         args.serving.start(cert, slot.clone(), &client, &agent).await?;
-        return run_sharded(&args, (client, slot), config, (lease, assignment)).await;
+        return run_sharded(&args, (client, migrator_client, slot), config, (lease, assignment)).await;
     }
     let slot = if lease.is_some() {
         Slot::standing_by()
@@ -223,9 +243,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         None if args.dry_run => Fence::closed(),
         None => Fence::open(),
     };
-    let api = layers::stack(KubeApi::new(client), args.budgets(), fence);
+    let api = layers::stack(KubeApi::new(client), args.budgets(), fence.clone());
     let gc = GarbageCollector::start(Arc::new(api), config).await;
     slot.fill(gc.clone());
+    args.start_migrator(&gc, migrator_client, fence);
     let lost = async {
         match &mut elector {
             Some(elector) => elector.hold().await,
@@ -270,7 +291,7 @@ impl Collecting for Running {
 /// signal, then leaves the group so that the peers take them over at once.
 async fn run_sharded(
     args: &RunArgs,
-    (client, slot): (kube::Client, Arc<Slot<layers::Stack<KubeApi>>>),
+    (client, migrator_client, slot): (kube::Client, kube::Client, Arc<Slot<layers::Stack<KubeApi>>>),
     config: Config,
     (lease, assignment): (LeaseConfig, Assignment),
 ) -> anyhow::Result<()> {
@@ -280,10 +301,14 @@ async fn run_sharded(
     );
     let mut membership = Membership::new(client.clone(), lease, &args.shard_group, assignment);
     let fence = tenure_fence(membership.elector().tenure());
-    let api = Arc::new(layers::stack(KubeApi::new(client), args.budgets(), fence));
+    let api = Arc::new(layers::stack(
+        KubeApi::new(client.clone()),
+        args.budgets(),
+        fence.clone(),
+    ));
     let every = args.report_every;
     let start = |shard: Arc<Shard>| {
-        let (api, slot) = (api.clone(), slot.clone());
+        let (api, slot, client, fence) = (api.clone(), slot.clone(), migrator_client.clone(), fence.clone());
         let config = Config {
             shard,
             ..config.clone()
@@ -296,6 +321,7 @@ async fn run_sharded(
                 let gc = gc.clone();
                 async move { report(&gc, every).await }
             });
+            args.start_migrator(&gc, client, fence);
             Arc::new(Running { gc, slot, reporter })
         }
     };
@@ -332,8 +358,26 @@ async fn report(gc: &GarbageCollector<layers::Stack<KubeApi>>, every: Duration) 
         } else {
             format!("; incomplete views: {}", blind.join(", "))
         };
+        let migrating: String = gc
+            .migrations()
+            .active()
+            .iter()
+            .map(|m| {
+                let f = m.figures;
+                match m.waiting_for.as_str() {
+                    "" => format!(
+                        "; migrating {} ({}): {}/{}",
+                        m.resource,
+                        m.name,
+                        f.rewritten + f.skipped,
+                        f.total
+                    ),
+                    why => format!("; migration {} ({}) waits: {why}", m.name, m.resource),
+                }
+            })
+            .collect();
         eprintln!(
-            "kube-gc run: {} objects in the graph, {synced}/{} resources synced, {} to delete, {} to orphan, {} waiting for views{blind}{}",
+            "kube-gc run: {} objects in the graph, {synced}/{} resources synced, {} to delete, {} to orphan, {} waiting for views{blind}{migrating}{}",
             gc.graph().len(),
             monitors.len(),
             gc.attempt_to_delete().len(),
@@ -345,6 +389,25 @@ async fn report(gc: &GarbageCollector<layers::Stack<KubeApi>>, every: Duration) 
 }
 
 impl RunArgs {
+    /// Starts the storage version migrator beside `gc`, unless turned off, with a client of its
+    /// own over `client`: its own budget, behind the collector's `fence`. It stops with `gc`.
+    fn start_migrator(&self, gc: &GarbageCollector<layers::Stack<KubeApi>>, client: kube::Client, fence: Fence) {
+        // Shadow mode writes nothing, and a migration is nothing but writes.
+        if !self.storage_version_migrator || self.dry_run {
+            return;
+        }
+        let budget = Budget {
+            qps: self.migrator_qps,
+            burst: self.migrator_burst,
+        };
+        let api = layers::stack(KubeApi::new(client), Budgets::new(budget, budget, budget), fence);
+        let config = MigratorConfig {
+            concurrency: self.migrator_concurrency as usize,
+            ..MigratorConfig::default()
+        };
+        gc.start_migrator(Arc::new(api), config);
+    }
+
     /// The client-side rate limits of discovery, the monitors and the workers.
     fn budgets(&self) -> Budgets {
         Budgets::new(

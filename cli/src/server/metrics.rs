@@ -33,6 +33,15 @@
 //! | `kube_gc_audit_objects_checked_total` | counter | objects the periodic audit compared with the graph |
 //! | `kube_gc_audit_drift_total{kind}` | counter | drift the audit found and repaired, `kind` being `missing`, `stale` or `gone` |
 //!
+//! The storage version migrator's ([`kube_gc::migrator`]), under the names of upstream's migrator,
+//! by `resource` (`deployments.apps`):
+//!
+//! | family | type | value |
+//! |---|---|---|
+//! | `storage_migrator_core_migrator_migrated_objects_total{resource}` | counter | objects rewritten |
+//! | `storage_migrator_core_migrator_remaining_objects_total{resource}` | gauge | objects the migration in progress has still to rewrite |
+//! | `storage_migrator_core_migrator_migrations_total{resource,status}` | counter | migrations ended, `status` being `Succeeded` or `Failed` |
+//!
 //! The names above are the samples' names. As OpenMetrics has it, a counter's `# TYPE` line names
 //! its family without `_total` (the crate appends it to each sample), and a family whose name ends
 //! in `_seconds` is declared with the unit `seconds` (a `# UNIT` line). The histograms' bucket
@@ -49,6 +58,7 @@ use kube_gc::api::{CallCount, ClusterApi};
 use kube_gc::audit::DriftKind;
 use kube_gc::builder::GraphEventStats;
 use kube_gc::controller::GarbageCollector;
+use kube_gc::migrator::Totals;
 use kube_gc::monitor::{MonitorStatus, SyncMode};
 use kube_gc::queue::{DurationHistogram, QueueStats, DURATION_BUCKETS, GRAPH_CHANGES};
 use prometheus_client::collector::Collector;
@@ -57,6 +67,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::{Registry, Unit};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// The `Content-Type` of [`render`]'s text.
@@ -98,6 +109,10 @@ struct Snapshot {
     audit_checked: u64,
     /// Per [`DriftKind::ALL`].
     audit_drift: [u64; 3],
+    /// What every migration came to, by resource.
+    migrations: BTreeMap<String, Totals>,
+    /// Objects still to rewrite, by resource of a migration in progress.
+    remaining: BTreeMap<String, u64>,
 }
 
 /// What the graph-changes queue has of a work queue's figures (see the [module docs](self)).
@@ -165,6 +180,11 @@ impl Snapshot {
             tasks: tokio::runtime::Handle::try_current().map_or(0, |h| h.metrics().num_alive_tasks() as u64),
             audit_checked: gc.audit_metrics().checked(),
             audit_drift: DriftKind::ALL.map(|kind| gc.audit_metrics().drift(kind)),
+            migrations: gc.migrations().totals(),
+            remaining: gc.migrations().active().into_iter().fold(BTreeMap::new(), |mut by, m| {
+                *by.entry(m.resource).or_default() += m.figures.remaining;
+                by
+            }),
         }
     }
 }
@@ -271,7 +291,49 @@ impl Collector for Snapshot {
                 )
             }),
         )?;
+        self.migration_metrics(encoder)?;
         self.monitor_metrics(encoder)
+    }
+}
+
+impl Snapshot {
+    /// The storage version migrator's families (see the [module docs](self)).
+    fn migration_metrics(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+        family(
+            encoder,
+            "storage_migrator_core_migrator_migrated_objects",
+            "Objects the storage version migrator rewrote, by resource",
+            None,
+            MetricType::Counter,
+            self.migrations
+                .iter()
+                .map(|(resource, t)| ([("resource", resource.as_str())], ConstCounter::new(t.migrated))),
+        )?;
+        family(
+            encoder,
+            "storage_migrator_core_migrator_remaining_objects_total",
+            "Objects the migration in progress has still to rewrite, by resource",
+            None,
+            MetricType::Gauge,
+            self.remaining
+                .iter()
+                .map(|(resource, n)| ([("resource", resource.as_str())], ConstGauge::new(*n))),
+        )?;
+        family(
+            encoder,
+            "storage_migrator_core_migrator_migrations",
+            "Storage version migrations ended, by resource and status",
+            None,
+            MetricType::Counter,
+            self.migrations.iter().flat_map(|(resource, t)| {
+                [("Succeeded", t.succeeded), ("Failed", t.failed)].map(|(status, n)| {
+                    (
+                        [("resource", resource.as_str()), ("status", status)],
+                        ConstCounter::new(n),
+                    )
+                })
+            }),
+        )
     }
 }
 

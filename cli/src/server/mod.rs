@@ -6,6 +6,7 @@
 //! | `/explain?uid=U` | JSON: why an object is not collected yet (`explain.rs`) |
 //! | `/debug/journal[?limit=N]` | the latest journal lines, oldest first, as JSON Lines ([`kube_gc::journal`]) |
 //! | `/debug/stuck[?older-than=D&limit=N]` | JSON: the objects waiting on the collector for at least `D` (default `--stall-after`), oldest first, each explained (`stuck.rs`) |
+//! | `/debug/migrations` | JSON: the storage version migrations in progress, each with its pass's figures or what it waits for ([`kube_gc::migrator`]) |
 //! | `/metrics` | OpenMetrics text (`metrics.rs`) |
 //! | `/healthz` | `ok` while the process serves |
 //! | `/readyz` | `ok` once the monitors have synced or the initial sync wait has passed, else 503 |
@@ -47,6 +48,8 @@ pub const GRAPH_PATH: &str = "/debug/controllers/garbagecollector/graph";
 pub const JOURNAL_PATH: &str = "/debug/journal";
 /// Where the list of objects stuck waiting on the collector is mounted.
 pub const STUCK_PATH: &str = "/debug/stuck";
+/// The path of the migrations in progress.
+pub const MIGRATIONS_PATH: &str = "/debug/migrations";
 
 /// The collector the endpoints describe: empty until it has started, and while a shard's ranges
 /// change hands.
@@ -122,6 +125,7 @@ pub fn router<C: ClusterApi>(slot: Arc<Slot<C>>) -> Router {
         .route("/explain", get(explain::<C>))
         .route(JOURNAL_PATH, get(journal::<C>))
         .route(STUCK_PATH, get(stuck::<C>))
+        .route(MIGRATIONS_PATH, get(migrations::<C>))
         .route("/metrics", get(metrics::<C>))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz::<C>))
@@ -222,6 +226,11 @@ async fn stuck<C: ClusterApi>(
         Err(why) => return Ok((StatusCode::BAD_REQUEST, why).into_response()),
     };
     Ok(axum::Json(stuck::stuck(&gc, older_than, limit)).into_response())
+}
+
+async fn migrations<C: ClusterApi>(State(slot): Shared<C>) -> Result<Response, Unavailable> {
+    let gc = slot.collector()?;
+    Ok(axum::Json(gc.migrations().active()).into_response())
 }
 
 /// A `limit=` parameter: `default` when absent or empty, else a whole number, or what the 400

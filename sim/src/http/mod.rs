@@ -22,6 +22,9 @@
 //!   handler's failure is the response of that request only.
 //! - Every answered request can be logged, one JSON line each ([`audit`]), from the one request
 //!   path every request takes.
+//! - `/sim/storage/…/{resource}` is the simulator's own: GET shows how many of the resource's
+//!   objects are stored at each storage generation, POST moves the resource to the next one first
+//!   ([`crate::storage_version`]), so a test can prove that a migration rewrote every object.
 //! - Stopping is graceful and bounded ([`serve`]): open watches end at once, requests in flight get
 //!   a moment to finish, and once `serve` returns the server changes the cluster no more.
 //!
@@ -81,7 +84,7 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use kube_gc::api::{ApiError, StatusReason};
+use kube_gc::api::{ApiError, Gvr, StatusReason};
 use represent::{error_response, json_response};
 use request::{Call, Target};
 use std::future::{Future, IntoFuture};
@@ -227,6 +230,18 @@ async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response
 }
 
 impl Server {
+    /// A GET of a resource's storage report, or a POST that rotates its storage first
+    /// ([`crate::storage_version`]).
+    fn storage(&self, gvr: &Gvr, method: &Method) -> Result<Response, ApiError> {
+        if method == Method::POST {
+            self.cluster.rotate_storage(gvr)?;
+        } else if method != Method::GET {
+            return Err(resources::method_not_allowed());
+        }
+        let report = serde_json::to_value(self.cluster.storage_report(gvr)?).unwrap_or_default();
+        Ok(json_response(StatusCode::OK, &report))
+    }
+
     /// A POST of an access review ([`review`]): answered, never stored.
     async fn review(&self, resource: &str, method: &Method, parts: &Parts, body: Body) -> Result<Response, ApiError> {
         if method != Method::POST {
@@ -251,6 +266,9 @@ impl Server {
         if let Target::Review(resource) = &call.target {
             return self.review(resource, &call.method, &parts, body).await;
         }
+        if let Target::Storage(gvr) = &call.target {
+            return self.storage(gvr, &call.method);
+        }
         if call.method != Method::GET {
             return Err(resources::method_not_allowed());
         }
@@ -269,7 +287,12 @@ impl Server {
             Target::Groups => Some(discovery::group_list(&self.cluster)),
             Target::Group(group) => discovery::group(&self.cluster, group),
             Target::GroupVersion(group, version) => discovery::resource_list(&self.cluster, group, version)?,
-            Target::Health | Target::Resource(_) | Target::Review(_) | Target::OpenApi(_) | Target::Unknown => None,
+            Target::Health
+            | Target::Resource(_)
+            | Target::Review(_)
+            | Target::Storage(_)
+            | Target::OpenApi(_)
+            | Target::Unknown => None,
         };
         document.map(|doc| json_response(StatusCode::OK, &doc)).ok_or_else(|| {
             ApiError::status(

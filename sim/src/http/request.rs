@@ -125,6 +125,10 @@ pub(super) enum Target {
     Resource(ResourcePath),
     /// An access review's collection ([`super::review`]).
     Review(String),
+    /// `/sim/storage/api/{version}/{resource}` or `/sim/storage/apis/{group}/{version}/{resource}`:
+    /// the resource's objects by storage generation ([`crate::StorageReport`]); a POST moves the
+    /// resource to its next generation first.
+    Storage(Gvr),
     /// Anything else.
     Unknown,
 }
@@ -176,6 +180,8 @@ pub(super) fn parse_path(path: &str) -> Target {
         ["apis", group, review::VERSION, resource] if review::kind_of(group, resource).is_some() => {
             Target::Review(resource.to_string())
         }
+        ["sim", "storage", "api", version, resource] => Target::Storage(Gvr::new("", version, resource)),
+        ["sim", "storage", "apis", group, version, resource] => Target::Storage(Gvr::new(group, version, resource)),
         ["api", version, rest @ ..] => resource_path("", version, rest),
         ["apis", group, version, rest @ ..] => resource_path(group, version, rest),
         _ => Target::Unknown,

@@ -13,7 +13,11 @@
 //!
 //! Bookmarks (with `allowWatchBookmarks`) carry the newest resourceVersion the watch has reported
 //! every change up to: never less than the last event sent, and never sent while the initial ADDED
-//! events of a watch from "now" are still being delivered, since those come in name order.
+//! events of a watch from "now" are still being delivered, since those come in name order. At each
+//! bookmark tick the watch asks the cluster for progress ([`SimCluster::request_watch_progress`]),
+//! as the API server's watch cache asks etcd, and sends the bookmark when the notification comes
+//! through its stream: at the cluster's newest resourceVersion, after every change before it, so
+//! the bookmarks of a quiet type move on with the cluster as a real server's do.
 //!
 //! [`SimCluster::watch_objects`]: crate::SimCluster::watch_objects
 
@@ -27,6 +31,7 @@ use kube_gc::api::{ApiError, WatchEvent, WatchEventType, WatchStream, INITIAL_EV
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, Interval, Sleep};
 use tokio_util::sync::CancellationToken;
@@ -48,6 +53,8 @@ pub(super) struct WatchLimits {
 }
 
 struct Watch {
+    /// The cluster, asked for progress at each bookmark tick.
+    cluster: Arc<SimCluster>,
     events: WatchStream,
     path: ResourcePath,
     params: Params,
@@ -69,7 +76,7 @@ struct Watch {
 
 /// The streaming body of a watch request, or the error that keeps it from opening.
 pub(super) fn open(
-    cluster: &SimCluster,
+    cluster: &Arc<SimCluster>,
     path: ResourcePath,
     params: Params,
     presentation: Presentation,
@@ -97,6 +104,7 @@ pub(super) fn open(
         resource_version,
     } = start;
     let watch = Watch {
+        cluster: Arc::clone(cluster),
         events: stream,
         bookmarks: limits
             .bookmark_every
@@ -170,8 +178,11 @@ impl Watch {
                 () = self.stopping.cancelled() => return None,
                 _ = wait(&mut self.deadline) => return None,
                 _ = tick(&mut self.bookmarks), if self.initial_left == 0 => {
-                    let object = self.presentation.bookmark(&self.api_version, &self.kind, self.current);
-                    return Some(line(&json!({"type": "BOOKMARK", "object": object})));
+                    // The bookmark goes out when the notification comes through the stream,
+                    // after every change before it ([`deliver`](Self::deliver)).
+                    if self.cluster.request_watch_progress(&self.path.gvr).is_err() {
+                        return None; // the type is no longer served
+                    }
                 }
                 event = self.events.next() => match event {
                     None => {
@@ -196,14 +207,19 @@ impl Watch {
     /// Accounts for `event` and presents it, unless the request's filters leave it out.
     fn deliver(&mut self, event: WatchEvent) -> Option<String> {
         let rv: u64 = event.object.metadata.resource_version.parse().unwrap_or(0);
-        self.initial_left = self.initial_left.saturating_sub(1);
         self.current = self.current.max(rv);
+        if event.event_type == WatchEventType::Bookmark {
+            let send = self.params.allow_bookmarks && self.initial_left == 0;
+            let object = self.presentation.bookmark(&self.api_version, &self.kind, self.current);
+            return send.then(|| line(&json!({"type": "BOOKMARK", "object": object})));
+        }
+        self.initial_left = self.initial_left.saturating_sub(1);
         let meta = &event.object.metadata;
         let in_scope = self.path.namespace.as_ref().is_none_or(|ns| *ns == meta.namespace)
             && self.params.labels.matches(meta)
             && self.params.fields.matches(meta)
             && self.params.shards.matches(meta);
-        if !in_scope || event.event_type == WatchEventType::Bookmark {
+        if !in_scope {
             return None;
         }
         if let Some(left) = &mut self.events_left {

@@ -9,14 +9,14 @@
 //! `null` in the configuration removes the field.
 //!
 //! An apply to an object that does not exist creates it through the store's create, with all its
-//! checks; the configuration's name must be the URL's (400 otherwise, as for any patch), so
+//! checks, unless the configuration names a UID (409 Conflict, the storage's UID precondition); the configuration's name must be the URL's (400 otherwise, as for any patch), so
 //! `generateName` never names an applied object. The configuration must be an object of the URL's
 //! `apiVersion` and of the type's `kind`, without `metadata.managedFields` (400); a keyed list item
 //! without its keys, or two items with the same keys, is 422.
 
 use super::super::managed::fieldset::{item_steps, key_step, remove_paths, FieldSet};
 use super::super::managed::Managers;
-use super::super::status::{bad_request, invalid};
+use super::super::status::{bad_request, conflict, invalid};
 use super::super::store::{present, Recording, State};
 use super::super::types::TypeDef;
 use super::decode_patched;
@@ -42,6 +42,16 @@ impl State {
         check_config(&def, gvr, config)?;
         let applied = FieldSet::of_object(config, w.shape());
         let Ok(old) = w.existing(namespace, name) else {
+            // A configuration that names a UID speaks of one object only: the storage's UID
+            // precondition fails against the missing object, as it does for a deleted one.
+            let uid = config
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if !uid.is_empty() {
+                let detail = format!("Precondition failed: UID in precondition: {uid}, UID in object meta: ");
+                return Err(conflict(&def, name, &detail));
+            }
             let mut blank = PartialObjectMeta::default();
             blank.metadata.name = name.to_string();
             blank.metadata.namespace = namespace.to_string();

@@ -16,10 +16,11 @@
 mod formats;
 mod metadata;
 mod names;
+mod spec;
 
 use crate::status::invalid_fields;
 use crate::types::TypeDef;
-use kube_gc::api::{owner_reference_errors, ApiError, FieldError, ObjectMeta};
+use kube_gc::api::{owner_reference_errors, ApiError, FieldError, ObjectMeta, PartialObjectMeta};
 
 /// Which write the metadata is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,21 @@ pub(super) fn object_meta(def: &TypeDef, name: &str, meta: &ObjectMeta, write: W
         Ok(())
     } else {
         Err(invalid_fields(def, name, &errors))
+    }
+}
+
+/// Checks the spec of `new`, the new state of `old` (none on a create), for the types whose spec
+/// has rules ([`spec`]).
+pub(super) fn object_spec(
+    def: &TypeDef,
+    old: Option<&PartialObjectMeta>,
+    new: &PartialObjectMeta,
+) -> Result<(), ApiError> {
+    let errors = spec::failures(def, old, new);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid_fields(def, &new.metadata.name, &errors))
     }
 }
 

@@ -75,7 +75,7 @@ impl Budgets {
         match verb {
             Verb::Discovery => &self.discovery,
             Verb::List | Verb::Watch => &self.monitors,
-            Verb::Get | Verb::Patch | Verb::Delete | Verb::Create => &self.workers,
+            Verb::Get | Verb::Patch | Verb::Delete | Verb::Create | Verb::Update => &self.workers,
         }
     }
 }

@@ -71,7 +71,7 @@ mod tests {
         let ok = || async { Ok::<_, ApiError>(()) };
         assert!(fence.around(Verb::Delete.into(), ok).await.is_ok());
         open.store(false, Ordering::Release);
-        for write in [Verb::Patch, Verb::Delete, Verb::Create] {
+        for write in [Verb::Patch, Verb::Delete, Verb::Create, Verb::Update] {
             assert!(fence.around(write.into(), ok).await.is_err(), "{write:?} refused");
         }
         for read in [Verb::Get, Verb::List, Verb::Watch, Verb::Discovery] {

@@ -58,11 +58,13 @@ pub enum Verb {
     Delete,
     /// POST of an Event.
     Create,
+    /// PUT of an object's `status`.
+    Update,
 }
 
 impl Verb {
     /// Every verb, in order.
-    pub const ALL: [Verb; 7] = [
+    pub const ALL: [Verb; 8] = [
         Verb::Discovery,
         Verb::Get,
         Verb::List,
@@ -70,6 +72,7 @@ impl Verb {
         Verb::Patch,
         Verb::Delete,
         Verb::Create,
+        Verb::Update,
     ];
 
     /// The name requests are counted under.
@@ -82,12 +85,13 @@ impl Verb {
             Verb::Patch => "patch",
             Verb::Delete => "delete",
             Verb::Create => "create",
+            Verb::Update => "update",
         }
     }
 
     /// True for the verbs that change the cluster.
     pub fn is_write(self) -> bool {
-        matches!(self, Verb::Patch | Verb::Delete | Verb::Create)
+        matches!(self, Verb::Patch | Verb::Delete | Verb::Create | Verb::Update)
     }
 }
 
@@ -216,6 +220,28 @@ impl<L: Layer, C: ClusterApi> ClusterApi for Layered<L, C> {
         self.layer
             .around(Verb::Create.into(), || self.inner.create_event(event))
             .await
+    }
+
+    async fn apply(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        field_manager: &str,
+        config: &serde_json::Value,
+    ) -> Result<PartialObjectMeta, ApiError> {
+        let call = || self.inner.apply(gvr, namespace, name, field_manager, config);
+        self.layer.around(Request::on(Verb::Patch, gvr), call).await
+    }
+
+    async fn list_whole(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+        let call = || self.inner.list_whole(gvr);
+        self.layer.around(Request::on(Verb::List, gvr), call).await
+    }
+
+    async fn replace_status(&self, gvr: &Gvr, object: &PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
+        let call = || self.inner.replace_status(gvr, object);
+        self.layer.around(Request::on(Verb::Update, gvr), call).await
     }
 }
 

@@ -10,6 +10,7 @@
 
 pub mod partition;
 pub mod process;
+pub mod processes;
 
 use kube_gc::api::layers::{self, Budget, Budgets, Fault, Fence, Stack, Verb};
 use kube_gc::api::shard::ShardSelector;
@@ -250,10 +251,17 @@ pub const HTTP_PATIENCE: Duration = Duration::from_secs(30);
 
 /// A GET over a fresh loopback connection, in real time: the status code and the body.
 pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    http_request(addr, "GET", path).await
+}
+
+/// A request of `method` without a body over a fresh loopback connection, in real time: the
+/// status code and the body.
+pub async fn http_request(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, String) {
     let exchange = async {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let request =
+            format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await.expect("send");
         let mut response = String::new();
         stream.read_to_string(&mut response).await.expect("receive");
@@ -771,12 +779,14 @@ pub type UserAction<C> = Box<dyn FnOnce(&C) + Send>;
 /// A [`ClusterApi`] between the collector and a cluster: it writes down every call it passes on,
 /// as `"<verb> <gvr> <ns>/<name>"` (upstream's unit tests assert on the exact requests the
 /// collector sends), keeps the options of every DELETE, can run a user action right before the
-/// next DELETE, and can add objects no API server would store to one resource's LIST and WATCH.
+/// next DELETE or server-side apply, and can add objects no API server would store to one
+/// resource's LIST and WATCH.
 pub struct Recorder<C> {
     pub inner: Arc<C>,
     log: parking_lot::Mutex<Vec<String>>,
     deletes: parking_lot::Mutex<Vec<DeleteOptions>>,
     before_delete: parking_lot::Mutex<Option<UserAction<C>>>,
+    before_apply: parking_lot::Mutex<Option<UserAction<C>>>,
     injected: parking_lot::Mutex<Option<(Gvr, Vec<PartialObjectMeta>)>>,
     /// What goes wrong with the next watch-list of a resource.
     trouble: parking_lot::Mutex<Option<(Gvr, WatchListTrouble)>>,
@@ -802,6 +812,7 @@ impl<C> Recorder<C> {
             log: parking_lot::Mutex::new(Vec::new()),
             deletes: parking_lot::Mutex::new(Vec::new()),
             before_delete: parking_lot::Mutex::new(None),
+            before_apply: parking_lot::Mutex::new(None),
             injected: parking_lot::Mutex::new(None),
             trouble: parking_lot::Mutex::new(None),
         }
@@ -825,6 +836,19 @@ impl<C> Recorder<C> {
     /// Runs `action` on the cluster right before the next DELETE reaches it.
     pub fn before_next_delete(&self, action: impl FnOnce(&C) + Send + 'static) {
         *self.before_delete.lock() = Some(Box::new(action));
+    }
+
+    /// Runs `action` on the cluster right before the next server-side apply reaches it.
+    pub fn before_next_apply(&self, action: impl FnOnce(&C) + Send + 'static) {
+        *self.before_apply.lock() = Some(Box::new(action));
+    }
+
+    /// Runs the action waiting in `slot`, if any.
+    fn run_before(&self, slot: &parking_lot::Mutex<Option<UserAction<C>>>) {
+        let action = slot.lock().take();
+        if let Some(action) = action {
+            action(&self.inner);
+        }
     }
 
     /// Adds `objects` to the last page of every LIST of `gvr`, as MODIFIED events at the start of
@@ -879,10 +903,7 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
         self.note("delete", gvr, namespace, name);
-        let action = self.before_delete.lock().take();
-        if let Some(action) = action {
-            action(&self.inner);
-        }
+        self.run_before(&self.before_delete);
         self.deletes.lock().push(options.clone());
         self.inner.delete(gvr, namespace, name, options).await
     }
@@ -947,6 +968,29 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
     async fn create_event(&self, event: &EventRecord) -> Result<(), ApiError> {
         self.log.lock().push("create_event".into());
         self.inner.create_event(event).await
+    }
+
+    async fn apply(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        field_manager: &str,
+        config: &serde_json::Value,
+    ) -> Result<PartialObjectMeta, ApiError> {
+        self.note("apply", gvr, namespace, name);
+        self.run_before(&self.before_apply);
+        self.inner.apply(gvr, namespace, name, field_manager, config).await
+    }
+
+    async fn list_whole(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
+        self.note("list-whole", gvr, "", "");
+        self.inner.list_whole(gvr).await
+    }
+
+    async fn replace_status(&self, gvr: &Gvr, object: &PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
+        self.note("update-status", gvr, "", &object.metadata.name);
+        self.inner.replace_status(gvr, object).await
     }
 }
 

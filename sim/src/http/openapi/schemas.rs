@@ -3,7 +3,7 @@
 //! stored CRD objects.
 
 use crate::TypeDef;
-use k8s_openapi::api::{apps, batch, coordination, core, events, rbac};
+use k8s_openapi::api::{apps, batch, coordination, core, events, rbac, storagemigration};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube_gc::api::PartialObjectMeta;
@@ -95,6 +95,11 @@ fn builtins() -> Vec<Builtin> {
         builtin::<coordination::v1::Lease>("coordination.k8s.io", "v1", "Lease"),
         builtin::<events::v1::Event>("events.k8s.io", "v1", "Event"),
         builtin::<CustomResourceDefinition>("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        builtin::<storagemigration::v1beta1::StorageVersionMigration>(
+            "storagemigration.k8s.io",
+            "v1beta1",
+            "StorageVersionMigration",
+        ),
     ]
 }
 
