@@ -8,6 +8,7 @@ use loadgen::generate::{self, Amount, Preset, Topology};
 use loadgen::perf_gate::{self, GateOptions};
 use loadgen::record;
 use loadgen::replay::full::FullOptions;
+use loadgen::replay::migration::MigrateOptions;
 use loadgen::replay::{self, ReplayOptions};
 use loadgen::stream::StreamWriter;
 use std::io::Write;
@@ -265,6 +266,17 @@ struct ReplayArgs {
     /// Full mode: give up when the collector has not synced, or not settled, after this long.
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
+    /// Full mode: run a storage version migration of RESOURCE (or RESOURCE.GROUP) beside the
+    /// cascade, as `kube-gc run`'s migrator does, and report its time and the cascade's.
+    #[arg(long, value_name = "RESOURCE")]
+    migrate: Option<kube_gc::api::GroupResource>,
+    /// Full mode with --migrate: objects of the resource added before the collector starts.
+    #[arg(long, default_value_t = 0, requires = "migrate")]
+    migrate_objects: usize,
+    /// Full mode with --migrate: the migrator's requests per second, as `kube-gc run
+    /// --migrator-qps` sets them (0: no limit).
+    #[arg(long, default_value_t = 0.0, requires = "migrate", value_parser = non_negative)]
+    migrate_qps: f64,
     /// No progress bars.
     #[arg(long)]
     quiet: bool,
@@ -654,6 +666,11 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
                 api_latency: args.api_latency.unwrap_or_default(),
                 journal: args.journal.clone(),
                 shards: usize::from(args.shards),
+                migrate: args.migrate.clone().map(|resource| MigrateOptions {
+                    resource,
+                    objects: args.migrate_objects,
+                    qps: args.migrate_qps,
+                }),
             };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(replay::full::run(&args.file, &options, &full))?
@@ -781,4 +798,12 @@ fn perf_gate(args: PerfGateArgs) -> anyhow::Result<()> {
     let failed = checks.iter().filter(|c| !c.passed()).count();
     anyhow::ensure!(failed == 0, "{failed} of {} performance checks failed", checks.len());
     Ok(())
+}
+
+/// A rate: a number of at least 0.
+fn non_negative(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate >= 0.0 && rate.is_finite() => Ok(rate),
+        _ => Err(format!("{text:?} is not a rate of at least 0")),
+    }
 }

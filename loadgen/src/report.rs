@@ -90,6 +90,13 @@ pub struct Report {
     pub oracle_timing_independent: Option<bool>,
     /// Full mode: each collector's share of the hash space and graph (one unless `--shards N`).
     pub shards: Option<Vec<ShardFigures>>,
+    /// Full mode: from the first later event until the cluster held what the oracle ends with
+    /// (unlike `elapsed_s`, not late by a quiet check, and without a `--migrate` migration).
+    pub cascade_s: Option<f64>,
+    /// Full mode: `objects_collected / cascade_s`.
+    pub cascade_collected_per_sec: Option<f64>,
+    /// Full mode with `--migrate`: the storage version migration that ran beside the cascade.
+    pub migration: Option<crate::replay::migration::MigrationFigures>,
 }
 
 /// What a replay went through, the same in every mode.
@@ -342,6 +349,24 @@ impl Report {
                 "CPU over it: {cpu:.3} s, {:.1} µs per collected object, {:.2} cores busy on average",
                 cpu * 1e6 / collected as f64,
                 cpu / self.elapsed_s.max(f64::MIN_POSITIVE)
+            )?;
+        }
+        if let (Some(seconds), Some(rate)) = (self.cascade_s, self.cascade_collected_per_sec) {
+            writeln!(
+                f,
+                "cascade over in {seconds:.3} s: {rate:.0} objects collected per second"
+            )?;
+        }
+        if let Some(m) = &self.migration {
+            writeln!(
+                f,
+                "storage version migration of {} ({} objects) beside it: {} rewritten in {:.3} s ({:.0} per second), {} left stale",
+                m.resource,
+                m.objects,
+                m.rewritten,
+                m.seconds,
+                m.rewritten as f64 / m.seconds.max(f64::MIN_POSITIVE),
+                m.stale_after
             )?;
         }
         if let Some(c) = self.api_calls {

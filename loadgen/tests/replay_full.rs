@@ -8,6 +8,7 @@ use kube_gc::journal::{Action as Write, Source};
 use kube_gc_sim::model;
 use loadgen::generate::{generate, Amount, Preset, Summary, Topology};
 use loadgen::replay::full::{self, FullOptions};
+use loadgen::replay::migration::MigrateOptions;
 use loadgen::replay::script::{Action, Script};
 use loadgen::replay::ReplayOptions;
 use loadgen::report::Report;
@@ -31,6 +32,15 @@ fn replay_journaled(path: &Path, verify_with_get: bool, journal: Option<PathBuf>
 
 /// [`replay_journaled`] by `shards` collectors splitting the cluster.
 fn replay_with(path: &Path, verify_with_get: bool, journal: Option<PathBuf>, shards: usize) -> Report {
+    replay_migrating(path, (verify_with_get, journal, shards), None)
+}
+
+/// [`replay_with`], with a storage version migration beside the cascade when `migrate` says so.
+fn replay_migrating(
+    path: &Path,
+    (verify_with_get, journal, shards): (bool, Option<PathBuf>, usize),
+    migrate: Option<MigrateOptions>,
+) -> Report {
     let options = ReplayOptions {
         partitions: vec![2],
         skip_bad: false,
@@ -43,6 +53,7 @@ fn replay_with(path: &Path, verify_with_get: bool, journal: Option<PathBuf>, sha
         api_latency: Duration::ZERO,
         journal,
         shards,
+        migrate,
     };
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(full::run(path, &options, &full)).expect("replay")
@@ -110,6 +121,32 @@ fn full_replay_of_the_small_preset_should_end_as_the_oracle_expects() {
         assert!(report.objects_collected.is_some_and(|n| n > 0));
         assert_eq!(report.actions_failed, Some(0));
     }
+}
+
+/// A storage version migration beside the cascade rewrites every ConfigMap, the ones added for it
+/// and the stream's, and changes nothing of the cascade's outcome; the cascade's own time is
+/// reported with and without it.
+#[test]
+fn a_migration_beside_the_cascade_should_rewrite_every_object_and_change_no_outcome() {
+    let (_dir, path, _) = stream_of(&Preset::Small.topology(), 11);
+    let alone = replay_with(&path, false, None, 1);
+    assert_outcome_ok(&alone);
+    assert!(alone.cascade_s.is_some_and(|s| s > 0.0) && alone.migration.is_none());
+    let migrate = MigrateOptions {
+        resource: "configmaps".parse().expect("a resource"),
+        objects: 2000,
+        qps: 0.0,
+    };
+    let beside = replay_migrating(&path, (false, None, 1), Some(migrate));
+    assert_outcome_ok(&beside);
+    assert_eq!(beside.objects_collected, alone.objects_collected);
+    assert!(beside.cascade_s.is_some(), "the cascade's end was seen");
+    let migration = beside.migration.expect("the migration's figures");
+    assert_eq!(migration.stale_after, 0, "{migration:?}");
+    assert!(
+        migration.rewritten >= 2000 && migration.rewritten as usize <= migration.objects,
+        "the added ones and at most the rest, once: {migration:?}"
+    );
 }
 
 /// Three sharded collectors end where one does, on a cluster whose cluster-scoped owners (Fleets)

@@ -194,6 +194,102 @@ pub trait ClusterApi: Send + Sync + 'static {
     }
 }
 
+/// A shared client is a client: every call goes to the one behind the `Arc`, so that layers can
+/// be stacked over a client others hold too.
+impl<C: ClusterApi> ClusterApi for std::sync::Arc<C> {
+    fn discover(&self) -> impl Future<Output = Result<Discovery, ApiError>> + Send {
+        (**self).discover()
+    }
+
+    fn get(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<PartialObjectMeta, ApiError>> + Send {
+        (**self).get(gvr, namespace, name)
+    }
+
+    fn patch(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        edit: &Patch,
+    ) -> impl Future<Output = Result<PartialObjectMeta, ApiError>> + Send {
+        (**self).patch(gvr, namespace, name, edit)
+    }
+
+    fn delete(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        (**self).delete(gvr, namespace, name, options)
+    }
+
+    fn list_page(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        continue_token: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<ObjectList, ApiError>> + Send {
+        (**self).list_page(gvr, shard, continue_token, limit)
+    }
+
+    fn watch(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> impl Future<Output = Result<WatchStream, ApiError>> + Send {
+        (**self).watch(gvr, shard, resource_version)
+    }
+
+    fn watch_list(
+        &self,
+        gvr: &Gvr,
+        shard: Option<&ShardSelector>,
+        resource_version: &str,
+    ) -> impl Future<Output = Result<WatchStream, ApiError>> + Send {
+        (**self).watch_list(gvr, shard, resource_version)
+    }
+
+    fn call_counts(&self) -> Vec<CallCount> {
+        (**self).call_counts()
+    }
+
+    fn create_event(&self, event: &EventRecord) -> impl Future<Output = Result<(), ApiError>> + Send {
+        (**self).create_event(event)
+    }
+
+    fn apply(
+        &self,
+        gvr: &Gvr,
+        namespace: &str,
+        name: &str,
+        field_manager: &str,
+        config: &serde_json::Value,
+    ) -> impl Future<Output = Result<PartialObjectMeta, ApiError>> + Send {
+        (**self).apply(gvr, namespace, name, field_manager, config)
+    }
+
+    fn list_whole(&self, gvr: &Gvr) -> impl Future<Output = Result<ObjectList, ApiError>> + Send {
+        (**self).list_whole(gvr)
+    }
+
+    fn replace_status(
+        &self,
+        gvr: &Gvr,
+        object: &PartialObjectMeta,
+    ) -> impl Future<Output = Result<PartialObjectMeta, ApiError>> + Send {
+        (**self).replace_status(gvr, object)
+    }
+}
+
 /// The answer of an implementation to a request it does not serve.
 fn not_served(what: &str) -> ApiError {
     ApiError::status(

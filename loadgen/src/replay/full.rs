@@ -28,6 +28,7 @@
 //! [`QUIET_FOR`](kube_gc_sim::simulate::QUIET_FOR). Items retrying with backoff may remain (an owner
 //! of a kind nobody serves is retried forever); they make no API call.
 
+use super::migration::{self, MigrateOptions, MigrationFigures};
 use super::oracle;
 use super::replicas::{Replicas, ShardFigures};
 use super::script::{Action, Script, Target};
@@ -73,6 +74,8 @@ pub struct FullOptions {
     pub journal: Option<std::path::PathBuf>,
     /// Collectors splitting the cluster as `kube-gc run --shards auto` replicas (1: unsharded).
     pub shards: usize,
+    /// A storage version migration to run during the cascade (`--migrate`).
+    pub migrate: Option<MigrateOptions>,
 }
 
 /// The collector's view of the cluster: the in-memory one behind `--api-latency`.
@@ -86,8 +89,25 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
     let cluster = api.inner();
     let types = Types::serve(cluster, &script).await?;
     load(cluster, &types, &script, options.quiet)?;
-    let loaded = cluster.object_count();
     let resources = cluster.discover().await.context("reading discovery")?.resources;
+    let namespaces: Vec<String> = {
+        let mut all: Vec<String> = script.created().map(|o| o.metadata.namespace.clone()).collect();
+        all.sort_unstable();
+        all.dedup();
+        all.retain(|n| !n.is_empty());
+        all
+    };
+    let migrated = match &full.migrate {
+        Some(migrate) => {
+            let gvr = migration::served(&resources, migrate)?;
+            let namespaced = resources.iter().any(|r| r.gvr == gvr && r.namespaced);
+            let added = migration::populate(cluster, &gvr, namespaced, &namespaces, migrate.objects)?;
+            Some((gvr, migrate.clone(), added))
+        }
+        None => None,
+    };
+    let loaded = cluster.object_count();
+    let expected = expected_outcome(&resources, &script, options.quiet);
     let partitions = options.partitions.first().copied().unwrap_or(1);
     let config = Config {
         workers: full.workers,
@@ -99,16 +119,19 @@ pub async fn run(path: &Path, options: &ReplayOptions, full: &FullOptions) -> an
         journal: journal(full.journal.as_deref())?,
         ..Config::default()
     };
-    let namespaces = script
-        .created()
-        .map(|o| o.metadata.namespace.as_str())
-        .filter(|n| !n.is_empty());
-    let replicas = Replicas::start(&api, &config, full.shards, namespaces).await;
-    let run = drive(&replicas, cluster, &types, &script, full.timeout, options.quiet).await;
+    let replicas = Replicas::start(&api, &config, full.shards, namespaces.iter().map(String::as_str)).await;
+    let ends = Ends {
+        model: (expected.settled, expected.outcome.len()),
+        migration: migrated.as_ref().map(|(gvr, options, _)| (&api, gvr, options)),
+    };
+    let run = drive(&replicas, cluster, &types, &script, (full.timeout, options.quiet), ends).await;
     replicas.shutdown().await;
     let run = run?;
-    let expected = expected_outcome(&resources, &script, options.quiet);
-    let actual = types.outcome(cluster, &resources);
+    let mut actual = types.outcome(cluster, &resources);
+    // The objects added for a migration are not the stream's, and the model knows nothing of them.
+    for uid in migrated.iter().flat_map(|(_, _, added)| added) {
+        actual.remove(uid);
+    }
     let found = differences(&expected.outcome, &actual);
     let replayed = Report::of(ReplayedStream {
         mode: "full",
@@ -314,6 +337,10 @@ struct Run {
     attempt: BucketPercentiles,
     /// Each replica's part once the first settle is over.
     shards: Vec<ShardFigures>,
+    /// From the first action until the cluster held what the model ends with.
+    cascade: Option<Duration>,
+    /// `--migrate`: what the migration came to.
+    migration: Option<MigrationFigures>,
 }
 
 impl Run {
@@ -342,19 +369,32 @@ impl Run {
             api_calls: Some(calls),
             queue_wait_ns_le: Some(self.queue_wait),
             attempt_to_delete_ns_le: Some(self.attempt),
+            cascade_s: self.cascade.map(|d| d.as_secs_f64()),
+            cascade_collected_per_sec: self
+                .cascade
+                .map(|d| self.collected as f64 / d.as_secs_f64().max(f64::MIN_POSITIVE)),
+            migration: self.migration.clone(),
             ..replayed
         }
     }
 }
 
 /// Steps 4 and 5 of the module docs.
+/// What tells the cascade's end, and the migration to run beside it.
+struct Ends<'a> {
+    /// The model's object counts: once settled before the actions, and at the end.
+    model: (usize, usize),
+    /// `--migrate`: the collector's API, the resource and the migration's options.
+    migration: Option<(&'a Arc<Api>, &'a Gvr, &'a MigrateOptions)>,
+}
+
 async fn drive(
     replicas: &Replicas,
     cluster: &SimCluster,
     types: &Types,
     script: &Script,
-    timeout: Duration,
-    quiet: bool,
+    (timeout, quiet): (Duration, bool),
+    ends: Ends<'_>,
 ) -> anyhow::Result<Run> {
     let started = Instant::now();
     if !replicas.wait_for_sync(timeout).await {
@@ -363,15 +403,30 @@ async fn drive(
     let initial_settle = settle(replicas, cluster, timeout, quiet).await? - started;
     let shards = replicas.figures();
     let settled_objects = cluster.object_count();
+    // Objects the model does not hold (namespaces, the objects to migrate) stay as they are.
+    let (model_settled, model_end) = ends.model;
+    let end_objects = (settled_objects + model_end).saturating_sub(model_settled);
     let calls_before = cluster.api_calls();
     let (wait_before, work_before) = replicas.attempt_to_delete_histograms();
+    let started = match ends.migration {
+        Some((api, gvr, options)) => Some(migration::begin(cluster, api, replicas, gvr, options)?),
+        None => None,
+    };
+    let end_objects = end_objects + usize::from(started.is_some());
     let began = Instant::now();
     let cpu_before = cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID);
     let replayed = replay_actions(cluster, types, &script.actions).await;
+    // After the last action the count only falls, to where the model ends.
+    let cascade = migration::cascade_ends(cluster, end_objects, (began, timeout), started.as_ref()).await;
+    let migration = match started {
+        Some(started) => Some(migration::finish(cluster, replicas, started, timeout).await?),
+        None => None,
+    };
     let converge = settle(replicas, cluster, timeout, quiet).await? - began;
     let converge_cpu = cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(cpu_before);
     let (wait_after, work_after) = replicas.attempt_to_delete_histograms();
-    let remaining = cluster.object_count() as u64;
+    // The migration object is the replay's own, not a survivor of the cascade.
+    let remaining = cluster.object_count() as u64 - u64::from(migration.is_some());
     Ok(Run {
         initial_settle,
         settled_objects,
@@ -384,6 +439,8 @@ async fn drive(
         queue_wait: BucketPercentiles::between(&wait_before, &wait_after),
         attempt: BucketPercentiles::between(&work_before, &work_after),
         shards,
+        cascade,
+        migration,
     })
 }
 
@@ -443,6 +500,8 @@ async fn settle(replicas: &Replicas, cluster: &SimCluster, timeout: Duration, qu
 
 /// The model's outcome for the script, and whether it is the same under both extremes of timing.
 pub struct Expected {
+    /// How many objects the model holds once settled, before the actions.
+    pub settled: usize,
     /// Where the cluster must end.
     pub outcome: Outcome,
     /// Whether settling after each action ends in the same place.
@@ -463,6 +522,7 @@ pub fn expected_outcome(resources: &[ApiResource], script: &Script, quiet: bool)
         oracle::apply(&mut start, action);
     }
     start.settle_in_one_order();
+    let settled = start.outcome().len();
     let mut stepwise = start.clone();
     let mut burst = start;
     for action in &script.actions {
@@ -475,6 +535,7 @@ pub fn expected_outcome(resources: &[ApiResource], script: &Script, quiet: bool)
     let timing_independent = outcome == stepwise.outcome();
     spinner.finish_and_clear();
     Expected {
+        settled,
         outcome,
         timing_independent,
     }

@@ -8,6 +8,7 @@
 
 pub mod builder;
 pub mod full;
+pub mod migration;
 pub mod oracle;
 pub mod replicas;
 pub mod script;

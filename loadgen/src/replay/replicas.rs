@@ -149,6 +149,26 @@ impl Replicas {
         (wait, work)
     }
 
+    /// Starts a storage version migrator beside every replica, writing through `api`.
+    pub fn start_migrators<M: kube_gc::api::ClusterApi>(
+        &self,
+        api: &Arc<M>,
+        config: kube_gc::migrator::MigratorConfig,
+    ) {
+        for gc in &self.collectors {
+            gc.start_migrator(api.clone(), config.clone());
+        }
+    }
+
+    /// Objects the replicas' migrators rewrote, all resources together.
+    pub fn migrated(&self) -> u64 {
+        let totals = self
+            .collectors
+            .iter()
+            .flat_map(|gc| gc.migrations().totals().into_values());
+        totals.map(|t| t.migrated).sum()
+    }
+
     /// Stops every replica and flushes its journal.
     pub async fn shutdown(&self) {
         for gc in &self.collectors {
