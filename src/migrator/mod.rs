@@ -185,9 +185,10 @@ impl<M: ClusterApi> Migrator<M> {
         self.collected.shard.ranges().owns("", &uid)
     }
 
-    /// Drops the figures of migrations that no longer exist.
+    /// Drops the figures of migrations that no longer exist or have ended (another replica may
+    /// have ended them).
     fn forget_gone(&self, svms: &[Svm]) {
-        let names: HashSet<&str> = svms.iter().map(Svm::name).collect();
+        let names: HashSet<&str> = svms.iter().filter(|s| !s.is_terminal()).map(Svm::name).collect();
         for active in self.collected.migrations.active() {
             if !names.contains(active.name.as_str()) {
                 self.collected.migrations.forget(&active.name);
