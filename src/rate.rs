@@ -15,6 +15,17 @@
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// A rate as a flag gives it: requests per second, a finite number of 0 or more (0 meaning no
+/// limit where the flag says so). The one parser of every `--*-qps` flag.
+pub fn parse_qps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(qps) if qps.is_finite() && qps >= 0.0 => Ok(qps),
+        _ => Err(format!(
+            "{s:?} is not a rate: expected a number of requests per second, 0 or more"
+        )),
+    }
+}
+
 /// A token bucket; see the [module docs](self).
 #[derive(Clone, Debug)]
 pub struct TokenBucket {

@@ -275,7 +275,7 @@ struct ReplayArgs {
     migrate_objects: usize,
     /// Full mode with --migrate: the migrator's requests per second, as `kube-gc run
     /// --migrator-qps` sets them (0: no limit).
-    #[arg(long, default_value_t = 0.0, requires = "migrate", value_parser = non_negative)]
+    #[arg(long, default_value_t = 0.0, requires = "migrate", value_parser = kube_gc::rate::parse_qps)]
     migrate_qps: f64,
     /// No progress bars.
     #[arg(long)]
@@ -798,12 +798,4 @@ fn perf_gate(args: PerfGateArgs) -> anyhow::Result<()> {
     let failed = checks.iter().filter(|c| !c.passed()).count();
     anyhow::ensure!(failed == 0, "{failed} of {} performance checks failed", checks.len());
     Ok(())
-}
-
-/// A rate: a number of at least 0.
-fn non_negative(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(rate) if rate >= 0.0 && rate.is_finite() => Ok(rate),
-        _ => Err(format!("{text:?} is not a rate of at least 0")),
-    }
 }

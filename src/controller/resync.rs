@@ -167,7 +167,7 @@ impl Views for parking_lot::Mutex<Monitors> {
 
 /// The monitor set as the storage version migrator sees it.
 impl crate::migrator::MonitorStatuses for parking_lot::Mutex<Monitors> {
-    fn status_of(&self, gvr: &Gvr) -> Option<Arc<crate::monitor::MonitorStatus>> {
+    fn status_of(&self, gvr: &Gvr) -> Option<Arc<MonitorStatus>> {
         self.lock().running.get(gvr).map(|m| m.status().clone())
     }
 }

@@ -82,17 +82,6 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'stat
         tokio::signal::ctrl_c().await.unwrap_or(());
     }
 }
-
-/// A rate flag: a finite number of requests per second, 0 for no limit.
-pub fn non_negative_rate(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(qps) if qps.is_finite() && qps >= 0.0 => Ok(qps),
-        _ => Err(format!(
-            "{s:?} is not a rate: expected a number of requests per second, 0 or more"
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

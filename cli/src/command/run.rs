@@ -45,27 +45,27 @@ pub struct RunArgs {
     ignored_resources: Vec<GroupResource>,
     /// Requests per second of the collector workers (GET, PATCH, DELETE, Events), as
     /// kube-controller-manager's collector client: its --kube-api-qps of 20, doubled.
-    #[arg(long, default_value_t = Budget::WORKERS.qps, value_parser = super::non_negative_rate)]
+    #[arg(long, default_value_t = Budget::WORKERS.qps, value_parser = kube_gc::rate::parse_qps)]
     kube_api_qps: f64,
     /// Worker requests let through at once after a quiet spell.
     #[arg(long, default_value_t = Budget::WORKERS.burst, value_parser = clap::value_parser!(u32).range(1..))]
     kube_api_burst: u32,
     /// Requests per second of discovery, which notices new resources (CRDs) every
     /// --resource-sync-period; a budget of its own, so a worker backlog never delays it.
-    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = super::non_negative_rate)]
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = kube_gc::rate::parse_qps)]
     discovery_qps: f64,
     /// Discovery requests let through at once.
     #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.burst, value_parser = clap::value_parser!(u32).range(1..))]
     discovery_burst: u32,
     /// Requests per second of the monitors' lists and watches, a budget of their own.
-    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = super::non_negative_rate)]
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = kube_gc::rate::parse_qps)]
     monitor_qps: f64,
     /// Monitor requests let through at once.
     #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.burst, value_parser = clap::value_parser!(u32).range(1..))]
     monitor_burst: u32,
     /// Requests per second of leader election, a budget of its own, so a renewal never waits
     /// behind the collector's requests.
-    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = super::non_negative_rate)]
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = kube_gc::rate::parse_qps)]
     leader_elect_qps: f64,
     /// Leader election requests let through at once.
     #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.burst, value_parser = clap::value_parser!(u32).range(1..))]
@@ -160,7 +160,7 @@ pub struct RunArgs {
     storage_version_migrator: bool,
     /// Requests per second of the storage version migrator's rewrites and status writes, a budget
     /// of its own, so a migration never delays the collector (kube-controller-manager's client: 20).
-    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = super::non_negative_rate)]
+    #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.qps, value_parser = kube_gc::rate::parse_qps)]
     migrator_qps: f64,
     /// Migrator requests let through at once.
     #[arg(long, default_value_t = Budget::CONTROLLER_MANAGER.burst, value_parser = clap::value_parser!(u32).range(1..))]
