@@ -152,6 +152,10 @@ impl ClusterApi for SimCluster {
         self.counted(Request::on(Verb::List, gvr), || self.list_page_now(gvr, None, "", 0))
     }
 
+    async fn get_whole(&self, gvr: &Gvr, name: &str) -> Result<PartialObjectMeta, ApiError> {
+        self.counted(Request::on(Verb::Get, gvr), || self.get_object(gvr, "", name))
+    }
+
     async fn replace_status(&self, gvr: &Gvr, object: &PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
         self.counted(Request::on(Verb::Update, gvr), || {
             let writes = self.writes(false).to(Part::Status);

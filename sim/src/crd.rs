@@ -15,8 +15,9 @@
 //! ([`super::lifecycle`]); the CRD goes, and its type is unregistered here, once they are gone.
 
 use super::status::invalid;
+use super::strategy::Part;
 use super::types::{TypeDef, CRD_GROUP as GROUP, CRD_RESOURCE as RESOURCE};
-use kube_gc::api::{Gvr, PartialObjectMeta};
+use kube_gc::api::{ApiError, Gvr, PartialObjectMeta};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::cmp::Ordering;
@@ -25,6 +26,11 @@ use std::collections::BTreeMap;
 /// True when `gvr` names the CRD type.
 pub(super) fn is_crd_type(gvr: &Gvr) -> bool {
     gvr.group == GROUP && gvr.resource == RESOURCE
+}
+
+/// True when `def` is the CRD type.
+pub(super) fn is_crd_def(def: &TypeDef) -> bool {
+    def.group == GROUP && def.resource == RESOURCE
 }
 
 #[derive(Deserialize)]
@@ -52,6 +58,8 @@ struct Version {
     name: String,
     #[serde(default)]
     served: bool,
+    #[serde(default)]
+    storage: bool,
 }
 
 /// The type a CRD object describes, or why it describes none.
@@ -135,9 +143,11 @@ fn version_priority(a: &str, b: &str) -> Ordering {
 }
 
 /// Create-time handling of a CRD: rejects one that describes no valid type (422) and fills in the
-/// status a server reports once the CRD is established.
-pub(super) fn prepare_create(def: &TypeDef, crd: &mut PartialObjectMeta) -> Result<(), kube_gc::api::ApiError> {
+/// status a server reports once the CRD is established, its storage version the one stored
+/// version, at generation 1.
+pub(super) fn prepare_create(def: &TypeDef, crd: &mut PartialObjectMeta) -> Result<(), ApiError> {
     type_of(crd).map_err(|detail| invalid(def, &crd.metadata.name, detail))?;
+    let storage = storage_version(crd).map_err(|detail| invalid(def, &crd.metadata.name, detail))?;
     let names = crd
         .rest
         .get("spec")
@@ -150,15 +160,98 @@ pub(super) fn prepare_create(def: &TypeDef, crd: &mut PartialObjectMeta) -> Resu
         json!({
             "acceptedNames": names,
             "conditions": [condition("NamesAccepted", "NoConflicts"), condition("Established", "InitialNamesAccepted")],
+            "storedVersions": [storage],
         }),
     );
+    crd.metadata.generation = Some(1);
     Ok(())
 }
 
-/// The custom types served because a CRD asks for them: CRD name → (group, resource).
+/// Update-time handling of a CRD written to `part` over `old` (after the strategy kept the part
+/// the write may not change): a change of the spec moves the generation on, a new storage version
+/// joins `status.storedVersions`, and the stored versions must still be versions of the spec and
+/// include the storage version, which keeps a version objects may be stored at from being removed
+/// until a migration has rewritten them and trimmed the list.
+pub(super) fn prepare_update(
+    def: &TypeDef,
+    part: Part,
+    old: &PartialObjectMeta,
+    new: &mut PartialObjectMeta,
+) -> Result<(), ApiError> {
+    let refuse = |detail: String| invalid(def, &old.metadata.name, detail);
+    let old_generation = old.metadata.generation.unwrap_or(1);
+    let spec_changed = old.rest.get("spec") != new.rest.get("spec");
+    new.metadata.generation = Some(old_generation + i64::from(spec_changed));
+    if part == Part::Main {
+        type_of(new).map_err(refuse)?;
+    }
+    let storage = storage_version(new).map_err(refuse)?;
+    let versions: Vec<String> = spec_versions(new);
+    let status = new
+        .rest
+        .entry("status")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or_else(|| refuse("status: Invalid value: must be an object".to_string()))?;
+    let mut stored: Vec<String> = status
+        .get("storedVersions")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    if part == Part::Main && !stored.contains(&storage) {
+        stored.push(storage.clone());
+        status.insert("storedVersions".into(), json!(stored));
+    }
+    check_stored_versions(&stored, &versions, &storage).map_err(refuse)
+}
+
+/// The one version marked `storage: true`, or why there is not exactly one.
+pub(super) fn storage_version(crd: &PartialObjectMeta) -> Result<String, String> {
+    let versions = crd.rest.get("spec").and_then(|s| s.get("versions")).cloned();
+    let versions: Vec<Version> = versions.and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default();
+    let mut storage = versions.iter().filter(|v| v.storage);
+    match (storage.next(), storage.next()) {
+        (Some(one), None) => Ok(one.name.clone()),
+        _ => Err("spec.versions: Invalid value: must have exactly one version marked as storage version".to_string()),
+    }
+}
+
+/// The names of the spec's versions.
+fn spec_versions(crd: &PartialObjectMeta) -> Vec<String> {
+    let versions = crd.rest.get("spec").and_then(|s| s.get("versions")).cloned();
+    let versions: Vec<Version> = versions.and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default();
+    versions.into_iter().map(|v| v.name).collect()
+}
+
+/// The API server's rules for `status.storedVersions`.
+fn check_stored_versions(stored: &[String], versions: &[String], storage: &str) -> Result<(), String> {
+    if stored.is_empty() {
+        return Err("status.storedVersions: Invalid value: must have at least one stored version".to_string());
+    }
+    if let Some((i, gone)) = stored.iter().enumerate().find(|(_, v)| !versions.contains(v)) {
+        return Err(format!(
+            "status.storedVersions[{i}]: Invalid value: {gone:?}: must appear in spec.versions"
+        ));
+    }
+    if !stored.iter().any(|v| v == storage) {
+        return Err(format!(
+            "status.storedVersions: Invalid value: {stored:?}: must have the storage version {storage}"
+        ));
+    }
+    Ok(())
+}
+
+/// The custom types served because a CRD asks for them: CRD name → what it serves.
 #[derive(Debug, Default)]
 pub(super) struct CrdRegistry {
-    served: BTreeMap<String, (String, String)>,
+    served: BTreeMap<String, Served>,
+}
+
+/// A served custom type and the version its objects are stored at.
+#[derive(Debug)]
+struct Served {
+    group: String,
+    resource: String,
+    storage: String,
 }
 
 /// One change [`CrdRegistry::reconcile`] asks the store to make.
@@ -167,39 +260,60 @@ pub(super) enum CrdChange {
     Register(TypeDef),
     /// Stop serving this type and drop its objects.
     Unregister { group: String, resource: String },
+    /// The CRD's storage version changed: the type's objects written from now on are stored at a
+    /// new generation ([`super::storage_version`]).
+    RotateStorage { group: String, resource: String },
 }
 
 impl CrdRegistry {
     /// True when a CRD asks for the type `group`/`resource`.
     pub(super) fn serves(&self, group: &str, resource: &str) -> bool {
-        self.served.values().any(|(g, r)| g == group && r == resource)
+        self.served.values().any(|s| s.group == group && s.resource == resource)
     }
 
     /// The changes that make the served custom types match `crds`, the stored CRD objects;
-    /// `served` tells how a type is served now. Records the result as served.
+    /// `served` tells how a type is served now (its definition, storage generations aside).
+    /// Records the result as served.
     pub(super) fn reconcile<'a>(
         &mut self,
         crds: impl Iterator<Item = &'a PartialObjectMeta>,
         served: impl Fn(&str, &str) -> Option<TypeDef>,
     ) -> Vec<CrdChange> {
-        let wanted: Vec<(String, TypeDef)> = crds
-            .filter_map(|crd| Some((crd.metadata.name.clone(), type_of(crd).ok()?)))
+        let wanted: Vec<(String, TypeDef, String)> = crds
+            .filter_map(|crd| {
+                let storage = storage_version(crd).unwrap_or_default();
+                Some((crd.metadata.name.clone(), type_of(crd).ok()?, storage))
+            })
             .collect();
         let gone: Vec<String> = self
             .served
             .keys()
-            .filter(|name| !wanted.iter().any(|(wanted, _)| wanted == *name))
+            .filter(|name| !wanted.iter().any(|(wanted, ..)| wanted == *name))
             .cloned()
             .collect();
         let mut changes: Vec<CrdChange> = gone
             .into_iter()
             .filter_map(|name| self.served.remove(&name))
-            .map(|(group, resource)| CrdChange::Unregister { group, resource })
+            .map(|s| CrdChange::Unregister {
+                group: s.group,
+                resource: s.resource,
+            })
             .collect();
-        for (name, def) in wanted {
+        for (name, def, storage) in wanted {
             if served(&def.group, &def.resource).as_ref() != Some(&def) {
-                self.served.insert(name, (def.group.clone(), def.resource.clone()));
-                changes.push(CrdChange::Register(def));
+                changes.push(CrdChange::Register(def.clone()));
+            }
+            let (group, resource) = (def.group, def.resource);
+            let before = self.served.insert(
+                name,
+                Served {
+                    group: group.clone(),
+                    resource: resource.clone(),
+                    storage: storage.clone(),
+                },
+            );
+            if before.is_some_and(|b| b.storage != storage && b.group == group && b.resource == resource) {
+                changes.push(CrdChange::RotateStorage { group, resource });
             }
         }
         changes

@@ -15,6 +15,9 @@
 //! - `types`: the [`TypeDef`] of every served type that no CRD object describes, built-ins
 //!   included, so that types registered directly (as the presets' custom types are) are served
 //!   again.
+//! - `crdStorageRotations` (left out when empty): for each type a CRD describes whose storage
+//!   version changed, its `group`, `resource` and the resourceVersions at which each storage
+//!   generation began (`super::storage_version`); the CRD objects say the rest.
 //!
 //! Then one line per object, in stored form (with `apiVersion` and `kind` empty, since they depend
 //! on the version it is read through), naming its type by group and resource:
@@ -146,6 +149,16 @@ struct Header {
     resource_version: u64,
     objects: usize,
     types: Vec<TypeDef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    crd_storage_rotations: Vec<CrdStorageRotations>,
+}
+
+/// The storage generations of a type a CRD describes.
+#[derive(Serialize, Deserialize)]
+struct CrdStorageRotations {
+    group: String,
+    resource: String,
+    rotations: Vec<u64>,
 }
 
 /// Just enough of the header to tell whether the rest can be read.
@@ -180,7 +193,17 @@ type SavedObject = (Arc<PartialObjectMeta>, Option<ManagedFieldsList>);
 impl State {
     /// What a save writes, as of now.
     fn saved(&self) -> Saved {
-        let types: Vec<TypeDef> = self.defs().filter(|def| !self.is_crd_backed(def)).cloned().collect();
+        let (custom, types): (Vec<&TypeDef>, Vec<&TypeDef>) = self.defs().partition(|def| self.is_crd_backed(def));
+        let types: Vec<TypeDef> = types.into_iter().cloned().collect();
+        let crd_storage_rotations = custom
+            .into_iter()
+            .filter(|def| !def.storage_rotations.is_empty())
+            .map(|def| CrdStorageRotations {
+                group: def.group.clone(),
+                resource: def.resource.clone(),
+                rotations: def.storage_rotations.clone(),
+            })
+            .collect();
         let mut objects: Vec<(String, String, Vec<SavedObject>)> = self
             .defs()
             .map(|def| {
@@ -201,6 +224,7 @@ impl State {
                 resource_version: self.resource_version(),
                 objects: count,
                 types,
+                crd_storage_rotations,
             },
             objects,
         }
@@ -259,6 +283,7 @@ impl SimCluster {
         let header = read_header(&mut lines)?;
         let expected = header.objects;
         let counter = header.resource_version;
+        let rotations = header.crd_storage_rotations;
         let mut state = State::restored(header.types, history, counter);
         let mut found = 0;
         let mut crds_pending = false;
@@ -279,6 +304,9 @@ impl SimCluster {
         }
         if crds_pending {
             state.sync_crds();
+        }
+        for r in rotations {
+            state.restore_storage_rotations(&r.group, &r.resource, r.rotations);
         }
         state.resume_terminating();
         if found != expected {

@@ -96,7 +96,8 @@ impl SimCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{object, pods, NS};
+    use crate::strategy::Part;
+    use crate::tests::{crds, gadget_crd, gadgets, object, pods, NS};
     use kube_gc::api::{PartialObjectMeta, StatusReason};
     use serde_json::json;
 
@@ -174,5 +175,50 @@ mod tests {
             .insert("spec".into(), json!({"resource": {"group": "", "resource": "secrets"}}));
         let err = cluster.update(&svms(), stored).unwrap_err();
         assert!(err.to_string().contains("field is immutable"), "{err}");
+    }
+
+    /// Serves `gadgets` at v1 and v2 with `storage` the storage version.
+    fn with_versions(mut crd: PartialObjectMeta, storage: &str) -> PartialObjectMeta {
+        let version = |name: &str| json!({"name": name, "served": true, "storage": name == storage});
+        crd.rest["spec"]["versions"] = json!([version("v1"), version("v2")]);
+        crd
+    }
+
+    #[test]
+    fn a_crd_storage_version_change_should_rotate_its_type_and_keep_the_old_version_stored() {
+        let cluster = SimCluster::new();
+        let crd = cluster.create(&crds(), gadget_crd()).unwrap();
+        assert_eq!(crd.metadata.generation, Some(1));
+        assert_eq!(crd.rest["status"]["storedVersions"], json!(["v1"]));
+        cluster.create(&gadgets(), object(NS, "g")).unwrap();
+        // v2 becomes the storage version: a new generation of the spec and of the storage.
+        let crd = cluster.update(&crds(), with_versions(crd, "v2")).unwrap();
+        assert_eq!(crd.metadata.generation, Some(2));
+        assert_eq!(crd.rest["status"]["storedVersions"], json!(["v1", "v2"]));
+        let report = cluster.storage_report(&gadgets()).unwrap();
+        assert_eq!((report.generation, report.stale()), (2, 1), "{report:?}");
+        // v1 may hold objects: it stays until the stored versions are trimmed.
+        let mut dropped = crd.clone();
+        dropped.rest["spec"]["versions"] = json!([{"name": "v2", "served": true, "storage": true}]);
+        let err = cluster.update(&crds(), dropped.clone()).unwrap_err();
+        assert_eq!(err.reason(), Some(StatusReason::Invalid), "{err}");
+        assert!(err.to_string().contains("must appear in spec.versions"), "{err}");
+        // The status subresource refuses a list without the storage version, takes one with it.
+        let mut trimmed = crd.clone();
+        trimmed.rest["status"]["storedVersions"] = json!(["v1"]);
+        let err = cluster.writes(false).to(Part::Status).update(&crds(), trimmed.clone()).unwrap_err();
+        assert!(err.to_string().contains("must have the storage version v2"), "{err}");
+        trimmed.rest["status"]["storedVersions"] = json!(["v2"]);
+        let written = cluster.writes(false).to(Part::Status).update(&crds(), trimmed).unwrap();
+        assert_eq!(written.into_object().metadata.generation, Some(2), "a status write keeps the generation");
+        dropped.metadata.resource_version.clear();
+        let crd = cluster.update(&crds(), dropped).unwrap();
+        assert_eq!(crd.metadata.generation, Some(3));
+        // A restored cluster keeps the type's storage generations.
+        let mut saved = Vec::new();
+        cluster.save_state(&mut saved).unwrap();
+        let restored = SimCluster::load_state(saved.as_slice(), crate::DEFAULT_HISTORY).unwrap();
+        let report = restored.storage_report(&Gvr::new("example.com", "v2", "gadgets")).unwrap();
+        assert_eq!((report.generation, report.stale()), (2, 1), "{report:?}");
     }
 }

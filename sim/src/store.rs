@@ -267,7 +267,13 @@ impl State {
     pub(super) fn register(&mut self, def: TypeDef) {
         let resources = self.types.entry(def.group.clone()).or_default();
         match resources.get_mut(&def.resource) {
-            Some(existing) => existing.def = def,
+            Some(existing) => {
+                let rotations = std::mem::take(&mut existing.def.storage_rotations);
+                existing.def = TypeDef {
+                    storage_rotations: rotations,
+                    ..def
+                };
+            }
             None => {
                 let state = TypeState {
                     def,
@@ -339,6 +345,13 @@ impl State {
         let ty = self.type_mut(gvr)?;
         ty.def.storage_rotations.push(last_rv);
         Ok(ty.def.storage_generation())
+    }
+
+    /// Gives the served type `group`/`resource` the storage generations of a saved cluster.
+    pub(super) fn restore_storage_rotations(&mut self, group: &str, resource: &str, rotations: Vec<u64>) {
+        if let Some(ty) = self.types.get_mut(group).and_then(|r| r.get_mut(resource)) {
+            ty.def.storage_rotations = rotations;
+        }
     }
 
     /// The type serving `gvr` and the resourceVersion of each of its objects.
@@ -447,11 +460,23 @@ impl State {
     pub(super) fn sync_crds(&mut self) {
         let State { types, crds, .. } = self;
         let stored = stored_in(types, CRD_GROUP, CRD_RESOURCE).map(|crd| &**crd);
-        let served = |group: &str, resource: &str| Some(types.get(group)?.get(resource)?.def.clone());
+        let served = |group: &str, resource: &str| {
+            let def = &types.get(group)?.get(resource)?.def;
+            Some(TypeDef {
+                storage_rotations: Vec::new(),
+                ..def.clone()
+            })
+        };
         for change in crds.reconcile(stored, served) {
             match change {
                 CrdChange::Register(def) => self.register(def),
                 CrdChange::Unregister { group, resource } => self.unregister(&group, &resource),
+                CrdChange::RotateStorage { group, resource } => {
+                    let last_rv = self.last_rv;
+                    if let Some(ty) = self.types.get_mut(&group).and_then(|r| r.get_mut(&resource)) {
+                        ty.def.storage_rotations.push(last_rv);
+                    }
+                }
             }
         }
     }
@@ -809,6 +834,9 @@ impl Writer<'_> {
     ) -> Result<Arc<PartialObjectMeta>, ApiError> {
         strategy::prepare_update(&self.ty.def, self.part, old, &mut new);
         check_replace(&self.ty.def, old, &mut new)?;
+        if crd::is_crd_def(&self.ty.def) {
+            crd::prepare_update(&self.ty.def, self.part, old, &mut new)?;
+        }
         let fields = self.fields_after(Some(old), &new, recording)?;
         // A write that changes nothing is stored anyway while the object is stale
         // ([`super::storage_version`]); its version is read only for such a write.
@@ -839,6 +867,8 @@ impl Writer<'_> {
 /// Create-time checks and defaults that do not depend on other objects.
 fn prepare_create(def: &TypeDef, meta: &mut ObjectMeta) -> Result<(), ApiError> {
     let shown = meta.name.clone();
+    // The server keeps the generation; the types that have one start it themselves.
+    meta.generation = None;
     if let Some(ts) = &meta.deletion_timestamp {
         let detail = format!("metadata.deletionTimestamp: Invalid value: {ts:?}: must not be set on create");
         return Err(invalid(def, &shown, detail));
@@ -896,6 +926,7 @@ fn keep_system_fields(old: &PartialObjectMeta, new: &mut PartialObjectMeta) {
     n.creation_timestamp.clone_from(&o.creation_timestamp);
     n.deletion_timestamp.clone_from(&o.deletion_timestamp);
     n.deletion_grace_period_seconds = o.deletion_grace_period_seconds;
+    n.generation = o.generation;
 }
 
 /// Drops exact duplicate owner references, keeping the first, as the API server has done since

@@ -38,7 +38,7 @@ pub enum Part {
 }
 
 /// The built-in types served with a `status` subresource.
-const WITH_STATUS: [(&str, &str); 13] = [
+const WITH_STATUS: [(&str, &str); 14] = [
     ("", "pods"),
     ("", "services"),
     ("", "namespaces"),
@@ -52,6 +52,7 @@ const WITH_STATUS: [(&str, &str); 13] = [
     ("batch", "jobs"),
     ("batch", "cronjobs"),
     ("storagemigration.k8s.io", "storageversionmigrations"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
 ];
 
 /// The built-in types served with a `scale` subresource.

@@ -338,6 +338,11 @@ impl ClusterApi for KubeApi {
         })
     }
 
+    async fn get_whole(&self, gvr: &Gvr, name: &str) -> Result<PartialObjectMeta, ApiError> {
+        let req = request(Method::GET, &path(gvr, "", Some(name))?, "application/json", None)?;
+        Ok(self.stamp(gvr, self.send(req).await?))
+    }
+
     async fn replace_status(&self, gvr: &Gvr, object: &PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
         let uri = format!("{}/status", path(gvr, "", Some(&object.metadata.name))?);
         let body = serde_json::to_vec(object).unwrap_or_default();

@@ -137,6 +137,10 @@ pub struct ObjectMeta {
     /// Opaque version for optimistic concurrency.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_version: String,
+    /// The generation of the desired state, which the server moves on when the spec changes (only
+    /// some types keep one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
     /// Creation time, RFC 3339.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<String>,

@@ -12,7 +12,9 @@
 //!
 //! 1. **Admission** (upstream's migration runner, [`admit`]): of the migrations of one resource,
 //!    one at a time runs. Once none does, the oldest (by creation, then name) that has neither
-//!    run nor ended gets the `Running` condition.
+//!    run nor ended gets the `Running` condition, after the resource's CRD, if it has one, got
+//!    `StorageMigrating` ([`crd`]). A migration that has ended loses `Running` once its CRD
+//!    knows how it ended (and, after a success, stores only its storage version).
 //! 2. **The checkpoint** (upstream's resource-version controller): a running migration without
 //!    `status.resourceVersion` gets the resource's current one, read by a LIST of one object; a
 //!    resource discovery does not show fails the migration.
@@ -40,6 +42,7 @@
 //!   its checkpoint, and marks it `Succeeded` only once the parts done cover the whole hash space,
 //!   as the finalizers of a cluster-scoped owner wait for every shard.
 
+pub mod crd;
 pub mod migration;
 mod progress;
 pub mod svm;
@@ -111,7 +114,8 @@ pub struct Migrator<M> {
     /// Migrations a pass is running over, by name.
     passing: Mutex<HashSet<String>>,
     /// What the last list saw: the resourceVersion the migrations' monitor had reached before
-    /// it (none without a monitor), and whether any migration had yet to end.
+    /// it (none without a monitor), and whether any migration had yet to end (or to lose its
+    /// `Running` condition).
     last_list: Mutex<Option<(Option<ResourceVersion>, bool)>>,
 }
 
@@ -159,13 +163,14 @@ impl<M: ClusterApi> Migrator<M> {
                 return;
             }
         };
-        *self.last_list.lock() = Some((seen, svms.iter().any(|s| !s.is_terminal())));
+        let work_left = svms.iter().any(|s| !s.is_terminal() || s.has(RUNNING));
+        *self.last_list.lock() = Some((seen, work_left));
         self.forget_gone(&svms);
-        for mut svm in admit(&svms) {
-            if self.owns(&svm) {
-                svm.set(RUNNING, "MigrationRunning", "The migration is running");
-                self.write(&gvr, &svm).await;
-            }
+        for svm in svms.iter().filter(|s| s.is_terminal() && s.has(RUNNING) && self.owns(s)) {
+            self.end_run(&gvr, svm.clone()).await;
+        }
+        for svm in admit(&svms).into_iter().filter(|s| self.owns(s)) {
+            self.start_run(&gvr, svm).await;
         }
         for svm in svms.into_iter().filter(|s| s.is(RUNNING) && !s.is_terminal()) {
             if svm.status.resource_version.is_empty() {
@@ -176,6 +181,27 @@ impl<M: ClusterApi> Migrator<M> {
                 tokio::spawn(self.clone().pass_over(gvr.clone(), svm));
             }
         }
+    }
+
+    /// Admits `svm`: its resource's CRD, if it has one, says it is migrating, then `svm` runs.
+    async fn start_run(&self, gvr: &Gvr, mut svm: Svm) {
+        if let Err(error) = crd::mark_migrating(&*self.api, &svm).await {
+            tracing::warn!(migration = svm.name(), %error, "marking the CRD as migrating failed; trying again at the next poll");
+            return;
+        }
+        svm.set(RUNNING, "MigrationRunning", "The migration is running");
+        self.write(gvr, &svm).await;
+    }
+
+    /// Ends the run of `svm`, which has ended: its resource's CRD learns how, then `svm` loses
+    /// its `Running` condition, which lets the next migration of the resource run.
+    async fn end_run(&self, gvr: &Gvr, mut svm: Svm) {
+        if let Err(error) = crd::finish(&*self.api, &svm, svm.is(SUCCEEDED)).await {
+            tracing::warn!(migration = svm.name(), %error, "recording the end of the migration on the CRD failed; trying again at the next poll");
+            return;
+        }
+        svm.remove(RUNNING);
+        self.write(gvr, &svm).await;
     }
 
     /// True when this collector writes `svm`'s admission and checkpoint: the one whose part of

@@ -108,43 +108,41 @@ impl Svm {
             .any(|c| c.kind == kind && c.status == "True")
     }
 
+    /// True when it has the condition `kind`, whatever its status.
+    pub fn has(&self, kind: &str) -> bool {
+        self.status.conditions.iter().any(|c| c.kind == kind)
+    }
+
+    /// Removes the condition `kind`.
+    pub fn remove(&mut self, kind: &str) {
+        self.status.conditions.retain(|c| c.kind != kind);
+    }
+
     /// Succeeded or failed: nothing more is done for it.
     pub fn is_terminal(&self) -> bool {
         self.is(SUCCEEDED) || self.is(FAILED)
     }
 
     /// Sets the condition `kind` to `True` with `reason` and `message`, unless it already is; a
-    /// terminal condition turns `Running` to `False` in the same write.
+    /// terminal condition turns `Running` to `False` in the same write (the migration runner
+    /// removes it once the CRD knows, [`super::crd`]).
     pub fn set(&mut self, kind: &str, reason: &str, message: &str) {
         if self.is(kind) {
             return;
         }
         if kind == SUCCEEDED || kind == FAILED {
-            self.put(RUNNING, "False", "MigrationCompleted", "Migration completed");
-        }
-        self.put(kind, "True", reason, message);
-    }
-
-    /// Puts one condition, replacing the one of its type; its transition time changes only when
-    /// its status does.
-    fn put(&mut self, kind: &str, status: &str, reason: &str, message: &str) {
-        let conditions = &mut self.status.conditions;
-        let slot = match conditions.iter().position(|c| c.kind == kind) {
-            Some(i) => &mut conditions[i],
-            None => {
-                conditions.push(Condition {
-                    kind: kind.into(),
-                    ..Condition::default()
-                });
-                conditions.last_mut().expect("just pushed")
+            if let Some(running) = self.status.conditions.iter_mut().find(|c| c.kind == RUNNING) {
+                running.status = "False".into();
             }
-        };
-        if slot.status != status {
-            slot.last_transition_time = now_rfc3339();
         }
-        slot.status = status.into();
-        slot.reason = reason.into();
-        slot.message = message.into();
+        self.remove(kind);
+        self.status.conditions.push(Condition {
+            kind: kind.into(),
+            status: "True".into(),
+            last_transition_time: now_rfc3339(),
+            reason: reason.into(),
+            message: message.into(),
+        });
     }
 }
 
@@ -183,7 +181,7 @@ mod tests {
         m.set(RUNNING, "MigrationRunning", "");
         assert!(m.is(RUNNING) && !m.is_terminal());
         m.set(SUCCEEDED, "StorageVersionMigrationSucceeded", "");
-        assert!(m.is(SUCCEEDED) && !m.is(RUNNING) && m.is_terminal());
+        assert!(m.is(SUCCEEDED) && !m.is(RUNNING) && m.has(RUNNING) && m.is_terminal());
         m.set(RUNNING, "MigrationRunning", "");
         m.set(SUCCEEDED, "Other", "");
         let running: Vec<_> = m.status.conditions.iter().filter(|c| c.kind == RUNNING).collect();
@@ -193,5 +191,7 @@ mod tests {
             succeeded.reason, "StorageVersionMigrationSucceeded",
             "a true condition is left alone"
         );
+        m.remove(RUNNING);
+        assert!(!m.has(RUNNING) && m.is(SUCCEEDED));
     }
 }

@@ -8,7 +8,9 @@
 
 use crate::support::process::{kubectl, kubectl_available};
 use crate::support::processes::{CollectorProcess, Server, PATIENCE};
-use crate::support::{configmaps, eventually, fault, http_request, meta, within_real_time, Harness, Recorder};
+use crate::support::{
+    configmaps, crd_manifest, eventually, fault, http_request, meta, within_real_time, Harness, Recorder,
+};
 use kube_gc::api::layers::Verb;
 use kube_gc::api::{ClusterApi, Gvr, ObjectMeta, PartialObjectMeta, StatusReason};
 use kube_gc::controller::Config;
@@ -294,6 +296,130 @@ async fn sharded_collectors_should_each_rewrite_their_part_and_succeed_only_toge
         "each object once, by the replica that owns it"
     );
     assert!(by_a > 0 && by_b > 0, "both replicas did their part: {by_a} and {by_b}");
+}
+
+fn crds() -> Gvr {
+    Gvr::new("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+}
+
+/// Gadgets at their served version.
+fn gadgets() -> Gvr {
+    Gvr::new("example.com", "v2", "gadgets")
+}
+
+/// The CRD of gadgets, served at v1 and v2 and stored at `storage`.
+fn gadget_crd(storage: &str) -> PartialObjectMeta {
+    let mut crd = crd_manifest("gadgets", "Gadget");
+    let version = |name: &str| {
+        json!({"name": name, "served": true, "storage": name == storage,
+               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}})
+    };
+    crd["spec"]["versions"] = json!([version("v1"), version("v2")]);
+    serde_json::from_value(crd).expect("a CRD")
+}
+
+/// A collector over [`OBJECTS`] gadgets stored at v1, their CRD's storage version moved to v2
+/// since: the CRD stores both.
+async fn stale_gadgets() -> Harness {
+    let h = Harness::start().await;
+    let created = h.cluster.create(&crds(), gadget_crd("v1")).expect("the CRD");
+    h.gc.sync_once().await;
+    assert!(h.gc.wait_for_sync(Duration::from_secs(60)).await, "gadgets never synced");
+    for i in 0..OBJECTS {
+        h.create(&gadgets(), meta("default", &format!("g-{i}"), vec![]));
+    }
+    let mut moved = gadget_crd("v2");
+    moved.metadata.resource_version = created.metadata.resource_version;
+    let crd = h.cluster.update(&crds(), moved).expect("the storage version moves");
+    assert_eq!(crd.rest["status"]["storedVersions"], json!(["v1", "v2"]));
+    assert_eq!(h.cluster.storage_report(&gadgets()).unwrap().stale(), OBJECTS);
+    h
+}
+
+/// Runs the migration of gadgets to its end and until it has lost `Running`; returns it and
+/// the CRD after it.
+async fn migrate_gadgets(h: &Harness) -> (Svm, PartialObjectMeta) {
+    h.cluster
+        .create(&svms(), migration("gadgets", "example.com", "gadgets"))
+        .unwrap();
+    eventually("the migration gets its checkpoint", || {
+        !read(&h.cluster, "gadgets").status.resource_version.is_empty()
+    })
+    .await;
+    h.create(&gadgets(), meta("default", "after-the-checkpoint", vec![]));
+    eventually("the migration ends and stops running", || {
+        let svm = read(&h.cluster, "gadgets");
+        svm.is_terminal() && !svm.has(RUNNING)
+    })
+    .await;
+    let crd = h.cluster.get_object(&crds(), "", "gadgets.example.com").unwrap();
+    (read(&h.cluster, "gadgets"), crd)
+}
+
+/// The CRD's `StorageMigrating` condition.
+fn storage_migrating(crd: &PartialObjectMeta) -> serde_json::Value {
+    let conditions = crd.rest["status"]["conditions"].as_array().expect("conditions");
+    let found = conditions.iter().find(|c| c["type"] == "StorageMigrating");
+    found.cloned().unwrap_or_else(|| panic!("no StorageMigrating condition: {conditions:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_resource_migration_should_mark_its_crd_and_then_trim_its_stored_versions() {
+    let h = stale_gadgets().await;
+    let api = Arc::new(Recorder::new(h.cluster.clone()));
+    let during = Arc::new(parking_lot::Mutex::new(None));
+    let seen = during.clone();
+    api.before_next_apply(move |cluster: &SimCluster| {
+        let crd = cluster.get_object(&crds(), "", "gadgets.example.com").unwrap();
+        *seen.lock() = Some(storage_migrating(&crd));
+    });
+    start(&h, api);
+    let (done, crd) = migrate_gadgets(&h).await;
+
+    let during = during.lock().clone().expect("a rewrite happened");
+    assert_eq!(
+        (&during["status"], &during["reason"], &during["message"]),
+        (&json!("True"), &json!("MigrationRunning"), &json!("Migration gadgets is running")),
+        "{during}"
+    );
+    assert!(done.is(SUCCEEDED), "{:?}", done.status);
+    let after = storage_migrating(&crd);
+    assert_eq!((&after["status"], &after["reason"]), (&json!("False"), &json!("MigrationSucceeded")));
+    assert_eq!(
+        after["message"],
+        "The migration has succeeded and the stored versions have been updated"
+    );
+    assert_eq!(crd.rest["status"]["storedVersions"], json!(["v2"]));
+    assert_eq!(h.cluster.storage_report(&gadgets()).unwrap().stale(), 0);
+    // v1 holds nothing any more: the CRD may now drop it.
+    let mut dropped = crd.clone();
+    dropped.rest["spec"]["versions"] = json!([gadget_crd("v2").rest["spec"]["versions"][1]]);
+    h.cluster.update(&crds(), dropped).expect("v1 can go");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_changed_during_its_migration_should_keep_its_stored_versions() {
+    let h = stale_gadgets().await;
+    let api = Arc::new(Recorder::new(h.cluster.clone()));
+    // Right before the first rewrite, the CRD's spec changes (a new schema for v1): its
+    // generation moves past the one the migration started at.
+    api.before_next_apply(|cluster: &SimCluster| {
+        let mut crd = cluster.get_object(&crds(), "", "gadgets.example.com").unwrap();
+        crd.rest["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = json!("changed");
+        let crd = cluster.update(&crds(), crd).unwrap();
+        assert_eq!(crd.metadata.generation, Some(3));
+    });
+    start(&h, api);
+    let (done, crd) = migrate_gadgets(&h).await;
+
+    assert!(done.is(SUCCEEDED), "{:?}", done.status);
+    let after = storage_migrating(&crd);
+    assert_eq!(after["reason"], "MigrationSucceeded");
+    assert!(
+        after["message"].as_str().unwrap().ends_with("due to a generation mismatch"),
+        "{after}"
+    );
+    assert_eq!(crd.rest["status"]["storedVersions"], json!(["v1", "v2"]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

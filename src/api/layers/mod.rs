@@ -239,6 +239,11 @@ impl<L: Layer, C: ClusterApi> ClusterApi for Layered<L, C> {
         self.layer.around(Request::on(Verb::List, gvr), call).await
     }
 
+    async fn get_whole(&self, gvr: &Gvr, name: &str) -> Result<PartialObjectMeta, ApiError> {
+        let call = || self.inner.get_whole(gvr, name);
+        self.layer.around(Request::on(Verb::Get, gvr), call).await
+    }
+
     async fn replace_status(&self, gvr: &Gvr, object: &PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
         let call = || self.inner.replace_status(gvr, object);
         self.layer.around(Request::on(Verb::Update, gvr), call).await

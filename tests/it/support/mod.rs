@@ -988,6 +988,11 @@ impl<C: ClusterApi> ClusterApi for Recorder<C> {
         self.inner.list_whole(gvr).await
     }
 
+    async fn get_whole(&self, gvr: &Gvr, name: &str) -> Result<PartialObjectMeta, ApiError> {
+        self.note("get-whole", gvr, "", name);
+        self.inner.get_whole(gvr, name).await
+    }
+
     async fn replace_status(&self, gvr: &Gvr, object: &PartialObjectMeta) -> Result<PartialObjectMeta, ApiError> {
         self.note("update-status", gvr, "", &object.metadata.name);
         self.inner.replace_status(gvr, object).await
