@@ -207,7 +207,9 @@ pub(super) fn prepare_update(
 /// The one version marked `storage: true`, or why there is not exactly one.
 pub(super) fn storage_version(crd: &PartialObjectMeta) -> Result<String, String> {
     let versions = crd.rest.get("spec").and_then(|s| s.get("versions")).cloned();
-    let versions: Vec<Version> = versions.and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default();
+    let versions: Vec<Version> = versions
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
     let mut storage = versions.iter().filter(|v| v.storage);
     match (storage.next(), storage.next()) {
         (Some(one), None) => Ok(one.name.clone()),
@@ -218,7 +220,9 @@ pub(super) fn storage_version(crd: &PartialObjectMeta) -> Result<String, String>
 /// The names of the spec's versions.
 fn spec_versions(crd: &PartialObjectMeta) -> Vec<String> {
     let versions = crd.rest.get("spec").and_then(|s| s.get("versions")).cloned();
-    let versions: Vec<Version> = versions.and_then(|v| serde_json::from_value(v).ok()).unwrap_or_default();
+    let versions: Vec<Version> = versions
+        .and_then(|v| serde_json::from_value(v).ok())
+        .unwrap_or_default();
     versions.into_iter().map(|v| v.name).collect()
 }
 

@@ -206,11 +206,19 @@ mod tests {
         // The status subresource refuses a list without the storage version, takes one with it.
         let mut trimmed = crd.clone();
         trimmed.rest["status"]["storedVersions"] = json!(["v1"]);
-        let err = cluster.writes(false).to(Part::Status).update(&crds(), trimmed.clone()).unwrap_err();
+        let err = cluster
+            .writes(false)
+            .to(Part::Status)
+            .update(&crds(), trimmed.clone())
+            .unwrap_err();
         assert!(err.to_string().contains("must have the storage version v2"), "{err}");
         trimmed.rest["status"]["storedVersions"] = json!(["v2"]);
         let written = cluster.writes(false).to(Part::Status).update(&crds(), trimmed).unwrap();
-        assert_eq!(written.into_object().metadata.generation, Some(2), "a status write keeps the generation");
+        assert_eq!(
+            written.into_object().metadata.generation,
+            Some(2),
+            "a status write keeps the generation"
+        );
         dropped.metadata.resource_version.clear();
         let crd = cluster.update(&crds(), dropped).unwrap();
         assert_eq!(crd.metadata.generation, Some(3));
@@ -218,7 +226,9 @@ mod tests {
         let mut saved = Vec::new();
         cluster.save_state(&mut saved).unwrap();
         let restored = SimCluster::load_state(saved.as_slice(), crate::DEFAULT_HISTORY).unwrap();
-        let report = restored.storage_report(&Gvr::new("example.com", "v2", "gadgets")).unwrap();
+        let report = restored
+            .storage_report(&Gvr::new("example.com", "v2", "gadgets"))
+            .unwrap();
         assert_eq!((report.generation, report.stale()), (2, 1), "{report:?}");
     }
 }

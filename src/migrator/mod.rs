@@ -166,7 +166,10 @@ impl<M: ClusterApi> Migrator<M> {
         let work_left = svms.iter().any(|s| !s.is_terminal() || s.has(RUNNING));
         *self.last_list.lock() = Some((seen, work_left));
         self.forget_gone(&svms);
-        for svm in svms.iter().filter(|s| s.is_terminal() && s.has(RUNNING) && self.owns(s)) {
+        for svm in svms
+            .iter()
+            .filter(|s| s.is_terminal() && s.has(RUNNING) && self.owns(s))
+        {
             self.end_run(&gvr, svm.clone()).await;
         }
         for svm in admit(&svms).into_iter().filter(|s| self.owns(s)) {
@@ -257,7 +260,6 @@ impl<M: ClusterApi> Migrator<M> {
         let resource = svm.resource.to_string();
         let migrations = &self.collected.migrations;
         let progress = migrations.progress(&name, &resource);
-        progress.start(0);
         let pass = migration::pass(&self.collected, &*self.api, &svm, self.config.concurrency, &progress).await;
         // Every rewrite counts, those of a pass that stopped short included.
         migrations.migrated(&resource, progress.figures().rewritten);
@@ -267,7 +269,7 @@ impl<M: ClusterApi> Migrator<M> {
                 let uid = Uid::parse(&svm.object.metadata.uid);
                 shard.record_migrated(uid.clone());
                 if !self.owns(&svm) || !shard.migration_agreed(&uid) {
-                    migrations.waiting(&name, "the other shards' parts (this one's is done)");
+                    progress.wait("the other shards' parts (this one's is done)");
                     return self.passed(&name);
                 }
                 svm.set(SUCCEEDED, "StorageVersionMigrationSucceeded", "");
@@ -278,7 +280,7 @@ impl<M: ClusterApi> Migrator<M> {
             }
             Pass::NotYet(reason) => {
                 tracing::debug!(migration = %name, %reason, "storage version migration waits");
-                migrations.waiting(&name, &reason);
+                progress.wait(&reason);
             }
             Pass::Failed(message) => {
                 svm.set(FAILED, "StorageVersionMigrationFailed", &message);

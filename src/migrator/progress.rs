@@ -10,20 +10,29 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// The progress of one migration's pass, counted as it goes.
+/// The progress of one migration's pass, counted as it goes, or what the migration waits for
+/// before a pass can rewrite.
 #[derive(Debug, Default)]
 pub struct Progress {
     total: AtomicU64,
     rewritten: AtomicU64,
     skipped: AtomicU64,
+    /// Why no pass rewrites now; empty while one does.
+    waiting_for: Mutex<String>,
 }
 
 impl Progress {
-    /// A pass over `total` objects begins.
+    /// A pass's rewrite of `total` objects begins.
     pub(super) fn start(&self, total: u64) {
         self.total.store(total, Ordering::Relaxed);
         self.rewritten.store(0, Ordering::Relaxed);
         self.skipped.store(0, Ordering::Relaxed);
+        self.waiting_for.lock().clear();
+    }
+
+    /// The migration waits for `reason` before it can rewrite (again).
+    pub(super) fn wait(&self, reason: &str) {
+        reason.clone_into(&mut self.waiting_for.lock());
     }
 
     /// One object rewritten.
@@ -88,12 +97,11 @@ pub struct Totals {
     pub failed: u64,
 }
 
-/// A migration the migrator holds: its resource, its pass's progress, what it waits for.
+/// A migration the migrator holds: its resource and its passes' progress.
 #[derive(Debug)]
 struct Entry {
     resource: String,
     progress: Arc<Progress>,
-    waiting_for: String,
 }
 
 /// The migrator's figures; see the [module docs](self).
@@ -107,19 +115,15 @@ impl Migrations {
     /// The progress of the migration `name` of `resource`, registered if it was not.
     pub(super) fn progress(&self, name: &str, resource: &str) -> Arc<Progress> {
         let mut active = self.active.lock();
-        let entry = active.entry(name.to_string()).or_insert_with(|| Entry {
-            resource: resource.to_string(),
-            progress: Arc::default(),
-            waiting_for: String::new(),
+        let entry = active.entry(name.to_string()).or_insert_with(|| {
+            let progress = Arc::new(Progress::default());
+            progress.wait("the checks of its first pass");
+            Entry {
+                resource: resource.to_string(),
+                progress,
+            }
         });
         entry.progress.clone()
-    }
-
-    /// The migration `name` waits for `reason` (empty: it does not wait).
-    pub(super) fn waiting(&self, name: &str, reason: &str) {
-        if let Some(entry) = self.active.lock().get_mut(name) {
-            entry.waiting_for = reason.to_string();
-        }
     }
 
     /// `rewritten` objects of `resource` were rewritten.
@@ -152,7 +156,7 @@ impl Migrations {
             .map(|(name, e)| Active {
                 name: name.clone(),
                 resource: e.resource.clone(),
-                waiting_for: e.waiting_for.clone(),
+                waiting_for: e.progress.waiting_for.lock().clone(),
                 figures: e.progress.figures(),
             })
             .collect()
@@ -172,11 +176,12 @@ mod tests {
     fn figures_should_count_what_remains_of_a_pass_and_totals_what_ended() {
         let migrations = Migrations::default();
         let progress = migrations.progress("m", "pods");
+        assert_eq!(migrations.active()[0].waiting_for, "the checks of its first pass");
         progress.start(10);
         (0..6).for_each(|_| progress.rewritten());
         progress.skipped();
-        migrations.waiting("m", "");
         let active = migrations.active();
+        assert_eq!(active[0].waiting_for, "", "a pass rewrites");
         assert_eq!(active.len(), 1);
         let expected = Figures {
             total: 10,

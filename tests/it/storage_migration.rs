@@ -64,13 +64,21 @@ fn start<A: ClusterApi>(h: &Harness, api: Arc<A>) {
     h.gc.start_migrator(api, config);
 }
 
-/// Creates the migration `name` of ConfigMaps and, once it has its checkpoint, one more
-/// ConfigMap: the in-memory watches send no bookmarks, so the collector's view of the resource
-/// reaches the checkpoint only with a later event, as on a cluster it does with the next bookmark.
+/// Creates the migration `name` of ConfigMaps and, once it has its checkpoint and says it waits
+/// for the collector's view, one more ConfigMap: the in-memory watches send no bookmarks, so the
+/// collector's view of the resource reaches the checkpoint only with a later event, as on a
+/// cluster it does with the next bookmark.
 async fn migrate_configmaps(h: &Harness, name: &str) -> PartialObjectMeta {
     h.cluster.create(&svms(), migration(name, "", "configmaps")).unwrap();
     eventually("the migration gets its checkpoint", || {
         !read(&h.cluster, name).status.resource_version.is_empty()
+    })
+    .await;
+    eventually("the migration says it waits for the collector's view", || {
+        let active = h.gc.migrations().active();
+        active
+            .iter()
+            .any(|m| m.name == name && m.waiting_for.starts_with("GC cache is not up to date"))
     })
     .await;
     h.create(&configmaps(), meta("default", "after-the-checkpoint", vec![]))
@@ -324,7 +332,10 @@ async fn stale_gadgets() -> Harness {
     let h = Harness::start().await;
     let created = h.cluster.create(&crds(), gadget_crd("v1")).expect("the CRD");
     h.gc.sync_once().await;
-    assert!(h.gc.wait_for_sync(Duration::from_secs(60)).await, "gadgets never synced");
+    assert!(
+        h.gc.wait_for_sync(Duration::from_secs(60)).await,
+        "gadgets never synced"
+    );
     for i in 0..OBJECTS {
         h.create(&gadgets(), meta("default", &format!("g-{i}"), vec![]));
     }
@@ -360,7 +371,9 @@ async fn migrate_gadgets(h: &Harness) -> (Svm, PartialObjectMeta) {
 fn storage_migrating(crd: &PartialObjectMeta) -> serde_json::Value {
     let conditions = crd.rest["status"]["conditions"].as_array().expect("conditions");
     let found = conditions.iter().find(|c| c["type"] == "StorageMigrating");
-    found.cloned().unwrap_or_else(|| panic!("no StorageMigrating condition: {conditions:?}"))
+    found
+        .cloned()
+        .unwrap_or_else(|| panic!("no StorageMigrating condition: {conditions:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -379,12 +392,19 @@ async fn a_custom_resource_migration_should_mark_its_crd_and_then_trim_its_store
     let during = during.lock().clone().expect("a rewrite happened");
     assert_eq!(
         (&during["status"], &during["reason"], &during["message"]),
-        (&json!("True"), &json!("MigrationRunning"), &json!("Migration gadgets is running")),
+        (
+            &json!("True"),
+            &json!("MigrationRunning"),
+            &json!("Migration gadgets is running")
+        ),
         "{during}"
     );
     assert!(done.is(SUCCEEDED), "{:?}", done.status);
     let after = storage_migrating(&crd);
-    assert_eq!((&after["status"], &after["reason"]), (&json!("False"), &json!("MigrationSucceeded")));
+    assert_eq!(
+        (&after["status"], &after["reason"]),
+        (&json!("False"), &json!("MigrationSucceeded"))
+    );
     assert_eq!(
         after["message"],
         "The migration has succeeded and the stored versions have been updated"
@@ -416,7 +436,10 @@ async fn a_crd_changed_during_its_migration_should_keep_its_stored_versions() {
     let after = storage_migrating(&crd);
     assert_eq!(after["reason"], "MigrationSucceeded");
     assert!(
-        after["message"].as_str().unwrap().ends_with("due to a generation mismatch"),
+        after["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("due to a generation mismatch"),
         "{after}"
     );
     assert_eq!(crd.rest["status"]["storedVersions"], json!(["v1", "v2"]));
