@@ -64,12 +64,14 @@ fn start<A: ClusterApi>(h: &Harness, api: Arc<A>) {
     h.gc.start_migrator(api, config);
 }
 
-/// Creates the migration `name` of ConfigMaps and, once it has its checkpoint and says it waits
-/// for the collector's view, one more ConfigMap: the in-memory watches send no bookmarks, so the
-/// collector's view of the resource reaches the checkpoint only with a later event, as on a
-/// cluster it does with the next bookmark.
-async fn migrate_configmaps(h: &Harness, name: &str) -> PartialObjectMeta {
-    h.cluster.create(&svms(), migration(name, "", "configmaps")).unwrap();
+/// Creates the migration `name` of `group`'s resource served at `gvr` and, once it has its
+/// checkpoint and says it waits for the collector's view, one more object of the resource: the
+/// in-memory watches send no bookmarks, so the collector's view of the resource reaches the
+/// checkpoint only with a later event, as on a cluster it does with the next bookmark.
+async fn migrate(h: &Harness, name: &str, group: &str, gvr: &Gvr) -> PartialObjectMeta {
+    h.cluster
+        .create(&svms(), migration(name, group, &gvr.resource))
+        .unwrap();
     eventually("the migration gets its checkpoint", || {
         !read(&h.cluster, name).status.resource_version.is_empty()
     })
@@ -81,7 +83,12 @@ async fn migrate_configmaps(h: &Harness, name: &str) -> PartialObjectMeta {
             .any(|m| m.name == name && m.waiting_for.starts_with("GC cache is not up to date"))
     })
     .await;
-    h.create(&configmaps(), meta("default", "after-the-checkpoint", vec![]))
+    h.create(gvr, meta("default", "after-the-checkpoint", vec![]))
+}
+
+/// [`migrate`] of ConfigMaps.
+async fn migrate_configmaps(h: &Harness, name: &str) -> PartialObjectMeta {
+    migrate(h, name, "", &configmaps()).await
 }
 
 /// Waits for the migration `name` to end; returns it.
@@ -350,14 +357,7 @@ async fn stale_gadgets() -> Harness {
 /// Runs the migration of gadgets to its end and until it has lost `Running`; returns it and
 /// the CRD after it.
 async fn migrate_gadgets(h: &Harness) -> (Svm, PartialObjectMeta) {
-    h.cluster
-        .create(&svms(), migration("gadgets", "example.com", "gadgets"))
-        .unwrap();
-    eventually("the migration gets its checkpoint", || {
-        !read(&h.cluster, "gadgets").status.resource_version.is_empty()
-    })
-    .await;
-    h.create(&gadgets(), meta("default", "after-the-checkpoint", vec![]));
+    migrate(h, "gadgets", "example.com", &gadgets()).await;
     eventually("the migration ends and stops running", || {
         let svm = read(&h.cluster, "gadgets");
         svm.is_terminal() && !svm.has(RUNNING)
@@ -459,14 +459,7 @@ async fn a_resource_removed_during_its_migration_should_fail_it() {
     // Right before the first rewrite, the type goes, as when its CRD is deleted.
     api.before_next_apply(|cluster: &SimCluster| cluster.unregister("example.com", "widgets"));
     start(&h, api);
-    h.cluster
-        .create(&svms(), migration("widgets", "example.com", "widgets"))
-        .unwrap();
-    eventually("the migration gets its checkpoint", || {
-        !read(&h.cluster, "widgets").status.resource_version.is_empty()
-    })
-    .await;
-    h.create(&widgets, meta("default", "after-the-checkpoint", vec![]));
+    migrate(&h, "widgets", "example.com", &widgets).await;
     let done = ended(&h, "widgets").await;
 
     assert!(done.is(FAILED) && !done.is(RUNNING), "{:?}", done.status);
