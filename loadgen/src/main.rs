@@ -243,7 +243,8 @@ struct ReplayArgs {
     /// Skip malformed values (counted in the report) instead of stopping at the first one.
     #[arg(long)]
     skip_bad: bool,
-    /// Full mode: exit with an error when the outcome differs from the oracle's.
+    /// Full mode: exit with an error when the outcome differs from the oracle's, or a migration
+    /// (`--migrate`) left objects unmigrated.
     #[arg(long)]
     require_outcome_ok: bool,
     /// Full mode: the collector's workers read every item and owner live before acting, as
@@ -683,6 +684,16 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     say(&report)?;
     if args.require_outcome_ok && report.outcome_ok != Some(true) {
         anyhow::bail!("the cluster does not end as the oracle expects (--require-outcome-ok)");
+    }
+    if let Some(m) = report
+        .migration
+        .as_ref()
+        .filter(|m| args.require_outcome_ok && m.stale_after > 0)
+    {
+        anyhow::bail!(
+            "the storage version migration left {} objects at the old generation (--require-outcome-ok)",
+            m.stale_after
+        );
     }
     Ok(())
 }
