@@ -12,6 +12,10 @@
 //! - [`audit`]: now and then compares a sample of the graph with the API server and routes what a
 //!   relist would for the drift it finds.
 //!
+//! Beside the flow: [`migrator`] carries out storage version migrations over the graph, and
+//! [`plan`] plays a delete forward on a snapshot of it, to show what it would do before it is
+//! sent.
+//!
 //! This crate is the engine alone, for a program to embed: it serves no HTTP and holds no
 //! simulator. Beside it in the workspace, `kube-gc-sim` (`sim/`) is the simulated API server with
 //! the generator of synthetic clusters and the reference model of the collector's decisions, and
@@ -49,6 +53,7 @@ pub mod journal;
 pub mod leader;
 pub mod migrator;
 pub mod monitor;
+pub mod plan;
 pub mod queue;
 pub mod rate;
 pub mod recorder;

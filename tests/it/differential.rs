@@ -161,7 +161,7 @@ enum RawAction {
 }
 
 #[derive(Clone, Debug)]
-struct RawCase {
+pub(crate) struct RawCase {
     /// Whether references to unknown kinds are made (otherwise they name a UID that never
     /// existed). Their virtual owners poll forever, so each settle waits out the whole
     /// [`support::PATIENCE`]: about 50 ms per settle against 1 ms for a quiet cluster, so they
@@ -263,7 +263,7 @@ fn raw_action() -> impl Strategy<Value = RawAction> {
     ]
 }
 
-fn raw_case() -> impl Strategy<Value = RawCase> {
+pub(crate) fn raw_case() -> impl Strategy<Value = RawCase> {
     (
         prop::collection::vec(workload(), 1..=3),
         prop::collection::vec(loose(), 2..=10),
@@ -435,7 +435,7 @@ fn resolve_ref(
     })
 }
 
-fn build(case: &RawCase) -> Vec<Object> {
+pub(crate) fn build(case: &RawCase) -> Vec<Object> {
     let mut b = Builder {
         objects: Vec::new(),
         absent: 0,

@@ -34,6 +34,7 @@ const ENGINE: Crate = Crate {
         ("event", 3),
         ("journal", 3),
         ("shard", 3),
+        ("plan", 3),
         ("router", 4),
         ("queue", 4),
         ("recorder", 4),

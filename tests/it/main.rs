@@ -28,6 +28,7 @@ mod membership_sim;
 mod monitor;
 mod over_http;
 mod partial_view;
+mod plan;
 mod python_client;
 mod ruby_client;
 mod secure_serving;

@@ -1,0 +1,298 @@
+//! Cascade plans: what deleting some objects with a propagation policy would do, worked out from a
+//! snapshot of the cluster before the DELETE is sent (`kube-gc plan`, `/debug/plan`).
+//!
+//! A plan plays the collector's decisions forward on a [`Snapshot`] ([`simulate`]): the API
+//! server's handling of the DELETE (the policy becomes the `orphan` or `foregroundDeletion`
+//! finalizer), then, until nothing changes, `attempt_to_delete_item` on every dependent of an
+//! object that went or waits for its dependents (gc-spec §4.2, §4.3) and `process_transitions` on
+//! every owner being deleted (§3.6): orphaning, and letting a foreground owner go once no
+//! dependent blocks it. It tells, for every object the delete reaches, its [`Fate`]: removed (in
+//! which wave, with which policy), orphaned (which references it loses), kept by another owner,
+//! held (by a finalizer that is not the collector's, or by a dependent that is), or never judged
+//! (an owner reference nothing serves).
+//!
+//! # Invariants
+//!
+//! - A plan reads its snapshot and nothing else, and changes nothing: the snapshot is the graph's
+//!   (`from_graph`), a listing's (`kube-gc plan --offline`), or a test's.
+//! - Decisions are the collector's rules, evaluated against the simulated cluster as it is after
+//!   each round, in the order the rules allow; where upstream's outcome depends on the order
+//!   workers run in (the reference model's "out of region" cases: foreground deletion on an
+//!   ownership cycle, a dependent judged while its owner still waits), the plan shows one order's
+//!   outcome.
+//! - Waves are rounds of that play: everything removed in one round is one wave. An object is
+//!   always removed in a later wave than the owners it needed gone (Background) and than the
+//!   blocking dependents it waited for (Foreground).
+//! - The snapshot is assumed quiet: the collector has already acted on everything before the
+//!   DELETE (no dependent still holds a dangling reference next to a live owner).
+
+mod graph;
+mod simulate;
+
+pub use graph::from_graph;
+pub use simulate::simulate;
+
+use crate::api::{OwnerReference, PropagationPolicy};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// One object, as much of it as a plan reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Object {
+    /// Its UID.
+    pub uid: String,
+    /// Its apiVersion.
+    pub api_version: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its namespace; empty when cluster-scoped.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `metadata.finalizers`; a finalizer known only as "not the collector's" is
+    /// [`OTHER_FINALIZER`].
+    pub finalizers: Vec<String>,
+    /// `metadata.ownerReferences`.
+    pub owners: Vec<OwnerReference>,
+}
+
+/// The name a plan gives a finalizer it knows only as not being one of the collector's (the graph
+/// keeps no more of it).
+pub const OTHER_FINALIZER: &str = "(a finalizer not the collector's)";
+
+/// Whether objects of a type are namespaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Namespaced.
+    Namespaced,
+    /// Cluster-scoped.
+    Cluster,
+}
+
+/// The types the cluster serves, as discovery tells them.
+pub trait Served {
+    /// The scope of `kind` in `api_version`'s group (any served version of the group counts, as
+    /// the collector reads a reference through a version that is served), or `None` when nothing
+    /// serves it.
+    fn scope(&self, api_version: &str, kind: &str) -> Option<Scope>;
+}
+
+/// The objects a plan reads, indexed by UID and by owner UID.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    objects: HashMap<String, Object>,
+    /// Owner UID → the UIDs of the objects whose references name it, each once, in order of
+    /// insertion.
+    dependents: HashMap<String, Vec<String>>,
+}
+
+impl Snapshot {
+    /// Indexes `objects`; an object given twice is kept as first given.
+    pub fn new(objects: impl IntoIterator<Item = Object>) -> Snapshot {
+        let mut snapshot = Snapshot::default();
+        for object in objects {
+            snapshot.insert(object);
+        }
+        snapshot
+    }
+
+    /// Adds `object` unless its UID is held already.
+    pub fn insert(&mut self, object: Object) {
+        if self.objects.contains_key(&object.uid) {
+            return;
+        }
+        let mut owners: Vec<&str> = object.owners.iter().map(|r| r.uid.as_str()).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        for owner in owners {
+            self.dependents
+                .entry(owner.to_string())
+                .or_default()
+                .push(object.uid.clone());
+        }
+        self.objects.insert(object.uid.clone(), object);
+    }
+
+    /// The object `uid`.
+    pub fn get(&self, uid: &str) -> Option<&Object> {
+        self.objects.get(uid)
+    }
+
+    /// How many objects it holds.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// The UIDs of the objects whose references name `uid`.
+    fn dependents_of(&self, uid: &str) -> &[String] {
+        self.dependents.get(uid).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// An object as a plan names it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    /// Its kind.
+    pub kind: String,
+    /// Its namespace; empty when cluster-scoped.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its UID.
+    pub uid: String,
+}
+
+impl ObjectRef {
+    fn of(object: &Object) -> ObjectRef {
+        ObjectRef {
+            kind: object.kind.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+            uid: object.uid.clone(),
+        }
+    }
+
+    fn of_ref(r: &OwnerReference, namespace: &str) -> ObjectRef {
+        ObjectRef {
+            kind: r.kind.clone(),
+            namespace: namespace.to_string(),
+            name: r.name.clone(),
+            uid: r.uid.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{}", self.kind, self.name)
+        } else {
+            write!(f, "{}/{} -n {}", self.kind, self.name, self.namespace)
+        }
+    }
+}
+
+/// What the delete does to one object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "fate")]
+pub enum Fate {
+    /// It goes, in `wave` (1 first).
+    Removed {
+        /// The round of the play it goes in, renumbered from 1.
+        wave: u32,
+        /// The policy it is deleted with.
+        policy: PropagationPolicy,
+        /// Deleted by the request itself rather than by the collector.
+        requested: bool,
+    },
+    /// It stays, without its references to the owners that orphan it.
+    Orphaned {
+        /// The references it loses.
+        loses: Vec<ObjectRef>,
+    },
+    /// It stays, kept by another owner, without its references to owners that went or wait.
+    Kept {
+        /// The live owners that keep it.
+        by: Vec<ObjectRef>,
+        /// The references it loses.
+        loses: Vec<ObjectRef>,
+    },
+    /// Its deletion starts but cannot end.
+    Held {
+        /// Why.
+        why: Hold,
+    },
+    /// The collector never judges it: one of its owner references cannot be resolved.
+    Stuck {
+        /// The reference.
+        owner: ObjectRef,
+        /// Why it cannot be resolved.
+        why: String,
+    },
+}
+
+/// Why a deletion cannot end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "by")]
+pub enum Hold {
+    /// Finalizers that are not the collector's.
+    Finalizers {
+        /// Their names.
+        finalizers: Vec<String>,
+    },
+    /// Deleted in the foreground, it waits for dependents that block it and do not go.
+    BlockingDependents {
+        /// Those dependents.
+        dependents: Vec<ObjectRef>,
+    },
+}
+
+/// One object the delete reaches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// The object.
+    pub object: ObjectRef,
+    /// The owner through which the delete first reached it; none for a requested object.
+    pub via: Option<String>,
+    /// What happens to it.
+    #[serde(flatten)]
+    pub fate: Fate,
+}
+
+/// What a delete would do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// The policy of the request.
+    pub policy: PropagationPolicy,
+    /// The objects the request deletes.
+    pub requested: Vec<ObjectRef>,
+    /// Every object the delete reaches, removed ones by wave, then the rest.
+    pub steps: Vec<Step>,
+    /// The writes the collector would send: DELETEs, and PATCHes of references and finalizers.
+    pub calls: Calls,
+}
+
+/// The writes a plan costs the collector.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Calls {
+    /// DELETEs of dependents.
+    pub deletes: u64,
+    /// PATCHes: references removed (orphaned, or kept by another owner) and finalizers removed.
+    pub patches: u64,
+}
+
+impl Calls {
+    /// Every write.
+    pub fn total(&self) -> u64 {
+        self.deletes + self.patches
+    }
+}
+
+impl Plan {
+    /// The steps of removed objects.
+    pub fn removed(&self) -> impl Iterator<Item = &Step> {
+        self.steps.iter().filter(|s| matches!(s.fate, Fate::Removed { .. }))
+    }
+
+    /// The number of waves.
+    pub fn waves(&self) -> u32 {
+        self.steps
+            .iter()
+            .filter_map(|s| match s.fate {
+                Fate::Removed { wave, .. } => Some(wave),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
