@@ -9,5 +9,6 @@
 #![allow(clippy::mutable_key_type)]
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub mod plan;
 pub mod server;
 pub mod tree;

@@ -32,7 +32,7 @@ fn main() -> anyhow::Result<()> {
     // `tree` says what failed in its one error message; kube-rs's own log line of the same
     // failed request would say it twice.
     let default_filter = match cli.command {
-        Command::Tree(_) => "warn,kube_client=off",
+        Command::Tree(_) | Command::Plan(_) => "warn,kube_client=off",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -52,5 +52,6 @@ fn main() -> anyhow::Result<()> {
         }
         Command::ShadowReport(args) => command::shadow_report::run(args),
         Command::Tree(args) => runtime.block_on(command::tree::run(args)),
+        Command::Plan(args) => runtime.block_on(command::plan::run(args)),
     }
 }

@@ -32,8 +32,8 @@ mod simulate;
 pub use graph::from_graph;
 pub use simulate::simulate;
 
-use crate::api::{OwnerReference, PropagationPolicy};
-use serde::Serialize;
+use crate::api::{OwnerReference, PropagationPolicy, RestMapper};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// One object, as much of it as a plan reads.
@@ -77,6 +77,19 @@ pub trait Served {
     /// the collector reads a reference through a version that is served), or `None` when nothing
     /// serves it.
     fn scope(&self, api_version: &str, kind: &str) -> Option<Scope>;
+}
+
+/// Discovery's types, read as the collector reads an owner reference: through any served version
+/// of its group.
+impl Served for RestMapper {
+    fn scope(&self, api_version: &str, kind: &str) -> Option<Scope> {
+        let mapping = self.rest_mapping_any_version(api_version, kind).ok()?;
+        Some(if mapping.namespaced {
+            Scope::Namespaced
+        } else {
+            Scope::Cluster
+        })
+    }
 }
 
 /// The objects a plan reads, indexed by UID and by owner UID.
@@ -137,7 +150,7 @@ impl Snapshot {
 }
 
 /// An object as a plan names it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
     /// Its kind.
@@ -181,7 +194,7 @@ impl std::fmt::Display for ObjectRef {
 }
 
 /// What the delete does to one object.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "fate")]
 pub enum Fate {
     /// It goes, in `wave` (1 first).
@@ -220,7 +233,7 @@ pub enum Fate {
 }
 
 /// Why a deletion cannot end.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "by")]
 pub enum Hold {
     /// Finalizers that are not the collector's.
@@ -236,7 +249,7 @@ pub enum Hold {
 }
 
 /// One object the delete reaches.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     /// The object.
@@ -249,7 +262,7 @@ pub struct Step {
 }
 
 /// What a delete would do.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     /// The policy of the request.
@@ -263,7 +276,7 @@ pub struct Plan {
 }
 
 /// The writes a plan costs the collector.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Calls {
     /// DELETEs of dependents.
     pub deletes: u64,

@@ -1,5 +1,6 @@
 //! The `kube-gc` command line: one module per subcommand.
 
+pub mod plan;
 pub mod run;
 pub mod serving;
 pub mod shadow_report;
@@ -35,6 +36,9 @@ pub enum Command {
     /// Show an object's owners above it and its dependents below it, with their deletion states
     /// and, when a collector answers, why they are not collected yet.
     Tree(tree::TreeArgs),
+    /// Show what deleting an object would take with it, and in which order, before the DELETE
+    /// is sent: from a running collector's graph, or with `--offline` from a listing.
+    Plan(plan::PlanArgs),
 }
 
 /// Flags of the collector's workers, for the subcommands that run it.

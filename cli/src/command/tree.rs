@@ -13,6 +13,13 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct TreeArgs {
+    #[command(flatten)]
+    object: ObjectArgs,
+}
+
+/// The object a subcommand is about, and where to find it: `kube-gc tree` and `kube-gc plan`.
+#[derive(clap::Args)]
+pub struct ObjectArgs {
     /// The object: KIND/NAME, or KIND then NAME. KIND is a kind, a resource, a short name or a
     /// plural, optionally with its group (`deployment`, `deploy`, `deployments.apps`, `rc`).
     #[arg(value_name = "KIND/NAME")]
@@ -26,13 +33,27 @@ pub struct TreeArgs {
     /// Kubeconfig of the cluster; default: `$KUBECONFIG`, `~/.kube/config`, then in-cluster.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// The collector's plain loopback endpoints (`kube-gc run --insecure-bind-address`), asked
-    /// why objects are not collected yet; left out, with a note, when nothing answers there.
+    /// The collector's plain loopback endpoints (`kube-gc run --insecure-bind-address`).
     #[arg(long, default_value = "http://127.0.0.1:10258", value_name = "URL")]
-    collector: CollectorClient,
+    pub collector: CollectorClient,
 }
 
-impl TreeArgs {
+/// The object found, and what was read to find it.
+pub struct Found {
+    /// The client it was read through.
+    pub client: kube::Client,
+    /// Discovery's resources.
+    pub catalogue: tree::Catalogue,
+    /// The namespace asked for (the kubeconfig's when none was).
+    pub namespace: String,
+    /// Where its dependents can be: its namespace, or every namespace (empty) for a
+    /// cluster-scoped object.
+    pub scope: String,
+    /// The object.
+    pub target: tree::Object,
+}
+
+impl ObjectArgs {
     /// KIND and NAME, from `KIND/NAME` or from two arguments.
     fn kind_and_name(&self) -> anyhow::Result<(&str, &str)> {
         let (kind, name) = match (&self.name, self.object.split_once('/')) {
@@ -46,42 +67,62 @@ impl TreeArgs {
         }
         Ok((kind, name))
     }
+
+    /// Connects as `agent`, reads discovery and the object.
+    pub async fn find(&self, agent: &str) -> anyhow::Result<Found> {
+        let (kind, name) = self.kind_and_name()?;
+        let agent = format!("{agent}/{}", env!("CARGO_PKG_VERSION"));
+        let client = kube_gc::api::connect(self.kubeconfig.as_deref(), &agent).await?;
+        let namespace = self
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let catalogue = fetch::discover(&client).await?;
+        let resource = catalogue.resolve(kind)?;
+        let target = fetch::get(&client, resource, &namespace, name)
+            .await?
+            .ok_or_else(|| tree::Error::NotFound {
+                resource: resource.qualified(),
+                name: name.to_string(),
+                namespace: if resource.namespaced {
+                    namespace.clone()
+                } else {
+                    String::new()
+                },
+            })?;
+        // A cluster-scoped object's dependents can be in any namespace.
+        let scope = if resource.namespaced {
+            namespace.clone()
+        } else {
+            String::new()
+        };
+        Ok(Found {
+            client,
+            catalogue,
+            namespace,
+            scope,
+            target,
+        })
+    }
 }
 
 pub async fn run(args: TreeArgs) -> anyhow::Result<()> {
-    let (kind, name) = args.kind_and_name()?;
-    let agent = format!("kube-gc-tree/{}", env!("CARGO_PKG_VERSION"));
-    let client = kube_gc::api::connect(args.kubeconfig.as_deref(), &agent).await?;
-    let namespace = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_string());
-    let catalogue = fetch::discover(&client).await?;
-    let resource = catalogue.resolve(kind)?;
-    let target = fetch::get(&client, resource, &namespace, name)
-        .await?
-        .ok_or_else(|| tree::Error::NotFound {
-            resource: resource.qualified(),
-            name: name.to_string(),
-            namespace: if resource.namespaced {
-                namespace.clone()
-            } else {
-                String::new()
-            },
-        })?;
-    // A cluster-scoped object's dependents can be in any namespace.
-    let scope = if resource.namespaced { namespace.as_str() } else { "" };
-    let fetched = fetch::fetch(&client, &catalogue, scope, &target).await?;
+    let Found {
+        client,
+        catalogue,
+        namespace,
+        scope,
+        target,
+    } = args.object.find("kube-gc-tree").await?;
+    let fetched = fetch::fetch(&client, &catalogue, &scope, &target).await?;
     for (resource, why) in &fetched.unlisted {
         eprintln!("note: {resource} could not be listed, so its objects are left out: {why}");
     }
-    let why = match args.collector.reasons(&fetched.listing, &target.uid).await {
+    let collector = &args.object.collector;
+    let why = match collector.reasons(&fetched.listing, &target.uid).await {
         Ok(why) => Some(why),
         Err(e) => {
-            eprintln!(
-                "note: no collector at {} ({e}); the WHY column is left out",
-                args.collector
-            );
+            eprintln!("note: no collector at {collector} ({e}); the WHY column is left out");
             None
         }
     };
@@ -96,7 +137,7 @@ pub async fn run(args: TreeArgs) -> anyhow::Result<()> {
 }
 
 /// Writes `text` to stdout; a reader that stopped early (`| head`) is no failure.
-fn print(text: &str) -> anyhow::Result<()> {
+pub(super) fn print(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -115,7 +156,7 @@ mod tests {
         let Command::Tree(tree) = cli.command else {
             panic!("not the tree subcommand");
         };
-        let (kind, name) = tree.kind_and_name().map_err(|e| e.to_string())?;
+        let (kind, name) = tree.object.kind_and_name().map_err(|e| e.to_string())?;
         Ok((kind.to_string(), name.to_string()))
     }
 

@@ -7,6 +7,7 @@
 //! | `/debug/journal[?limit=N]` | the latest journal lines, oldest first, as JSON Lines ([`kube_gc::journal`]) |
 //! | `/debug/stuck[?older-than=D&limit=N]` | JSON: the objects waiting on the collector for at least `D` (default `--stall-after`), oldest first, each explained (`stuck.rs`) |
 //! | `/debug/migrations` | JSON: the storage version migrations in progress, each with its pass's figures or what it waits for ([`kube_gc::migrator`]) |
+//! | `/debug/plan?uid=U[&uid=…][&policy=P]` | JSON: what deleting the objects with the policy (`background`, the default, `foreground` or `orphan`) would do, played on the graph ([`kube_gc::plan`]) |
 //! | `/metrics` | OpenMetrics text (`metrics.rs`) |
 //! | `/healthz` | `ok` while the process serves |
 //! | `/readyz` | `ok` once the monitors have synced or the initial sync wait has passed, else 503 |
@@ -34,7 +35,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use kube_gc::api::ClusterApi;
+use kube_gc::api::{ClusterApi, PropagationPolicy};
 use kube_gc::controller::GarbageCollector;
 use kube_gc::graph::{dump, Uid};
 use parking_lot::RwLock;
@@ -50,6 +51,8 @@ pub const JOURNAL_PATH: &str = "/debug/journal";
 pub const STUCK_PATH: &str = "/debug/stuck";
 /// The path of the migrations in progress.
 pub const MIGRATIONS_PATH: &str = "/debug/migrations";
+/// Where the cascade plans are served.
+pub const PLAN_PATH: &str = "/debug/plan";
 
 /// The collector the endpoints describe: empty until it has started, and while a shard's ranges
 /// change hands.
@@ -126,6 +129,7 @@ pub fn router<C: ClusterApi>(slot: Arc<Slot<C>>) -> Router {
         .route(JOURNAL_PATH, get(journal::<C>))
         .route(STUCK_PATH, get(stuck::<C>))
         .route(MIGRATIONS_PATH, get(migrations::<C>))
+        .route(PLAN_PATH, get(plan::<C>))
         .route("/metrics", get(metrics::<C>))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz::<C>))
@@ -231,6 +235,52 @@ async fn stuck<C: ClusterApi>(
 async fn migrations<C: ClusterApi>(State(slot): Shared<C>) -> Result<Response, Unavailable> {
     let gc = slot.collector()?;
     Ok(axum::Json(gc.migrations().active()).into_response())
+}
+
+/// `/debug/plan`'s answer: the plan, and what it was played on.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanAnswer {
+    /// The plan.
+    pub plan: kube_gc::plan::Plan,
+    /// Objects of the graph the plan read.
+    pub snapshot_objects: usize,
+    /// Items waiting in the collector's queues now, which its writes would come after.
+    pub queue_depth: usize,
+    /// How long the snapshot and the play took, in seconds.
+    pub seconds: f64,
+}
+
+async fn plan<C: ClusterApi>(State(slot): Shared<C>, uri: axum::http::Uri) -> Result<Response, Unavailable> {
+    let gc = slot.collector()?;
+    let query = uri.query().unwrap_or("");
+    let requested = uids(query);
+    if requested.is_empty() {
+        return Ok((StatusCode::BAD_REQUEST, "plan needs ?uid=\n").into_response());
+    }
+    let policy = form_urlencoded::parse(query.as_bytes())
+        .find(|(key, _)| key == "policy")
+        .map(|(_, value)| value.into_owned());
+    let policy = match policy.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("" | "background") => PropagationPolicy::Background,
+        Some("foreground") => PropagationPolicy::Foreground,
+        Some("orphan") => PropagationPolicy::Orphan,
+        Some(other) => {
+            let why = format!("policy={other}: expected background, foreground or orphan\n");
+            return Ok((StatusCode::BAD_REQUEST, why).into_response());
+        }
+    };
+    let started = std::time::Instant::now();
+    let snapshot = kube_gc::plan::from_graph(gc.graph(), &requested);
+    let names: Vec<String> = requested.iter().map(ToString::to_string).collect();
+    let plan = kube_gc::plan::simulate(&snapshot, &*gc.mapper().load(), &names, policy);
+    Ok(axum::Json(PlanAnswer {
+        plan,
+        snapshot_objects: snapshot.len(),
+        queue_depth: gc.attempt_to_delete().len() + gc.attempt_to_orphan().len(),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+    .into_response())
 }
 
 /// A `limit=` parameter: `default` when absent or empty, else a whole number, or what the 400

@@ -201,7 +201,7 @@ pub async fn get(
         .request::<PartialObjectMeta>(get_request(&uri, ACCEPT_METADATA)?)
         .await
     {
-        Ok(meta) => Ok(Some(Object::from_meta(meta, &resource.kind))),
+        Ok(meta) => Ok(Some(Object::from_meta(meta, resource))),
         Err(e) if is_not_found(&e) => Ok(None),
         Err(e) => Err(failed(|| format!("reading {} {name:?}", resource.qualified()))(e)),
     }
@@ -241,7 +241,7 @@ async fn list(client: &kube::Client, resource: &Resource, namespace: &str) -> Re
             .request(get_request(&uri, ACCEPT_METADATA_LIST)?)
             .await
             .map_err(failed(|| format!("listing {}", resource.qualified())))?;
-        objects.extend(page.items.into_iter().map(|m| Object::from_meta(m, &resource.kind)));
+        objects.extend(page.items.into_iter().map(|m| Object::from_meta(m, resource)));
         if page.metadata.continue_token.is_empty() {
             return Ok(objects);
         }
@@ -404,8 +404,8 @@ pub enum CollectorError {
         /// The body's first line.
         body: String,
     },
-    /// An answer that is not an explanation.
-    #[error("answered something that is not an explanation")]
+    /// An answer that is not what was asked for.
+    #[error("answered something that is not what was asked for")]
     Garbled,
 }
 
@@ -421,7 +421,24 @@ impl CollectorClient {
         let query = form_urlencoded::Serializer::new(String::new())
             .append_pair("uid", uid)
             .finish();
-        let answer = tokio::time::timeout(COLLECTOR_PATIENCE, self.get(&format!("/explain?{query}")))
+        let explanation: Explanation = self.get_json(&format!("/explain?{query}")).await?;
+        Ok(explanation.reasons)
+    }
+
+    /// The collector's plan of deleting the objects `uids` with `policy` (`/debug/plan`).
+    pub async fn plan(&self, uids: &[&str], policy: &str) -> Result<crate::server::PlanAnswer, CollectorError> {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for uid in uids {
+            query.append_pair("uid", uid);
+        }
+        query.append_pair("policy", policy);
+        self.get_json(&format!("{}?{}", crate::server::PLAN_PATH, query.finish()))
+            .await
+    }
+
+    /// The JSON answer to a GET of `path_and_query`.
+    async fn get_json<T: serde::de::DeserializeOwned>(&self, path_and_query: &str) -> Result<T, CollectorError> {
+        let answer = tokio::time::timeout(COLLECTOR_PATIENCE, self.get(path_and_query))
             .await
             .map_err(|_| CollectorError::Timeout(COLLECTOR_PATIENCE))?
             .map_err(CollectorError::Unreachable)?;
@@ -435,8 +452,7 @@ impl CollectorClient {
             let body = body.lines().next().unwrap_or_default().to_string();
             return Err(CollectorError::Status { code, body });
         }
-        let explanation: Explanation = serde_json::from_str(body).map_err(|_| CollectorError::Garbled)?;
-        Ok(explanation.reasons)
+        serde_json::from_str(body).map_err(|_| CollectorError::Garbled)
     }
 
     /// One HTTP/1.1 GET on a connection of its own, read to its close: the whole answer.

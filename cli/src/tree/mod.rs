@@ -37,6 +37,8 @@ use std::collections::{HashMap, HashSet};
 pub struct Object {
     /// Its UID.
     pub uid: String,
+    /// Its apiVersion, the version it was read at.
+    pub api_version: String,
     /// Its kind.
     pub kind: String,
     /// Its namespace; empty when cluster-scoped.
@@ -54,13 +56,14 @@ pub struct Object {
 }
 
 impl Object {
-    /// The object of a metadata read; `kind` is the resource's, since a metadata answer's own
-    /// `kind` is `PartialObjectMetadata`.
-    pub fn from_meta(meta: PartialObjectMeta, kind: &str) -> Object {
+    /// The object of a metadata read of `resource`, whose apiVersion and kind it takes, since a
+    /// metadata answer's own are `PartialObjectMetadata`'s.
+    pub fn from_meta(meta: PartialObjectMeta, resource: &Resource) -> Object {
         let m = meta.metadata;
         Object {
             uid: m.uid,
-            kind: kind.to_string(),
+            api_version: resource.gvr.api_version(),
+            kind: resource.kind.clone(),
             namespace: m.namespace,
             name: m.name,
             created: m.creation_timestamp,
@@ -154,6 +157,11 @@ impl Listing {
         self.objects.get(uid)
     }
 
+    /// Every object read, in no order.
+    pub fn objects(&self) -> impl Iterator<Item = &Object> {
+        self.objects.values()
+    }
+
     /// How many objects were read.
     pub fn len(&self) -> usize {
         self.objects.len()
@@ -243,6 +251,7 @@ mod tests {
     fn object(uid: &str, owners: &[&str]) -> Object {
         Object {
             uid: uid.into(),
+            api_version: "v1".into(),
             kind: "ConfigMap".into(),
             namespace: "ns".into(),
             name: format!("cm-{uid}"),

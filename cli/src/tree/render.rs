@@ -197,6 +197,7 @@ mod tests {
 
     fn object(kind: &str, name: &str, uid: &str, owners: &[(&str, &str, bool)]) -> Object {
         Object {
+            api_version: "v1".into(),
             uid: uid.into(),
             kind: kind.into(),
             namespace: "shop".into(),
