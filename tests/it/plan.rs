@@ -6,17 +6,26 @@
 //! the plan gave: removed, held by a finalizer or a dependent, left with exactly the references
 //! the plan left it, or untouched.
 //!
+//! Then the proof on the collector itself: for each policy, the plan of deleting a Deployment is
+//! taken from the running collector's graph, the Deployment is deleted, and the deletion journal
+//! must show the same objects deleted, orphaned and stripped, in an order the plan's waves allow.
+//!
 //! A case whose outcome depends on the order the collector works in (the model's region, see its
 //! docs) is skipped: the plan shows one order's outcome there. `PROPTEST_CASES` sets the number of
 //! cases (default [`DEFAULT_CASES`]).
 
 use crate::differential::{build, raw_case};
-use kube_gc::api::PropagationPolicy;
+use crate::support::{self, blocking_ref_to, configmaps, deployments, meta, pods, ref_to, replicasets, Harness};
+use kube_gc::api::{PartialObjectMeta, PropagationPolicy};
+use kube_gc::controller::Config;
+use kube_gc::graph::Uid;
+use kube_gc::journal::{Action as JournalAction, Entry, Journal};
 use kube_gc::plan::{self, Fate, Scope, Served, Snapshot};
 use kube_gc_sim::model::{Action, Model, Object};
+use kube_gc_sim::SimCluster;
 use proptest::prelude::*;
 use proptest::sample::Index;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Cases per run unless `PROPTEST_CASES` says otherwise.
 const DEFAULT_CASES: u32 = 512;
@@ -121,5 +130,153 @@ proptest! {
         }
         let found = disagreements(&before, &plan, &model);
         prop_assert!(found.is_empty(), "deleting {} ({policy:?}):\n{}\nplan: {:#?}", before[&root].display(), found.join("\n"), plan.steps);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plan against what the collector then does
+// ---------------------------------------------------------------------------------------------
+
+/// A shop: Deployment `web` owns ReplicaSets `rs-a` and `rs-b` (blocking), each owning three
+/// Pods (blocking); `rs-a-0` has a second, live owner (ConfigMap `keep`), and `rs-b-2` is held by
+/// a finalizer that is not the collector's. Returns the collector and `web`.
+async fn shop() -> (Harness, PartialObjectMeta) {
+    let config = Config {
+        journal: Journal::in_memory(),
+        ..Config::default()
+    };
+    let h = Harness::start_with(SimCluster::new(), config).await;
+    let web = h.create(&deployments(), meta("shop", "web", vec![]));
+    let keep = h.create(&configmaps(), meta("shop", "keep", vec![]));
+    for rs in ["rs-a", "rs-b"] {
+        let set = h.create(&replicasets(), meta("shop", rs, vec![blocking_ref_to(&web)]));
+        for i in 0..3 {
+            let mut pod = meta("shop", &format!("{rs}-{i}"), vec![blocking_ref_to(&set)]);
+            if rs == "rs-a" && i == 0 {
+                pod.owner_references.push(ref_to(&keep));
+            }
+            if rs == "rs-b" && i == 2 {
+                pod.finalizers.push("example.com/hold".into());
+            }
+            h.create(&pods(), pod);
+        }
+    }
+    h.settle().await;
+    (h, web)
+}
+
+/// Where each object went in the journal: the index of the write that removed it (a DELETE that
+/// left no finalizer, else the removal of its last collector finalizer).
+fn removal_order(journal: &[std::sync::Arc<Entry>], removed: &BTreeSet<String>) -> BTreeMap<String, usize> {
+    let mut order = BTreeMap::new();
+    for (i, entry) in journal.iter().enumerate() {
+        let uid = &entry.object.uid;
+        if removed.contains(uid) && matches!(entry.action, JournalAction::Delete | JournalAction::RemoveFinalizer) {
+            order.insert(uid.clone(), i);
+        }
+    }
+    order
+}
+
+/// The UIDs the journal shows `action` on.
+fn journaled(journal: &[std::sync::Arc<Entry>], action: JournalAction) -> BTreeSet<String> {
+    journal
+        .iter()
+        .filter(|e| e.action == action)
+        .map(|e| e.object.uid.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_should_agree_with_the_journal_for_every_policy() {
+    for policy in POLICIES {
+        let (h, web) = shop().await;
+        let uid = web.metadata.uid.clone();
+        let snapshot = plan::from_graph(h.gc.graph(), &[Uid::parse(&uid)]);
+        let planned = plan::simulate(&snapshot, &*h.gc.mapper().load(), std::slice::from_ref(&uid), policy);
+        h.delete(&deployments(), &web, support::policy(policy));
+        h.settle().await;
+        let journal = h.gc.journal().latest(kube_gc::journal::LATEST);
+
+        let with = |pick: fn(&Fate) -> bool| -> BTreeSet<String> {
+            planned
+                .steps
+                .iter()
+                .filter(|s| pick(&s.fate) && s.object.uid != uid)
+                .map(|s| s.object.uid.clone())
+                .collect()
+        };
+        let deleted = with(|f| matches!(f, Fate::Removed { .. } | Fate::Held { .. }));
+        let deleted_by_collector: BTreeSet<String> = journaled(&journal, JournalAction::Delete);
+        assert_eq!(deleted, deleted_by_collector, "{policy:?}: DELETEs");
+        let expected = if policy == PropagationPolicy::Orphan { 0 } else { 7 };
+        assert_eq!(deleted.len(), expected, "{policy:?}: two ReplicaSets and the five Pods not kept");
+        assert_eq!(
+            with(|f| matches!(f, Fate::Orphaned { .. })),
+            journaled(&journal, JournalAction::Orphan),
+            "{policy:?}: orphaned"
+        );
+        assert_eq!(
+            with(|f| matches!(f, Fate::Kept { .. })),
+            journaled(&journal, JournalAction::RemoveOwnerRefs),
+            "{policy:?}: kept by another owner"
+        );
+        let live: BTreeMap<String, PartialObjectMeta> = [deployments(), replicasets(), pods(), configmaps()]
+            .iter()
+            .flat_map(|gvr| h.cluster.list_objects(gvr))
+            .map(|o| (o.metadata.uid.clone(), o))
+            .collect();
+        for step in &planned.steps {
+            let now = live.get(&step.object.uid);
+            let fits = match &step.fate {
+                Fate::Removed { .. } => now.is_none(),
+                Fate::Held { .. } => now.is_some_and(|o| o.metadata.deletion_timestamp.is_some()),
+                Fate::Orphaned { loses } | Fate::Kept { loses, .. } => now.is_some_and(|o| {
+                    !o.metadata
+                        .owner_references
+                        .iter()
+                        .any(|r| loses.iter().any(|l| l.uid == r.uid))
+                }),
+                Fate::Stuck { .. } => now.is_some(),
+            };
+            assert!(fits, "{policy:?}: {} planned {:?}, now {now:?}", step.object, step.fate);
+        }
+        // Every removal the plan orders (an owner before its dependent in the background, a
+        // blocking dependent before its owner in the foreground) happened in that order.
+        let removed: BTreeSet<String> = planned.removed().map(|s| s.object.uid.clone()).collect();
+        let order = removal_order(&journal, &removed);
+        let at = |uid: &str| {
+            if uid == web.metadata.uid && policy == PropagationPolicy::Background {
+                Some(0)
+            } else {
+                order.get(uid).map(|i| i + 1)
+            }
+        };
+        let wave: BTreeMap<&str, u32> = planned
+            .steps
+            .iter()
+            .filter_map(|s| match s.fate {
+                Fate::Removed { wave, .. } => Some((s.object.uid.as_str(), wave)),
+                _ => None,
+            })
+            .collect();
+        for step in planned.removed() {
+            let Some(owner) = step.via.as_deref().filter(|o| removed.contains(*o)) else {
+                continue;
+            };
+            let (first, then) = if wave[owner] < wave[step.object.uid.as_str()] {
+                (owner, step.object.uid.as_str())
+            } else {
+                (step.object.uid.as_str(), owner)
+            };
+            assert!(
+                at(first).is_some() && at(first) < at(then),
+                "{policy:?}: {first} (wave {}) went at {:?}, {then} (wave {}) at {:?}",
+                wave[first],
+                at(first),
+                wave[then],
+                at(then)
+            );
+        }
     }
 }
