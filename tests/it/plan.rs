@@ -15,12 +15,16 @@
 //! cases (default [`DEFAULT_CASES`]).
 
 use crate::differential::{build, raw_case};
-use crate::support::{self, blocking_ref_to, configmaps, deployments, meta, pods, ref_to, replicasets, Harness};
+use crate::support::process::{kubectl_available, run_bounded, KUBECTL_TIMEOUT};
+use crate::support::{
+    self, blocking_ref_to, configmaps, create_in, deployments, meta, pods, ref_to, replicasets, Harness,
+};
 use kube_gc::api::{PartialObjectMeta, PropagationPolicy};
 use kube_gc::controller::Config;
 use kube_gc::graph::Uid;
 use kube_gc::journal::{Action as JournalAction, Entry, Journal};
 use kube_gc::plan::{self, Fate, Scope, Served, Snapshot};
+use kube_gc_cli::server::{PlanAnswer, Slot};
 use kube_gc_sim::model::{Action, Model, Object};
 use kube_gc_sim::SimCluster;
 use proptest::prelude::*;
@@ -210,7 +214,11 @@ async fn a_plan_should_agree_with_the_journal_for_every_policy() {
         let deleted_by_collector: BTreeSet<String> = journaled(&journal, JournalAction::Delete);
         assert_eq!(deleted, deleted_by_collector, "{policy:?}: DELETEs");
         let expected = if policy == PropagationPolicy::Orphan { 0 } else { 7 };
-        assert_eq!(deleted.len(), expected, "{policy:?}: two ReplicaSets and the five Pods not kept");
+        assert_eq!(
+            deleted.len(),
+            expected,
+            "{policy:?}: two ReplicaSets and the five Pods not kept"
+        );
         assert_eq!(
             with(|f| matches!(f, Fate::Orphaned { .. })),
             journaled(&journal, JournalAction::Orphan),
@@ -279,4 +287,144 @@ async fn a_plan_should_agree_with_the_journal_for_every_policy() {
             );
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// `kube-gc plan` and `kubectl gc plan`, as processes
+// ---------------------------------------------------------------------------------------------
+
+/// `kube-gc plan deploy/web -n shop ARGS` against `server`, as a process: its stdout, which must
+/// come from a successful run.
+fn plan_command(program: &std::path::Path, server: &support::OwnServer, args: &[&str]) -> String {
+    let mut command = std::process::Command::new(program);
+    command
+        .args(["plan", "deploy/web", "-n", "shop", "--kubeconfig"])
+        .arg(&server.kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "off");
+    let run = run_bounded(&mut command, KUBECTL_TIMEOUT);
+    assert!(
+        run.status.success(),
+        "kube-gc plan {args:?} failed:\n{}{}",
+        run.stdout,
+        run.stderr
+    );
+    run.stdout
+}
+
+#[test]
+fn kube_gc_plan_should_answer_from_the_collector_and_offline_alike_in_every_format() {
+    let server = support::serve_on_own_runtime(SimCluster::new(), kube_gc_sim::http::ServerOptions::default());
+    let web = create_in(&server.cluster, &deployments(), meta("shop", "web", vec![]));
+    for rs in ["rs-a", "rs-b"] {
+        let set = create_in(
+            &server.cluster,
+            &replicasets(),
+            meta("shop", rs, vec![blocking_ref_to(&web)]),
+        );
+        for i in 0..3 {
+            let pod = meta("shop", &format!("{rs}-{i}"), vec![blocking_ref_to(&set)]);
+            create_in(&server.cluster, &pods(), pod);
+        }
+    }
+    let addr = server.addr;
+    let endpoints = server.runtime.block_on(async {
+        let gc = support::start_collector(support::collector_client(addr).await).await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let endpoints = listener.local_addr().expect("the bound address");
+        tokio::spawn(kube_gc_cli::server::serve(
+            listener,
+            Slot::with(gc),
+            std::future::pending(),
+        ));
+        endpoints
+    });
+    let collector = format!("http://{endpoints}");
+    let program = std::path::PathBuf::from(env!("CARGO_BIN_EXE_kube-gc"));
+    let removed = |json: &str| -> BTreeSet<(String, u32)> {
+        let answer: PlanAnswer = serde_json::from_str(json).unwrap_or_else(|e| panic!("not a plan ({e}): {json}"));
+        answer
+            .plan
+            .steps
+            .iter()
+            .filter_map(|s| match s.fate {
+                Fate::Removed { wave, .. } => Some((s.object.name.clone(), wave)),
+                _ => None,
+            })
+            .collect()
+    };
+
+    let table = plan_command(
+        &program,
+        &server,
+        &["--collector", &collector, "--cascade", "foreground"],
+    );
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["WAVE", "ACTION", "OBJECT", "DETAIL"], "{table}");
+    assert!(
+        table.contains("removed: 9 in 3 waves (Deployment 1, Pod 6, ReplicaSet 2)"),
+        "{table}"
+    );
+    let online = plan_command(
+        &program,
+        &server,
+        &["--collector", &collector, "--cascade", "foreground", "-o", "json"],
+    );
+    let offline = plan_command(
+        &program,
+        &server,
+        &["--offline", "--cascade", "foreground", "-o", "json"],
+    );
+    assert_eq!(
+        removed(&online),
+        removed(&offline),
+        "the graph's plan and the listing's agree"
+    );
+    assert!(
+        removed(&online).contains(&("web".to_string(), 3)),
+        "the Deployment goes last"
+    );
+    let yaml = plan_command(&program, &server, &["--offline", "--cascade", "orphan", "-o", "yaml"]);
+    assert!(yaml.contains("fate: orphaned"), "{yaml}");
+
+    // As the kubectl plugin, through a link named kubectl-gc on PATH.
+    let bin = server.dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("a bin directory");
+    let link = bin.join("kubectl-gc");
+    std::os::unix::fs::symlink(&program, &link).expect("link kubectl-gc");
+    if !kubectl_available() {
+        return;
+    }
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .expect("a PATH");
+    let mut kubectl = std::process::Command::new("kubectl");
+    kubectl
+        .args([
+            "gc",
+            "plan",
+            "deploy/web",
+            "-n",
+            "shop",
+            "--collector",
+            &collector,
+            "-o",
+            "json",
+        ])
+        .env("PATH", &path)
+        .env("KUBECONFIG", &server.kubeconfig)
+        .env("HOME", server.dir.path().join("home"))
+        .env("RUST_LOG", "off");
+    let run = run_bounded(&mut kubectl, KUBECTL_TIMEOUT);
+    assert!(
+        run.status.success(),
+        "kubectl gc plan failed:\n{}{}",
+        run.stdout,
+        run.stderr
+    );
+    assert_eq!(removed(&run.stdout).len(), 9, "{}", run.stdout);
 }
