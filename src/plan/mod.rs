@@ -218,7 +218,7 @@ pub enum Fate {
         /// The references it loses.
         loses: Vec<ObjectRef>,
     },
-    /// Its deletion starts but cannot end.
+    /// It is being deleted (by this delete, or since before it) and cannot go.
     Held {
         /// Why.
         why: Hold,

@@ -382,7 +382,8 @@ impl<S: Served> Play<'_, S> {
                 requested: requested.contains(&uid),
             });
         }
-        if live.deleting && live.policy.is_some() {
+        let released = self.snapshot.get(uid).is_some_and(|o| o.finalizers != live.finalizers);
+        if live.deleting && (live.policy.is_some() || released) {
             let others: Vec<String> = live
                 .finalizers
                 .iter()

@@ -78,7 +78,7 @@ fn disagreements(before: &BTreeMap<String, Object>, plan: &plan::Plan, model: &M
         let agrees = match (fate, now) {
             (Some(Fate::Removed { .. }), None) => true,
             (Some(Fate::Removed { .. }), Some(_)) | (_, None) => false,
-            (Some(Fate::Held { .. }), Some(now)) => now.deleting && !was.deleting,
+            (Some(Fate::Held { .. }), Some(now)) => now.deleting && now.owner_references == was.owner_references,
             (Some(Fate::Orphaned { loses } | Fate::Kept { loses, .. }), Some(now)) => {
                 let mut kept = was.owner_references.clone();
                 kept.retain(|r| !loses.iter().any(|l| l.uid == r.uid));
