@@ -123,7 +123,8 @@ impl<S: Served> Play<'_, S> {
     }
 
     /// The API server's DELETE of `uid` with `policy`: the collector's finalizers become the
-    /// policy's, and the object goes at once when no finalizer is left.
+    /// policy's, and the object goes at once when no finalizer is left (and the owners waiting
+    /// for it look again, whoever deleted it).
     fn delete(&mut self, uid: &str, policy: PropagationPolicy) {
         let round = self.round;
         let Some(live) = self.live(uid) else { return };
@@ -136,11 +137,15 @@ impl<S: Served> Play<'_, S> {
             PropagationPolicy::Foreground => live.finalizers.push(FINALIZER_FOREGROUND.into()),
             PropagationPolicy::Background => {}
         }
-        if live.finalizers.is_empty() {
+        let gone = live.finalizers.is_empty();
+        if gone {
             live.gone = true;
             live.gone_in = Some(round);
         }
         self.queue_settle(uid);
+        if gone {
+            self.owners_may_go(uid);
+        }
     }
 
     /// Queues [`Work::Settle`] of `uid` for the next round, once.
@@ -288,9 +293,6 @@ impl<S: Served> Play<'_, S> {
         };
         self.calls.deletes += 1;
         self.delete(uid, policy);
-        if self.live(uid).is_some_and(|l| l.gone) {
-            self.owners_may_go(uid);
-        }
     }
 
     /// `uid` keeps its solid owners and loses its references to the owners in `lost`.
