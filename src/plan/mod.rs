@@ -92,18 +92,46 @@ impl Served for RestMapper {
     }
 }
 
-/// The objects a plan reads, indexed by UID and by owner UID.
-#[derive(Clone, Debug, Default)]
-pub struct Snapshot {
-    objects: HashMap<String, Object>,
+/// An object with a UID and owner references, as a [`Snapshot`] indexes it.
+pub trait Owned {
+    /// Its UID.
+    fn uid(&self) -> &str;
+    /// Its `metadata.ownerReferences`.
+    fn owners(&self) -> &[OwnerReference];
+}
+
+impl Owned for Object {
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+
+    fn owners(&self) -> &[OwnerReference] {
+        &self.owners
+    }
+}
+
+/// Objects indexed by UID and by owner UID: what a plan reads, and what `kube-gc tree` draws
+/// from.
+#[derive(Clone, Debug)]
+pub struct Snapshot<O = Object> {
+    objects: HashMap<String, O>,
     /// Owner UID → the UIDs of the objects whose references name it, each once, in order of
     /// insertion.
     dependents: HashMap<String, Vec<String>>,
 }
 
-impl Snapshot {
+impl<O> Default for Snapshot<O> {
+    fn default() -> Self {
+        Snapshot {
+            objects: HashMap::new(),
+            dependents: HashMap::new(),
+        }
+    }
+}
+
+impl<O: Owned> Snapshot<O> {
     /// Indexes `objects`; an object given twice is kept as first given.
-    pub fn new(objects: impl IntoIterator<Item = Object>) -> Snapshot {
+    pub fn new(objects: impl IntoIterator<Item = O>) -> Self {
         let mut snapshot = Snapshot::default();
         for object in objects {
             snapshot.insert(object);
@@ -112,25 +140,30 @@ impl Snapshot {
     }
 
     /// Adds `object` unless its UID is held already.
-    pub fn insert(&mut self, object: Object) {
-        if self.objects.contains_key(&object.uid) {
+    pub fn insert(&mut self, object: O) {
+        if self.objects.contains_key(object.uid()) {
             return;
         }
-        let mut owners: Vec<&str> = object.owners.iter().map(|r| r.uid.as_str()).collect();
+        let mut owners: Vec<&str> = object.owners().iter().map(|r| r.uid.as_str()).collect();
         owners.sort_unstable();
         owners.dedup();
         for owner in owners {
             self.dependents
                 .entry(owner.to_string())
                 .or_default()
-                .push(object.uid.clone());
+                .push(object.uid().to_string());
         }
-        self.objects.insert(object.uid.clone(), object);
+        self.objects.insert(object.uid().to_string(), object);
     }
 
     /// The object `uid`.
-    pub fn get(&self, uid: &str) -> Option<&Object> {
+    pub fn get(&self, uid: &str) -> Option<&O> {
         self.objects.get(uid)
+    }
+
+    /// Every object, in no order.
+    pub fn objects(&self) -> impl Iterator<Item = &O> {
+        self.objects.values()
     }
 
     /// How many objects it holds.
@@ -143,8 +176,8 @@ impl Snapshot {
         self.objects.is_empty()
     }
 
-    /// The UIDs of the objects whose references name `uid`.
-    fn dependents_of(&self, uid: &str) -> &[String] {
+    /// The UIDs of the objects whose references name `uid` (some of which may not be held).
+    pub fn dependents_of(&self, uid: &str) -> &[String] {
         self.dependents.get(uid).map_or(&[], Vec::as_slice)
     }
 }

@@ -952,15 +952,22 @@ fn show_plan(plan: &Plan) -> String {
 }
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_CASES);
     ProptestConfig {
-        cases,
         // Each shrink step runs the engine again; a few hundred steps find a small case in
         // minutes rather than hours.
         max_shrink_iters: 400,
+        ..cases_from_env(DEFAULT_CASES)
+    }
+}
+
+/// proptest's defaults with `PROPTEST_CASES` cases, else `default`.
+pub(crate) fn cases_from_env(default: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    ProptestConfig {
+        cases,
         ..ProptestConfig::default()
     }
 }

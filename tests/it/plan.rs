@@ -14,7 +14,7 @@
 //! docs) is skipped: the plan shows one order's outcome there. `PROPTEST_CASES` sets the number of
 //! cases (default [`DEFAULT_CASES`]).
 
-use crate::differential::{build, raw_case};
+use crate::differential::{build, cases_from_env, raw_case};
 use crate::support::process::{kubectl_available, run_bounded, KUBECTL_TIMEOUT};
 use crate::support::{
     self, blocking_ref_to, configmaps, create_in, deployments, meta, pods, ref_to, replicasets, Harness,
@@ -24,7 +24,7 @@ use kube_gc::controller::Config;
 use kube_gc::graph::Uid;
 use kube_gc::journal::{Action as JournalAction, Entry, Journal};
 use kube_gc::plan::{self, Fate, Scope, Served, Snapshot};
-use kube_gc_cli::server::{PlanAnswer, Slot};
+use kube_gc_cli::server::PlanAnswer;
 use kube_gc_sim::model::{Action, Model, Object};
 use kube_gc_sim::SimCluster;
 use proptest::prelude::*;
@@ -95,14 +95,9 @@ fn disagreements(before: &BTreeMap<String, Object>, plan: &plan::Plan, model: &M
 }
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_CASES);
     ProptestConfig {
-        cases,
         failure_persistence: None,
-        ..ProptestConfig::default()
+        ..cases_from_env(DEFAULT_CASES)
     }
 }
 
@@ -328,20 +323,7 @@ fn kube_gc_plan_should_answer_from_the_collector_and_offline_alike_in_every_form
             create_in(&server.cluster, &pods(), pod);
         }
     }
-    let addr = server.addr;
-    let endpoints = server.runtime.block_on(async {
-        let gc = support::start_collector(support::collector_client(addr).await).await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a loopback port");
-        let endpoints = listener.local_addr().expect("the bound address");
-        tokio::spawn(kube_gc_cli::server::serve(
-            listener,
-            Slot::with(gc),
-            std::future::pending(),
-        ));
-        endpoints
-    });
+    let endpoints = support::collector_endpoints(&server.runtime, server.addr);
     let collector = format!("http://{endpoints}");
     let program = std::path::PathBuf::from(env!("CARGO_BIN_EXE_kube-gc"));
     let removed = |json: &str| -> BTreeSet<(String, u32)> {

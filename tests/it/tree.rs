@@ -11,7 +11,6 @@
 use crate::support::process::{kubectl_available, run_bounded, Run, KUBECTL_TIMEOUT};
 use crate::support::{self, blocking_ref_to, create_in, meta, policy, ref_named, ref_to};
 use kube_gc::api::{Gvr, OwnerReference, PartialObjectMeta, PropagationPolicy};
-use kube_gc_cli::server::Slot;
 use kube_gc_sim::http;
 use kube_gc_sim::SimCluster;
 use std::path::PathBuf;
@@ -352,20 +351,7 @@ fn tree_should_show_why_from_a_running_collector() {
     );
     let gone = ref_named("apps/v1", "ReplicaSet", "gone", "0a0a0a0a-0000-4000-8000-000000000000");
     create_in(&served.cluster, &pods(), hold("stray", vec![gone]));
-    let addr = served.addr;
-    let endpoints = served.runtime.block_on(async {
-        let gc = support::start_collector(support::collector_client(addr).await).await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a loopback port");
-        let endpoints = listener.local_addr().expect("the bound address");
-        tokio::spawn(kube_gc_cli::server::serve(
-            listener,
-            Slot::with(gc),
-            std::future::pending(),
-        ));
-        endpoints
-    });
+    let endpoints = support::collector_endpoints(&served.runtime, served.addr);
     served
         .cluster
         .delete_object(&deployments(), NS, "old", &policy(PropagationPolicy::Foreground))

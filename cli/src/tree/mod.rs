@@ -30,7 +30,8 @@ pub use render::{render, View};
 pub use resolve::{Catalogue, Resource, UnknownKind};
 
 use kube_gc::api::{OwnerReference, PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
-use std::collections::{HashMap, HashSet};
+use kube_gc::plan::{Owned, Snapshot};
+use std::collections::HashSet;
 
 /// One object, as much of it as the tree shows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,67 +120,60 @@ impl std::fmt::Display for State {
 /// Every object read, indexed by UID and by owner UID.
 #[derive(Clone, Debug, Default)]
 pub struct Listing {
-    objects: HashMap<String, Object>,
-    /// Owner UID → the UIDs of the objects whose references name it, each once.
-    dependents: HashMap<String, Vec<String>>,
+    index: Snapshot<Object>,
+}
+
+impl Owned for Object {
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+
+    fn owners(&self) -> &[OwnerReference] {
+        &self.owners
+    }
 }
 
 impl Listing {
     /// Indexes `objects`; an object read twice (a kind served by two groups, such as core and
     /// `events.k8s.io` Events) is kept once, as first read.
     pub fn new(objects: impl IntoIterator<Item = Object>) -> Listing {
-        let mut listing = Listing::default();
-        for object in objects {
-            listing.insert(object);
+        Listing {
+            index: Snapshot::new(objects),
         }
-        listing
     }
 
     /// Adds `object` unless its UID is already held.
     pub fn insert(&mut self, object: Object) {
-        if self.objects.contains_key(&object.uid) {
-            return;
-        }
-        let mut owners: Vec<&str> = object.owners.iter().map(|r| r.uid.as_str()).collect();
-        owners.sort_unstable();
-        owners.dedup();
-        for owner in owners {
-            self.dependents
-                .entry(owner.to_string())
-                .or_default()
-                .push(object.uid.clone());
-        }
-        self.objects.insert(object.uid.clone(), object);
+        self.index.insert(object);
     }
 
     /// The object `uid`, if read.
     pub fn get(&self, uid: &str) -> Option<&Object> {
-        self.objects.get(uid)
+        self.index.get(uid)
     }
 
     /// Every object read, in no order.
     pub fn objects(&self) -> impl Iterator<Item = &Object> {
-        self.objects.values()
+        self.index.objects()
     }
 
     /// How many objects were read.
     pub fn len(&self) -> usize {
-        self.objects.len()
+        self.index.len()
     }
 
     /// Whether nothing was read.
     pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
+        self.index.is_empty()
     }
 
     /// The objects whose references name `uid`, sorted by kind, namespace and name.
     pub fn dependents_of(&self, uid: &str) -> Vec<&Object> {
         let mut dependents: Vec<&Object> = self
-            .dependents
-            .get(uid)
-            .into_iter()
-            .flatten()
-            .filter_map(|d| self.objects.get(d))
+            .index
+            .dependents_of(uid)
+            .iter()
+            .filter_map(|d| self.index.get(d))
             .collect();
         dependents.sort_by(|a, b| (&a.kind, &a.namespace, &a.name).cmp(&(&b.kind, &b.namespace, &b.name)));
         dependents
@@ -217,7 +211,7 @@ impl Listing {
 
     /// Whether one of `object`'s owners does not exist.
     pub fn misses_an_owner(&self, object: &Object) -> bool {
-        object.owners.iter().any(|r| !self.objects.contains_key(&r.uid))
+        object.owners.iter().any(|r| self.index.get(&r.uid).is_none())
     }
 
     /// The UIDs of `target`, its owners, theirs and so on, and its dependents, theirs and so on:
@@ -226,7 +220,7 @@ impl Listing {
         let mut shown = HashSet::new();
         let mut up = vec![target.to_string()];
         while let Some(uid) = up.pop() {
-            if let Some(object) = self.objects.get(&uid) {
+            if let Some(object) = self.index.get(&uid) {
                 if shown.insert(uid) {
                     up.extend(object.owners.iter().map(|r| r.uid.clone()));
                 }
@@ -236,10 +230,10 @@ impl Listing {
         let mut below = HashSet::new();
         while let Some(uid) = down.pop() {
             if below.insert(uid.clone()) {
-                down.extend(self.dependents.get(&uid).into_iter().flatten().cloned());
+                down.extend(self.index.dependents_of(&uid).iter().cloned());
             }
         }
-        shown.extend(below.into_iter().filter(|uid| self.objects.contains_key(uid)));
+        shown.extend(below.into_iter().filter(|uid| self.index.get(uid).is_some()));
         shown
     }
 }

@@ -295,6 +295,25 @@ pub struct OwnServer {
     pub kubeconfig: std::path::PathBuf,
 }
 
+/// Starts the whole collector over HTTP against the server at `addr`, on `runtime`, and serves
+/// its endpoints on a loopback port as `kube-gc run --insecure-bind-address` does; returns their
+/// address once the monitors have synced.
+pub fn collector_endpoints(runtime: &tokio::runtime::Runtime, addr: std::net::SocketAddr) -> std::net::SocketAddr {
+    runtime.block_on(async {
+        let gc = start_collector(collector_client(addr).await).await;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let endpoints = listener.local_addr().expect("the bound address");
+        tokio::spawn(kube_gc_cli::server::serve(
+            listener,
+            kube_gc_cli::server::Slot::with(gc),
+            std::future::pending(),
+        ));
+        endpoints
+    })
+}
+
 /// Serves `cluster` with `options` on a runtime of its own; see [`OwnServer`].
 pub fn serve_on_own_runtime(cluster: SimCluster, options: kube_gc_sim::http::ServerOptions) -> OwnServer {
     use kube_gc_sim::http;
