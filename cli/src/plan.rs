@@ -1,5 +1,4 @@
-//! `kube-gc plan`'s side of a cascade plan ([`kube_gc::plan`]): the snapshot of an offline plan,
-//! taken from `kube-gc tree`'s listing, and the text of a plan, kubectl's way: a table, the
+//! `kube-gc plan`'s side of a cascade plan ([`kube_gc::plan`]): the text of a plan, kubectl's way: a table, the
 //! objects removed first in wave order and indented under the owner through which the delete
 //! reaches them, then a summary of counts, writes and time.
 //!
@@ -7,24 +6,9 @@
 //! the same text a user does.
 
 use crate::server::PlanAnswer;
-use crate::tree::Listing;
-use kube_gc::plan::{Fate, Hold, Object, Snapshot, Step};
+use kube_gc::plan::{Fate, Hold, Step};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
-
-/// The snapshot of an offline plan: every object of the listing.
-pub fn offline_snapshot(listing: &Listing) -> Snapshot {
-    Snapshot::new(listing.objects().map(|o| Object {
-        uid: o.uid.clone(),
-        api_version: o.api_version.clone(),
-        kind: o.kind.clone(),
-        namespace: o.namespace.clone(),
-        name: o.name.clone(),
-        deleting: o.deleting,
-        finalizers: o.finalizers.clone(),
-        owners: o.owners.clone(),
-    }))
-}
 
 /// Seconds the collector needs for `answer`'s writes at `qps` writes a second, after the items
 /// already in its queues (one write each); `None` without a limit.

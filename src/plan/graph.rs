@@ -48,6 +48,7 @@ fn object_of(node: &Handle) -> Object {
         kind: identity.kind().to_string(),
         namespace: identity.namespace.to_string(),
         name: identity.name.to_string(),
+        created: None,
         deleting: seen.being_deleted,
         finalizers: finalizers
             .iter()

@@ -49,6 +49,8 @@ pub struct Object {
     pub namespace: String,
     /// Its name.
     pub name: String,
+    /// `metadata.creationTimestamp`, RFC 3339 (`kube-gc tree` shows it; a plan does not read it).
+    pub created: Option<String>,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
     /// `metadata.finalizers`; a finalizer known only as "not the collector's" is

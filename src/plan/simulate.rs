@@ -30,6 +30,9 @@ struct Live {
     via: Option<String>,
     /// Its dependents were queued for judging since it began to wait for them.
     announced: bool,
+    /// It is, or once was, deleting its dependents in the foreground (the cycle heuristic reads
+    /// it).
+    waited: bool,
 }
 
 impl Live {
@@ -116,6 +119,7 @@ impl<S: Served> Play<'_, S> {
                 stuck: None,
                 via: None,
                 announced: false,
+                waited: object.deleting && object.finalizers.iter().any(|f| f == FINALIZER_FOREGROUND),
             };
             self.live.insert(uid.to_string(), live);
         }
@@ -134,7 +138,10 @@ impl<S: Served> Play<'_, S> {
             .retain(|f| f != FINALIZER_ORPHAN && f != FINALIZER_FOREGROUND);
         match policy {
             PropagationPolicy::Orphan => live.finalizers.push(FINALIZER_ORPHAN.into()),
-            PropagationPolicy::Foreground => live.finalizers.push(FINALIZER_FOREGROUND.into()),
+            PropagationPolicy::Foreground => {
+                live.finalizers.push(FINALIZER_FOREGROUND.into());
+                live.waited = true;
+            }
             PropagationPolicy::Background => {}
         }
         let gone = live.finalizers.is_empty();
@@ -283,6 +290,7 @@ impl<S: Served> Play<'_, S> {
             .iter()
             .any(|d| self.refers(d, uid));
         let policy = if waiting && has_dependents {
+            self.unblock_on_cycle(uid);
             PropagationPolicy::Foreground
         } else if live.has(FINALIZER_ORPHAN) {
             PropagationPolicy::Orphan
@@ -293,6 +301,30 @@ impl<S: Served> Play<'_, S> {
         };
         self.calls.deletes += 1;
         self.delete(uid, policy);
+    }
+
+    /// The cycle heuristic: before `uid` is deleted in the foreground, if one of its dependents
+    /// is or was deleting its own dependents, `uid`'s references stop blocking their owners (one
+    /// PATCH), so that a cycle of blocking references cannot hold every owner on it forever.
+    fn unblock_on_cycle(&mut self, uid: &str) {
+        let dependents = self.snapshot.dependents_of(uid).to_vec();
+        let cycle = dependents
+            .iter()
+            .any(|d| self.refers(d, uid) && self.live(d).is_some_and(|l| l.waited));
+        let live = self.live(uid).expect("judged");
+        let blocking: Vec<&mut OwnerReference> = live
+            .owners
+            .iter_mut()
+            .filter(|r| r.block_owner_deletion == Some(true))
+            .collect();
+        if !cycle || blocking.is_empty() {
+            return;
+        }
+        for r in blocking {
+            r.block_owner_deletion = Some(false);
+        }
+        self.calls.patches += 1;
+        self.owners_may_go(uid);
     }
 
     /// `uid` keeps its solid owners and loses its references to the owners in `lost`.

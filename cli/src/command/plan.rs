@@ -68,10 +68,10 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<()> {
         for (resource, why) in &fetched.unlisted {
             eprintln!("note: {resource} could not be listed, so its objects are left out: {why}");
         }
-        let snapshot = kube_gc_cli::plan::offline_snapshot(&fetched.listing);
+        let snapshot = &*fetched.listing;
         let resources: Vec<_> = found.catalogue.resources().iter().map(|r| r.api_resource()).collect();
         let mapper = RestMapper::new(&resources);
-        let plan = plan::simulate(&snapshot, &mapper, std::slice::from_ref(&found.target.uid), policy);
+        let plan = plan::simulate(snapshot, &mapper, std::slice::from_ref(&found.target.uid), policy);
         PlanAnswer {
             plan,
             snapshot_objects: snapshot.len(),

@@ -201,7 +201,7 @@ pub async fn get(
         .request::<PartialObjectMeta>(get_request(&uri, ACCEPT_METADATA)?)
         .await
     {
-        Ok(meta) => Ok(Some(Object::from_meta(meta, resource))),
+        Ok(meta) => Ok(Some(super::object_of(meta, resource))),
         Err(e) if is_not_found(&e) => Ok(None),
         Err(e) => Err(failed(|| format!("reading {} {name:?}", resource.qualified()))(e)),
     }
@@ -241,7 +241,7 @@ async fn list(client: &kube::Client, resource: &Resource, namespace: &str) -> Re
             .request(get_request(&uri, ACCEPT_METADATA_LIST)?)
             .await
             .map_err(failed(|| format!("listing {}", resource.qualified())))?;
-        objects.extend(page.items.into_iter().map(|m| Object::from_meta(m, resource)));
+        objects.extend(page.items.into_iter().map(|m| super::object_of(m, resource)));
         if page.metadata.continue_token.is_empty() {
             return Ok(objects);
         }

@@ -29,53 +29,27 @@ pub use fetch::{CollectorClient, Error, Fetched};
 pub use render::{render, View};
 pub use resolve::{Catalogue, Resource, UnknownKind};
 
-use kube_gc::api::{OwnerReference, PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
-use kube_gc::plan::{Owned, Snapshot};
+use kube_gc::api::{PartialObjectMeta, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+use kube_gc::plan::Snapshot;
 use std::collections::HashSet;
 
-/// One object, as much of it as the tree shows.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Object {
-    /// Its UID.
-    pub uid: String,
-    /// Its apiVersion, the version it was read at.
-    pub api_version: String,
-    /// Its kind.
-    pub kind: String,
-    /// Its namespace; empty when cluster-scoped.
-    pub namespace: String,
-    /// Its name.
-    pub name: String,
-    /// `metadata.creationTimestamp`, RFC 3339.
-    pub created: Option<String>,
-    /// Whether `metadata.deletionTimestamp` is set.
-    pub deleting: bool,
-    /// `metadata.finalizers`.
-    pub finalizers: Vec<String>,
-    /// `metadata.ownerReferences`.
-    pub owners: Vec<OwnerReference>,
-}
+/// One object, as much of it as the tree shows: the plan's view of it ([`kube_gc::plan::Object`]).
+pub use kube_gc::plan::Object;
 
-impl Object {
-    /// The object of a metadata read of `resource`, whose apiVersion and kind it takes, since a
-    /// metadata answer's own are `PartialObjectMetadata`'s.
-    pub fn from_meta(meta: PartialObjectMeta, resource: &Resource) -> Object {
-        let m = meta.metadata;
-        Object {
-            uid: m.uid,
-            api_version: resource.gvr.api_version(),
-            kind: resource.kind.clone(),
-            namespace: m.namespace,
-            name: m.name,
-            created: m.creation_timestamp,
-            deleting: m.deletion_timestamp.is_some(),
-            finalizers: m.finalizers,
-            owners: m.owner_references,
-        }
-    }
-
-    fn has_finalizer(&self, finalizer: &str) -> bool {
-        self.finalizers.iter().any(|f| f == finalizer)
+/// The object of a metadata read of `resource`, whose apiVersion and kind it takes, since a
+/// metadata answer's own are `PartialObjectMetadata`'s.
+pub fn object_of(meta: PartialObjectMeta, resource: &Resource) -> Object {
+    let m = meta.metadata;
+    Object {
+        uid: m.uid,
+        api_version: resource.gvr.api_version(),
+        kind: resource.kind.clone(),
+        namespace: m.namespace,
+        name: m.name,
+        created: m.creation_timestamp,
+        deleting: m.deletion_timestamp.is_some(),
+        finalizers: m.finalizers,
+        owners: m.owner_references,
     }
 }
 
@@ -123,13 +97,18 @@ pub struct Listing {
     index: Snapshot<Object>,
 }
 
-impl Owned for Object {
-    fn uid(&self) -> &str {
-        &self.uid
-    }
+/// The listing is its index: `get`, `objects`, `len`, `insert` are the snapshot's.
+impl std::ops::Deref for Listing {
+    type Target = Snapshot<Object>;
 
-    fn owners(&self) -> &[OwnerReference] {
-        &self.owners
+    fn deref(&self) -> &Snapshot<Object> {
+        &self.index
+    }
+}
+
+impl std::ops::DerefMut for Listing {
+    fn deref_mut(&mut self) -> &mut Snapshot<Object> {
+        &mut self.index
     }
 }
 
@@ -140,31 +119,6 @@ impl Listing {
         Listing {
             index: Snapshot::new(objects),
         }
-    }
-
-    /// Adds `object` unless its UID is already held.
-    pub fn insert(&mut self, object: Object) {
-        self.index.insert(object);
-    }
-
-    /// The object `uid`, if read.
-    pub fn get(&self, uid: &str) -> Option<&Object> {
-        self.index.get(uid)
-    }
-
-    /// Every object read, in no order.
-    pub fn objects(&self) -> impl Iterator<Item = &Object> {
-        self.index.objects()
-    }
-
-    /// How many objects were read.
-    pub fn len(&self) -> usize {
-        self.index.len()
-    }
-
-    /// Whether nothing was read.
-    pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
     }
 
     /// The objects whose references name `uid`, sorted by kind, namespace and name.
@@ -184,7 +138,7 @@ impl Listing {
         if !object.deleting {
             return State::Present;
         }
-        let foreground = object.has_finalizer(FINALIZER_FOREGROUND);
+        let foreground = object.finalizers.iter().any(|f| f == FINALIZER_FOREGROUND);
         if foreground {
             let blocking = self.blocking_dependents(&object.uid);
             if blocking > 0 {
@@ -193,7 +147,7 @@ impl Listing {
         }
         State::BeingDeleted {
             foreground,
-            orphan: object.has_finalizer(FINALIZER_ORPHAN),
+            orphan: object.finalizers.iter().any(|f| f == FINALIZER_ORPHAN),
         }
     }
 
@@ -241,6 +195,7 @@ impl Listing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube_gc::api::OwnerReference;
 
     fn object(uid: &str, owners: &[&str]) -> Object {
         Object {
