@@ -77,6 +77,7 @@ mod tests {
         let started = tokio::time::Instant::now();
         backoff.wait().await;
         let waited = started.elapsed();
-        assert!(waited >= FIRST && waited < FIRST * 2, "{waited:?}");
+        // The timer rounds a sleep up to its millisecond: a wait just under two steps is two.
+        assert!(waited >= FIRST && waited <= FIRST * 2, "{waited:?}");
     }
 }

@@ -84,7 +84,7 @@ const SIM: Crate = Crate {
 /// The command: the endpoints and the tree below the subcommands that use them.
 const CLI: Crate = Crate {
     src: "cli/src",
-    layers: &[("server", 0), ("tree", 0), ("command", 1)],
+    layers: &[("server", 0), ("tree", 1), ("plan", 1), ("command", 2)],
     roots: &["lib", "main"],
 };
 
