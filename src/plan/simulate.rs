@@ -13,7 +13,6 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 #[derive(Clone, Debug)]
 struct Live {
     deleting: bool,
-    gone: bool,
     finalizers: Vec<String>,
     owners: Vec<OwnerReference>,
     /// How it was deleted, once it was.
@@ -40,8 +39,13 @@ impl Live {
         self.finalizers.iter().any(|f| f == finalizer)
     }
 
+    /// It went: the round it went in is known.
+    fn gone(&self) -> bool {
+        self.gone_in.is_some()
+    }
+
     fn waits_for_dependents(&self) -> bool {
-        self.deleting && !self.gone && self.has(FINALIZER_FOREGROUND)
+        self.deleting && !self.gone() && self.has(FINALIZER_FOREGROUND)
     }
 }
 
@@ -109,7 +113,6 @@ impl<S: Served> Play<'_, S> {
             let object = self.snapshot.get(uid)?;
             let live = Live {
                 deleting: object.deleting,
-                gone: false,
                 finalizers: object.finalizers.clone(),
                 owners: object.owners.clone(),
                 policy: None,
@@ -146,7 +149,6 @@ impl<S: Served> Play<'_, S> {
         }
         let gone = live.finalizers.is_empty();
         if gone {
-            live.gone = true;
             live.gone_in = Some(round);
         }
         self.queue_settle(uid);
@@ -176,13 +178,13 @@ impl<S: Served> Play<'_, S> {
     /// True when `dependent` exists in the play and still has a reference to `owner`.
     fn refers(&mut self, dependent: &str, owner: &str) -> bool {
         self.live(dependent)
-            .is_some_and(|d| !d.gone && d.owners.iter().any(|r| r.uid == owner))
+            .is_some_and(|d| !d.gone() && d.owners.iter().any(|r| r.uid == owner))
     }
 
     /// `process_transitions` of `uid`, which went or is being deleted.
     fn settle(&mut self, uid: &str) {
         let Some(live) = self.live(uid) else { return };
-        if live.gone {
+        if live.gone() {
             return self.judge_dependents(uid);
         }
         if !live.deleting {
@@ -197,7 +199,7 @@ impl<S: Served> Play<'_, S> {
             if !std::mem::replace(&mut live.announced, true) {
                 self.judge_dependents(uid);
             }
-            if self.blocking_dependents(uid).is_empty() {
+            if !self.is_blocked(uid) {
                 self.remove_finalizer(uid, FINALIZER_FOREGROUND);
             }
         }
@@ -219,15 +221,12 @@ impl<S: Served> Play<'_, S> {
         }
     }
 
-    /// The dependents of `owner` that refer to it with `blockOwnerDeletion` and are still there.
-    fn blocking_dependents(&mut self, owner: &str) -> Vec<String> {
-        let mut blocking = Vec::new();
-        for dependent in self.snapshot.dependents_of(owner).to_vec() {
-            if self.live(&dependent).is_some_and(|d| blocks(d, owner)) {
-                blocking.push(dependent);
-            }
-        }
-        blocking
+    /// True while a dependent still there refers to `owner` with `blockOwnerDeletion`.
+    fn is_blocked(&mut self, owner: &str) -> bool {
+        let dependents = self.snapshot.dependents_of(owner).to_vec();
+        dependents
+            .iter()
+            .any(|d| self.live(d).is_some_and(|l| blocks(l, owner)))
     }
 
     /// Removes `finalizer` from `uid` (a PATCH); the object goes when it was the last one.
@@ -237,7 +236,6 @@ impl<S: Served> Play<'_, S> {
         let live = self.live(uid).expect("a deleting object of the play");
         live.finalizers.retain(|f| f != finalizer);
         if live.finalizers.is_empty() {
-            live.gone = true;
             live.gone_in = Some(round);
             self.queue_settle(uid);
             self.owners_may_go(uid);
@@ -259,7 +257,7 @@ impl<S: Served> Play<'_, S> {
     fn judge(&mut self, uid: &str) {
         let Some(object) = self.snapshot.get(uid) else { return };
         let live = self.live(uid).expect("an object of the snapshot").clone();
-        if live.gone || live.deleting || live.owners.is_empty() || live.stuck.is_some() {
+        if live.gone() || live.deleting || live.owners.is_empty() || live.stuck.is_some() {
             return;
         }
         let mut solid = Vec::new();
@@ -364,7 +362,7 @@ impl<S: Served> Play<'_, S> {
                 && group(&o.api_version) == group(&r.api_version)
                 && o.namespace == namespace
         });
-        let live = present.then(|| self.live(&r.uid)).flatten().filter(|o| !o.gone);
+        let live = present.then(|| self.live(&r.uid)).flatten().filter(|o| !o.gone());
         let reading = match live {
             None => Reading::Dangling,
             Some(o) if o.waits_for_dependents() => Reading::Waiting,
@@ -476,7 +474,7 @@ impl<S: Served> Play<'_, S> {
 
 /// True when `dependent` is still there and refers to `owner` with `blockOwnerDeletion`.
 fn blocks(dependent: &Live, owner: &str) -> bool {
-    !dependent.gone
+    !dependent.gone()
         && dependent
             .owners
             .iter()
