@@ -6,7 +6,7 @@
 //! the same text a user does.
 
 use crate::server::PlanAnswer;
-use kube_gc::plan::{Fate, Hold, Step};
+use kube_gc::plan::{Fate, Hold, Remover, Step};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 
@@ -42,12 +42,12 @@ pub fn render(answer: &PlanAnswer, qps: f64) -> String {
 /// WAVE, ACTION and DETAIL of one fate.
 fn describe(fate: &Fate) -> (String, &'static str, String) {
     match fate {
-        Fate::Removed {
-            wave,
-            policy,
-            requested,
-        } => {
-            let by = if *requested { "requested" } else { "by the collector" };
+        Fate::Removed { wave, policy, by } => {
+            let by = match by {
+                Remover::Request => "requested",
+                Remover::NamespaceController => "by the namespace controller",
+                Remover::Collector => "by the collector",
+            };
             (wave.to_string(), "delete", format!("{by}, {}", policy.as_str()))
         }
         Fate::Orphaned { loses } => ("-".into(), "orphan", format!("loses {}", list(loses))),
@@ -70,6 +70,24 @@ fn describe(fate: &Fate) -> (String, &'static str, String) {
             "held",
             format!("deleting, waits on blocking dependents that stay: {}", list(dependents)),
         ),
+        Fate::Held {
+            why: Hold::Contents { left, held },
+        } => (
+            "-".into(),
+            "held",
+            format!(
+                "deleting, waits for its {left} objects that stay; held by finalizers: {}",
+                or_none(held)
+            ),
+        ),
+        Fate::WaitsForPods { pods } => (
+            "-".into(),
+            "waits",
+            format!(
+                "never deleted: the namespace's pods go first, and these stay: {}",
+                or_none(pods)
+            ),
+        ),
         Fate::Stuck { owner, why } => ("-".into(), "stuck", format!("never judged: {why} ({owner})")),
     }
 }
@@ -77,6 +95,15 @@ fn describe(fate: &Fate) -> (String, &'static str, String) {
 fn list(objects: &[kube_gc::plan::ObjectRef]) -> String {
     let names: Vec<String> = objects.iter().map(ToString::to_string).collect();
     names.join(", ")
+}
+
+/// [`list`], or `none` (the count of objects that stay says the rest).
+fn or_none(objects: &[kube_gc::plan::ObjectRef]) -> String {
+    if objects.is_empty() {
+        "none".into()
+    } else {
+        list(objects)
+    }
 }
 
 /// How deep each step sits under the requested objects, following `via`.
@@ -127,7 +154,8 @@ fn summary(out: &mut String, answer: &PlanAnswer, qps: f64) {
         counts(&kinds),
         counts(&namespaces)
     );
-    let others = ["orphan", "keep", "held", "stuck"].map(|f| format!("{f} {}", fates.get(f).copied().unwrap_or(0)));
+    let others =
+        ["orphan", "keep", "held", "waits", "stuck"].map(|f| format!("{f} {}", fates.get(f).copied().unwrap_or(0)));
     let _ = writeln!(out, "other objects reached: {}", others.join(", "));
     let _ = writeln!(
         out,

@@ -83,7 +83,7 @@ pub fn measure(
 }
 
 /// A client of the simulator, from its kubeconfig.
-async fn client_of(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+pub(crate) async fn client_of(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
     let file = kube::config::Kubeconfig::read_from(kubeconfig).context("reading the simulator's kubeconfig")?;
     let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await?;
     Ok(kube::Client::try_from(config)?)
@@ -171,7 +171,7 @@ async fn wait_until(what: &str, deadline: Instant, done: impl AsyncFn() -> anyho
 }
 
 /// The collector's graph node count once two polls running agree (step 3 of the module docs).
-fn settled_nodes(
+pub(crate) fn settled_nodes(
     collector: &mut Process,
     simulator: &mut Process,
     metrics: SocketAddr,

@@ -9,12 +9,15 @@
 //! - [`curve`]: builder replays of several stream sizes, as a table, a JSON report and an SVG;
 //! - [`perf_gate`]: CI's scaling and Go-model checks, ratios measured in one run;
 //! - [`sync`]: `kube-gc run` syncing a simulated cluster over HTTP, timed and measured;
+//! - [`plan`]: a running collector's plans of a large cascade, timed, and what they cost its
+//!   graph builders;
 //! - [`progress`]: progress bars for the long steps.
 
 pub mod curve;
 pub mod generate;
 pub mod hostile;
 pub mod perf_gate;
+pub mod plan;
 pub mod progress;
 pub mod record;
 pub mod replay;

@@ -51,6 +51,9 @@ enum Command {
     Sync(SyncArgs),
     /// What each of N sharded `kube-gc run --shards auto` replicas holds, and their takeover time.
     Shards(ShardsArgs),
+    /// Time a running collector's plans of a large cascade (`kube-gc plan`), and what asking for
+    /// them in a loop costs its graph builders.
+    Plan(PlanArgs),
     /// Whether a tenant's hostile objects (long random owner uids, unserved owner kinds, random
     /// namespaces), created and collected in cycles, leave `kube-gc run`'s memory flat.
     Hostile(HostileArgs),
@@ -170,6 +173,32 @@ struct SyncArgs {
     #[arg(long, default_value = "5m", value_parser = kube_gc::duration::parse_positive)]
     timeout: Duration,
     /// More flags for `kube-gc run` (after `--`), e.g. `-- --feature-gates WatchListClient=false`.
+    #[arg(last = true)]
+    run_args: Vec<String>,
+}
+
+#[derive(Args)]
+struct PlanArgs {
+    /// The simulated cluster's size (`kube-gc sim-apiserver --preset`).
+    #[arg(long, value_enum, default_value = "1m")]
+    preset: Preset,
+    /// Objects of the planned cascade (one Deployment, ReplicaSets of 1 000 Pods).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..))]
+    cascade: u32,
+    /// The preset's Deployments each of the two phases deletes.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
+    deletions: u32,
+    /// The kube-gc binary [default: the one beside loadgen].
+    #[arg(long)]
+    kube_gc: Option<PathBuf>,
+    /// Directory for the kubeconfig and logs [default: a new one under the temporary directory].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Give up when the simulator is not serving, the collector not ready, or a phase not over,
+    /// after this long.
+    #[arg(long, default_value = "10m", value_parser = kube_gc::duration::parse_positive)]
+    timeout: Duration,
+    /// More flags for `kube-gc run` (after `--`).
     #[arg(last = true)]
     run_args: Vec<String>,
 }
@@ -440,6 +469,7 @@ fn main() -> ExitCode {
         Command::Sync(args) => sync(args),
         Command::Shards(args) => shards(args),
         Command::Hostile(args) => hostile(args),
+        Command::Plan(args) => plan(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -592,6 +622,18 @@ fn shards(args: ShardsArgs) -> anyhow::Result<()> {
         say(loadgen::shards::line(&run))?;
     }
     Ok(())
+}
+
+fn plan(args: PlanArgs) -> anyhow::Result<()> {
+    let options = sync_options(args.kube_gc, args.preset, args.run_args, (args.dir, args.timeout))?;
+    say(format!(
+        "plans of a {}-object cascade from kube-gc run on sim-apiserver --preset {}; files in {}",
+        args.cascade,
+        options.preset,
+        options.dir.display()
+    ))?;
+    let run = loadgen::plan::measure(&options, args.cascade as usize, args.deletions as usize)?;
+    say(loadgen::plan::summary(&run))
 }
 
 fn hostile(args: HostileArgs) -> anyhow::Result<()> {

@@ -160,8 +160,13 @@ fn read(pid: u32, addr: SocketAddr) -> Option<Replica> {
 
 /// The body of a 200 answer to `GET path` at `addr`.
 pub(crate) fn get(addr: SocketAddr, path: &str) -> Option<String> {
+    get_within(addr, path, Duration::from_secs(5))
+}
+
+/// [`get`], waiting up to `patience` for each read of the answer.
+pub(crate) fn get_within(addr: SocketAddr, path: &str, patience: Duration) -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream.set_read_timeout(Some(patience)).ok()?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).ok()?;
     let mut answer = String::new();

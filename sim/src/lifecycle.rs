@@ -12,8 +12,11 @@
 //!
 //! - The first DELETE of a namespace whose `spec.finalizers` holds `kubernetes` (every namespace
 //!   gets it on create) marks it `Terminating` instead of removing it, and deletes its contents in
-//!   the background; the first DELETE of a CRD adds the cleanup finalizer and a `Terminating`
-//!   condition, and deletes its custom resources in the background.
+//!   the background in the namespace controller's order (Kubernetes 1.33 on, `OrderedNamespaceDeletion`):
+//!   its pods first, and everything else once no pod is left, so that a pod never outlives the
+//!   policies and secrets it runs with; a pod held by a finalizer holds the rest of the namespace.
+//!   The first DELETE of a CRD adds the cleanup finalizer and a `Terminating` condition, and
+//!   deletes its custom resources in the background.
 //! - After every write, each terminating container that is now empty lets go: the namespace's
 //!   `kubernetes` finalizer and the CRD's cleanup finalizer are removed, and the container goes
 //!   unless other finalizers hold it. A removed CRD stops serving its type.
@@ -22,8 +25,11 @@
 //!   namespace that does not exist is 404 too; in-memory tests leave that off and use any
 //!   namespace they name.
 //!
-//! Invariant: `terminating` holds exactly the containers marked for deletion that still exist. It
-//! is not saved; a restored cluster rebuilds it from the stored objects ([`State::resume_terminating`]).
+//! Invariants: `terminating` holds exactly the containers marked for deletion that still exist;
+//! `pods_first` holds the terminating namespaces whose other objects have not been deleted yet,
+//! each of which still holds a pod. Neither is saved; a restored cluster rebuilds both from the
+//! stored objects ([`State::resume_terminating`]), a namespace that still holds pods being one
+//! whose other objects are (deleted again) once they are gone.
 
 use super::status::not_found;
 use super::store::State;
@@ -48,6 +54,11 @@ pub(super) enum Container {
 
 fn namespaces() -> Gvr {
     Gvr::new("", "v1", "namespaces")
+}
+
+/// True for the pods type, which a namespace deletes first.
+fn is_pods(group: &str, resource: &str) -> bool {
+    group.is_empty() && resource == "pods"
 }
 
 fn crds() -> Gvr {
@@ -191,24 +202,40 @@ impl State {
         if self.dry_run {
             return;
         }
-        let contents = self.contents(&container);
+        let pods_first = match &container {
+            Container::Namespace(ns) if self.holds_pods(ns) => Some(ns.clone()),
+            _ => None,
+        };
+        let contents = self.contents(&container, pods_first.is_some());
         self.terminating.insert(container);
+        self.pods_first.extend(pods_first);
+        self.delete_in_background(contents);
+    }
+
+    /// Deletes each of `objects` with the Background policy, as both controllers do.
+    fn delete_in_background(&mut self, objects: Vec<(Gvr, String, String)>) {
         let background = DeleteOptions {
             propagation_policy: Some(PropagationPolicy::Background),
             ..DeleteOptions::default()
         };
-        for (gvr, namespace, name) in contents {
+        for (gvr, namespace, name) in objects {
             // Each object exists and the options are valid; one already gone is no matter.
             let _ = self.delete(&gvr, &namespace, &name, &background);
         }
     }
 
-    /// Every object in `container`, as `(gvr, namespace, name)`.
-    fn contents(&self, container: &Container) -> Vec<(Gvr, String, String)> {
+    /// True while `namespace` holds a pod.
+    fn holds_pods(&self, namespace: &str) -> bool {
+        self.holds_in_namespace("", "pods", namespace)
+    }
+
+    /// Every object in `container` (only the pods of a namespace when `pods_only`), as
+    /// `(gvr, namespace, name)`.
+    fn contents(&self, container: &Container, pods_only: bool) -> Vec<(Gvr, String, String)> {
         let types: Vec<(Gvr, Option<&str>)> = match container {
             Container::Namespace(ns) => self
                 .defs()
-                .filter(|def| def.namespaced)
+                .filter(|def| def.namespaced && (!pods_only || is_pods(&def.group, &def.resource)))
                 .map(|def| (Gvr::new(&def.group, &def.preferred, &def.resource), Some(ns.as_str())))
                 .collect(),
             Container::Crd(name) => self.crd_gvr(name).map(|gvr| (gvr, None)).into_iter().collect(),
@@ -247,6 +274,7 @@ impl State {
         if self.terminating.is_empty() {
             return;
         }
+        self.delete_after_pods();
         let empty: Vec<Container> = self.terminating.iter().filter(|c| self.is_empty(c)).cloned().collect();
         for container in empty {
             self.terminating.remove(&container);
@@ -255,6 +283,22 @@ impl State {
                 Container::Crd(name) => (crds(), name, FINALIZER_CRD_CLEANUP),
             };
             self.release(&gvr, name, finalizer);
+        }
+    }
+
+    /// Deletes the other objects of each terminating namespace whose last pod went.
+    fn delete_after_pods(&mut self) {
+        let ready: Vec<String> = self
+            .pods_first
+            .iter()
+            .filter(|ns| !self.holds_pods(ns))
+            .cloned()
+            .collect();
+        for namespace in ready {
+            // Out of the set before the deletes, whose own writes come back here.
+            self.pods_first.remove(&namespace);
+            let rest = self.contents(&Container::Namespace(namespace), false);
+            self.delete_in_background(rest);
         }
     }
 
@@ -295,6 +339,11 @@ impl State {
             crds.filter(|o| o.metadata.has_finalizer(FINALIZER_CRD_CLEANUP))
                 .map(|o| Container::Crd(o.metadata.name.clone())),
         );
+        let with_pods = found.iter().filter_map(|c| match c {
+            Container::Namespace(ns) if self.holds_pods(ns) => Some(ns.clone()),
+            _ => None,
+        });
+        self.pods_first = with_pods.collect();
         self.terminating.extend(found);
         self.finish_terminating();
     }
@@ -375,6 +424,39 @@ mod tests {
             ns_types.push(e.event_type);
         }
         assert_eq!(ns_types.last(), Some(&WatchEventType::Deleted), "{ns_types:?}");
+    }
+
+    #[test]
+    fn a_namespace_should_delete_its_pods_first_and_the_rest_once_they_are_gone() {
+        let cluster = SimCluster::new();
+        cluster.create(&namespaces(), namespace("team")).expect("namespace");
+        cluster.create(&pods(), held(object("team", "held"))).expect("pod");
+        let configmaps = Gvr::new("", "v1", "configmaps");
+        cluster
+            .create(&configmaps, object("team", "policy"))
+            .expect("configmap");
+        cluster
+            .delete_object(&namespaces(), "", "team", &DeleteOptions::default())
+            .expect("delete");
+        let pod = cluster
+            .get_object(&pods(), "team", "held")
+            .expect("held by its finalizer");
+        assert!(pod.metadata.deletion_timestamp.is_some(), "pods are deleted first");
+        let policy = cluster.get_object(&configmaps, "team", "policy").expect("still there");
+        assert!(
+            policy.metadata.deletion_timestamp.is_none(),
+            "the rest waits while a pod is left"
+        );
+
+        release(&cluster, &pods(), "team", "held");
+        assert!(
+            cluster.get_object(&configmaps, "team", "policy").is_err(),
+            "then the rest goes"
+        );
+        assert!(
+            cluster.get_object(&namespaces(), "", "team").is_err(),
+            "and the namespace"
+        );
     }
 
     #[test]

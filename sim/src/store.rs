@@ -144,6 +144,9 @@ pub(super) struct State {
     pub(super) namespaces_enforced: bool,
     /// The namespaces and CRDs waiting for their contents to go ([`super::lifecycle`]).
     pub(super) terminating: BTreeSet<Container>,
+    /// The terminating namespaces whose pods go first: their other objects are deleted once no
+    /// pod is left ([`super::lifecycle`]).
+    pub(super) pods_first: BTreeSet<String>,
     /// Set for the length of one `dryRun=All` operation: writers check and compute everything and
     /// store nothing, send no event and start no cascade.
     pub(super) dry_run: bool,
@@ -216,6 +219,7 @@ impl State {
             restored_at,
             namespaces_enforced: false,
             terminating: BTreeSet::new(),
+            pods_first: BTreeSet::new(),
             dry_run: false,
             fields: Arc::default(),
             author: None,
@@ -624,6 +628,14 @@ impl State {
         types
             .filter(|ty| ty.def.namespaced)
             .all(|ty| ty.objects.in_namespace(namespace).next().is_none())
+    }
+
+    /// True when the type `group`/`resource` holds an object in `namespace`.
+    pub(super) fn holds_in_namespace(&self, group: &str, resource: &str, namespace: &str) -> bool {
+        self.types
+            .get(group)
+            .and_then(|resources| resources.get(resource))
+            .is_some_and(|ty| ty.objects.in_namespace(namespace).next().is_some())
     }
 
     /// How many objects the type `group`/`resource` holds; 0 for an unknown type.

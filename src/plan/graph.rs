@@ -12,6 +12,24 @@ use crate::api::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use crate::graph::{Graph, Handle, Uid};
 use std::collections::HashSet;
 
+/// The UIDs of the namespace `name` and of every real object in it, read from `graph` now (one
+/// walk of the graph): the roots of a namespace's plan.
+pub fn namespace_roots(graph: &Graph, name: &str) -> Vec<Uid> {
+    let mut roots = Vec::new();
+    graph.for_each_node(|node| {
+        let identity = node.identity();
+        let inside = *identity.namespace == *name;
+        let namespace = identity.namespace.is_empty()
+            && *identity.name == *name
+            && &**identity.kind() == "Namespace"
+            && &**identity.api_version() == "v1";
+        if (inside || namespace) && !node.is_virtual() {
+            roots.push(identity.uid.clone());
+        }
+    });
+    roots
+}
+
 /// The snapshot a plan of deleting `requested` needs, read from `graph` now.
 pub fn from_graph(graph: &Graph, requested: &[Uid]) -> Snapshot {
     let mut snapshot = Snapshot::default();

@@ -7,9 +7,14 @@
 //! object that went or waits for its dependents (gc-spec §4.2, §4.3) and `process_transitions` on
 //! every owner being deleted (§3.6): orphaning, and letting a foreground owner go once no
 //! dependent blocks it. It tells, for every object the delete reaches, its [`Fate`]: removed (in
-//! which wave, with which policy), orphaned (which references it loses), kept by another owner,
-//! held (by a finalizer that is not the collector's, or by a dependent that is), or never judged
-//! (an owner reference nothing serves).
+//! which wave, with which policy, by whom), orphaned (which references it loses), kept by another
+//! owner, held (by a finalizer that is not the collector's, or by a dependent that is), or never
+//! judged (an owner reference nothing serves).
+//!
+//! A namespace's deletion ([`simulate_namespace`]) adds the namespace controller to the play, in
+//! its order (Kubernetes 1.33 on): the namespace's pods are deleted first, everything else in it
+//! once no pod is left, all with the Background policy, and the namespace goes once it is empty
+//! and no finalizer of its own holds it; a pod held by a finalizer holds the rest.
 //!
 //! # Invariants
 //!
@@ -29,8 +34,8 @@
 mod graph;
 mod simulate;
 
-pub use graph::from_graph;
-pub use simulate::simulate;
+pub use graph::{from_graph, namespace_roots};
+pub use simulate::{simulate, simulate_namespace};
 
 use crate::api::{OwnerReference, PropagationPolicy, RestMapper};
 use serde::{Deserialize, Serialize};
@@ -238,8 +243,8 @@ pub enum Fate {
         wave: u32,
         /// The policy it is deleted with.
         policy: PropagationPolicy,
-        /// Deleted by the request itself rather than by the collector.
-        requested: bool,
+        /// Who deletes it.
+        by: Remover,
     },
     /// It stays, without its references to the owners that orphan it.
     Orphaned {
@@ -258,6 +263,12 @@ pub enum Fate {
         /// Why.
         why: Hold,
     },
+    /// In a namespace being deleted, it is never deleted: the namespace controller deletes what
+    /// is not a pod only once every pod is gone, and these pods stay.
+    WaitsForPods {
+        /// The pods that stay.
+        pods: Vec<ObjectRef>,
+    },
     /// The collector never judges it: one of its owner references cannot be resolved.
     Stuck {
         /// The reference.
@@ -265,6 +276,18 @@ pub enum Fate {
         /// Why it cannot be resolved.
         why: String,
     },
+}
+
+/// Who deletes an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Remover {
+    /// The request itself (`kubectl delete`).
+    Request,
+    /// The namespace controller, emptying a namespace being deleted.
+    NamespaceController,
+    /// The collector.
+    Collector,
 }
 
 /// Why a deletion cannot end.
@@ -280,6 +303,14 @@ pub enum Hold {
     BlockingDependents {
         /// Those dependents.
         dependents: Vec<ObjectRef>,
+    },
+    /// A namespace, it waits for its objects to go (its `kubernetes` finalizer), and some stay.
+    Contents {
+        /// How many of its objects stay.
+        left: usize,
+        /// Those of them held by finalizers (the others wait for these pods, or for nothing the
+        /// plan can see).
+        held: Vec<ObjectRef>,
     },
 }
 
@@ -302,7 +333,7 @@ pub struct Step {
 pub struct Plan {
     /// The policy of the request.
     pub policy: PropagationPolicy,
-    /// The objects the request deletes.
+    /// The objects the request deletes (a namespace, for a namespace's plan).
     pub requested: Vec<ObjectRef>,
     /// Every object the delete reaches, removed ones by wave, then the rest.
     pub steps: Vec<Step>,

@@ -3,9 +3,11 @@
 //!
 //! Each round takes the work the previous one produced: *judge* a dependent
 //! (`attempt_to_delete_item`), or *settle* an owner (what an owner that went or is being deleted
-//! does to its dependents, `process_transitions`). The round an object goes in is its wave.
+//! does to its dependents, `process_transitions`). The round an object goes in is its wave. A
+//! namespace's deletion adds the namespace controller, which looks once at the start of each
+//! round ([`Termination`]).
 
-use super::{Calls, Fate, Hold, Object, ObjectRef, Plan, Scope, Served, Snapshot, Step};
+use super::{Calls, Fate, Hold, Object, ObjectRef, Plan, Remover, Scope, Served, Snapshot, Step};
 use crate::api::{OwnerReference, PropagationPolicy, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -32,6 +34,8 @@ struct Live {
     /// It is, or once was, deleting its dependents in the foreground (the cycle heuristic reads
     /// it).
     waited: bool,
+    /// Who deleted it, once someone did.
+    by: Option<Remover>,
 }
 
 impl Live {
@@ -65,6 +69,34 @@ enum Reading {
     Dangling,
 }
 
+/// The namespace controller's part in a namespace's deletion.
+struct Termination {
+    /// The namespace's UID.
+    uid: String,
+    /// Its name.
+    name: String,
+    /// The UIDs of its pods, deleted first.
+    pods: Vec<String>,
+    /// The UIDs of its other objects, deleted once every pod is gone.
+    rest: Vec<String>,
+    phase: Phase,
+}
+
+/// Where the namespace controller is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Pods deleted, waiting for them to go.
+    Pods,
+    /// Everything deleted, waiting for the namespace to be empty.
+    Rest,
+    /// Its `kubernetes` finalizer removed.
+    Done,
+}
+
+/// The finalizer a namespace carries in `spec.finalizers` until the namespace controller has
+/// emptied it.
+const FINALIZER_KUBERNETES: &str = "kubernetes";
+
 struct Play<'s, S> {
     snapshot: &'s Snapshot,
     served: &'s S,
@@ -75,38 +107,121 @@ struct Play<'s, S> {
     /// go by the thousand in one round is settled once in the next.
     settling: HashSet<String>,
     calls: Calls,
+    termination: Option<Termination>,
 }
 
 /// The plan of deleting `requested` (UIDs of `snapshot`'s objects; others are ignored) with
 /// `policy`, against the types `served`.
 pub fn simulate(snapshot: &Snapshot, served: &impl Served, requested: &[String], policy: PropagationPolicy) -> Plan {
-    let mut play = Play {
-        snapshot,
-        served,
-        live: HashMap::new(),
-        round: 0,
-        next: Vec::new(),
-        settling: HashSet::new(),
-        calls: Calls::default(),
-    };
+    let mut play = Play::new(snapshot, served);
     let requested: Vec<&Object> = requested.iter().filter_map(|uid| snapshot.get(uid)).collect();
     for object in &requested {
-        play.delete(&object.uid, policy);
+        play.delete(&object.uid, policy, Remover::Request);
     }
-    while !play.next.is_empty() {
-        play.round += 1;
-        play.settling.clear();
-        for work in std::mem::take(&mut play.next) {
-            match work {
-                Work::Judge(uid) => play.judge(&uid),
-                Work::Settle(uid) => play.settle(&uid),
-            }
-        }
-    }
+    play.run();
     play.into_plan(requested.into_iter().map(ObjectRef::of).collect(), policy)
 }
 
-impl<S: Served> Play<'_, S> {
+/// The plan of deleting the namespace `uid` of `snapshot` (which holds every object in it) with
+/// `policy`: the namespace controller's deletions, in its order, and the collector's work on them.
+/// A `uid` that is not a namespace of `snapshot` gives an empty plan.
+pub fn simulate_namespace(snapshot: &Snapshot, served: &impl Served, uid: &str, policy: PropagationPolicy) -> Plan {
+    let mut play = Play::new(snapshot, served);
+    let Some(namespace) = snapshot.get(uid).filter(|o| is_namespace(o)) else {
+        return play.into_plan(Vec::new(), policy);
+    };
+    let (pods, rest): (Vec<String>, Vec<String>) = snapshot
+        .objects()
+        .filter(|o| o.namespace == namespace.name)
+        .map(|o| o.uid.clone())
+        .partition(|uid| snapshot.get(uid).is_some_and(is_pod));
+    play.live(uid)
+        .expect("in the snapshot")
+        .finalizers
+        .push(FINALIZER_KUBERNETES.into());
+    play.delete(uid, policy, Remover::Request);
+    for pod in &pods {
+        play.delete(pod, PropagationPolicy::Background, Remover::NamespaceController);
+    }
+    for object in &rest {
+        play.live(object); // in the plan even if nothing happens to it
+    }
+    play.termination = Some(Termination {
+        uid: uid.to_string(),
+        name: namespace.name.clone(),
+        pods,
+        rest,
+        phase: Phase::Pods,
+    });
+    play.run();
+    play.into_plan(vec![ObjectRef::of(namespace)], policy)
+}
+
+fn is_namespace(object: &Object) -> bool {
+    object.kind == "Namespace" && object.api_version == "v1" && object.namespace.is_empty()
+}
+
+fn is_pod(object: &Object) -> bool {
+    object.kind == "Pod" && object.api_version == "v1"
+}
+
+impl<'s, S: Served> Play<'s, S> {
+    fn new(snapshot: &'s Snapshot, served: &'s S) -> Self {
+        Play {
+            snapshot,
+            served,
+            live: HashMap::new(),
+            round: 0,
+            next: Vec::new(),
+            settling: HashSet::new(),
+            calls: Calls::default(),
+            termination: None,
+        }
+    }
+
+    /// Rounds until one changes nothing.
+    fn run(&mut self) {
+        loop {
+            self.round += 1;
+            self.settling.clear();
+            let terminated = self.terminate();
+            let work = std::mem::take(&mut self.next);
+            if work.is_empty() && !terminated {
+                break;
+            }
+            for work in work {
+                match work {
+                    Work::Judge(uid) => self.judge(&uid),
+                    Work::Settle(uid) => self.settle(&uid),
+                }
+            }
+        }
+    }
+
+    /// The namespace controller's look at the start of a round: once every pod is gone it
+    /// deletes the rest, and once everything is gone it lets the namespace go. True when it did
+    /// something.
+    fn terminate(&mut self) -> bool {
+        let Some(t) = &self.termination else { return false };
+        let all_gone = |uids: &[String]| uids.iter().all(|u| self.live.get(u).is_some_and(Live::gone));
+        let (phase, deleting) = match t.phase {
+            Phase::Pods if all_gone(&t.pods) => (Phase::Rest, t.rest.clone()),
+            Phase::Rest if all_gone(&t.rest) => (Phase::Done, Vec::new()),
+            _ => return false,
+        };
+        let namespace = t.uid.clone();
+        self.termination.as_mut().expect("matched above").phase = phase;
+        for uid in &deleting {
+            if self.live.get(uid).is_some_and(|l| !l.gone()) {
+                self.delete(uid, PropagationPolicy::Background, Remover::NamespaceController);
+            }
+        }
+        if phase == Phase::Done {
+            self.release(&namespace, FINALIZER_KUBERNETES);
+        }
+        true
+    }
+
     /// The object `uid` as the play has it, copied from the snapshot the first time.
     fn live(&mut self, uid: &str) -> Option<&mut Live> {
         if !self.live.contains_key(uid) {
@@ -123,6 +238,7 @@ impl<S: Served> Play<'_, S> {
                 via: None,
                 announced: false,
                 waited: object.deleting && object.finalizers.iter().any(|f| f == FINALIZER_FOREGROUND),
+                by: None,
             };
             self.live.insert(uid.to_string(), live);
         }
@@ -132,11 +248,12 @@ impl<S: Served> Play<'_, S> {
     /// The API server's DELETE of `uid` with `policy`: the collector's finalizers become the
     /// policy's, and the object goes at once when no finalizer is left (and the owners waiting
     /// for it look again, whoever deleted it).
-    fn delete(&mut self, uid: &str, policy: PropagationPolicy) {
+    fn delete(&mut self, uid: &str, policy: PropagationPolicy, by: Remover) {
         let round = self.round;
         let Some(live) = self.live(uid) else { return };
         live.deleting = true;
         live.policy = Some(policy);
+        live.by = Some(by);
         live.finalizers
             .retain(|f| f != FINALIZER_ORPHAN && f != FINALIZER_FOREGROUND);
         match policy {
@@ -229,10 +346,15 @@ impl<S: Served> Play<'_, S> {
             .any(|d| self.live(d).is_some_and(|l| blocks(l, owner)))
     }
 
-    /// Removes `finalizer` from `uid` (a PATCH); the object goes when it was the last one.
+    /// The collector removes `finalizer` from `uid` (a PATCH).
     fn remove_finalizer(&mut self, uid: &str, finalizer: &str) {
-        let round = self.round;
         self.calls.patches += 1;
+        self.release(uid, finalizer);
+    }
+
+    /// `finalizer` leaves `uid`; the object goes when it was the last one.
+    fn release(&mut self, uid: &str, finalizer: &str) {
+        let round = self.round;
         let live = self.live(uid).expect("a deleting object of the play");
         live.finalizers.retain(|f| f != finalizer);
         if live.finalizers.is_empty() {
@@ -298,7 +420,7 @@ impl<S: Served> Play<'_, S> {
             PropagationPolicy::Background
         };
         self.calls.deletes += 1;
-        self.delete(uid, policy);
+        self.delete(uid, policy, Remover::Collector);
     }
 
     /// The cycle heuristic: before `uid` is deleted in the foreground, if one of its dependents
@@ -375,11 +497,10 @@ impl<S: Served> Play<'_, S> {
     fn into_plan(self, requested: Vec<ObjectRef>, policy: PropagationPolicy) -> Plan {
         let rounds: BTreeSet<u32> = self.live.values().filter_map(|l| l.gone_in).collect();
         let wave_of = |round: u32| rounds.iter().position(|r| *r == round).map_or(0, |i| i as u32 + 1);
-        let requested_uids: Vec<&str> = requested.iter().map(|r| r.uid.as_str()).collect();
         let mut steps: Vec<(u32, Step)> = Vec::new();
         for (uid, live) in &self.live {
             let object = ObjectRef::of(self.snapshot.get(uid).expect("played objects are the snapshot's"));
-            let fate = match self.fate(uid, live, &wave_of, &requested_uids) {
+            let fate = match self.fate(uid, live, &wave_of) {
                 Some(fate) => fate,
                 None => continue,
             };
@@ -406,13 +527,21 @@ impl<S: Served> Play<'_, S> {
     }
 
     /// What became of one object of the play; `None` when nothing did.
-    fn fate(&self, uid: &str, live: &Live, wave_of: &impl Fn(u32) -> u32, requested: &[&str]) -> Option<Fate> {
+    fn fate(&self, uid: &str, live: &Live, wave_of: &impl Fn(u32) -> u32) -> Option<Fate> {
         if let Some(round) = live.gone_in {
             return Some(Fate::Removed {
                 wave: wave_of(round),
                 policy: live.policy.unwrap_or(PropagationPolicy::Background),
-                requested: requested.contains(&uid),
+                by: live.by.unwrap_or(Remover::Collector),
             });
+        }
+        if let Some(t) = self.termination.as_ref().filter(|t| t.phase == Phase::Pods) {
+            let object = self.snapshot.get(uid).expect("played objects are the snapshot's");
+            if !live.deleting && object.namespace == t.name && !is_pod(object) {
+                return Some(Fate::WaitsForPods {
+                    pods: self.held_among(&t.pods),
+                });
+            }
         }
         let released = self.snapshot.get(uid).is_some_and(|o| o.finalizers != live.finalizers);
         if live.deleting && (live.policy.is_some() || released) {
@@ -422,7 +551,18 @@ impl<S: Served> Play<'_, S> {
                 .filter(|f| *f != FINALIZER_ORPHAN && *f != FINALIZER_FOREGROUND)
                 .cloned()
                 .collect();
-            let why = if others.is_empty() {
+            let why = if live.has(FINALIZER_KUBERNETES) && self.termination.as_ref().is_some_and(|t| t.uid == uid) {
+                let t = self.termination.as_ref().expect("checked");
+                let contents = t.pods.iter().chain(&t.rest);
+                let left: Vec<String> = contents
+                    .filter(|u| !self.live.get(*u).is_some_and(Live::gone))
+                    .cloned()
+                    .collect();
+                Hold::Contents {
+                    left: left.len(),
+                    held: self.held_among(&left),
+                }
+            } else if others.is_empty() {
                 let blocking = self.still_blocking(uid);
                 Hold::BlockingDependents { dependents: blocking }
             } else {
@@ -456,6 +596,17 @@ impl<S: Served> Play<'_, S> {
             });
         }
         None
+    }
+
+    /// The objects among `uids` still there and being deleted at the end: held.
+    fn held_among(&self, uids: &[String]) -> Vec<ObjectRef> {
+        let mut held: Vec<ObjectRef> = uids
+            .iter()
+            .filter(|u| self.live.get(*u).is_some_and(|l| l.deleting && !l.gone()))
+            .filter_map(|u| self.snapshot.get(u).map(ObjectRef::of))
+            .collect();
+        held.sort();
+        held
     }
 
     /// The dependents of `owner` still blocking it at the end.

@@ -19,7 +19,7 @@ use crate::support::process::{kubectl_available, run_bounded, KUBECTL_TIMEOUT};
 use crate::support::{
     self, blocking_ref_to, configmaps, create_in, deployments, meta, pods, ref_to, replicasets, Harness,
 };
-use kube_gc::api::{PartialObjectMeta, PropagationPolicy};
+use kube_gc::api::{ObjectMeta, PartialObjectMeta, PropagationPolicy};
 use kube_gc::controller::Config;
 use kube_gc::graph::Uid;
 use kube_gc::journal::{Action as JournalAction, Entry, Journal};
@@ -89,6 +89,8 @@ fn disagreements(before: &BTreeMap<String, Object>, plan: &plan::Plan, model: &M
                 now.deleting == was.deleting && now.owner_references == kept
             }
             (Some(Fate::Stuck { .. }), Some(now)) => now == was,
+            // Only a namespace's plan waits for pods.
+            (Some(Fate::WaitsForPods { .. }), Some(_)) => false,
             (None, Some(now)) => now == was,
         };
         if !agrees {
@@ -250,6 +252,7 @@ async fn a_plan_should_agree_with_the_journal_for_every_policy() {
                         .any(|r| loses.iter().any(|l| l.uid == r.uid))
                 }),
                 Fate::Stuck { .. } => now.is_some(),
+                Fate::WaitsForPods { .. } => now.is_some_and(|o| o.metadata.deletion_timestamp.is_none()),
             };
             assert!(fits, "{policy:?}: {} planned {:?}, now {now:?}", step.object, step.fate);
         }
@@ -293,16 +296,159 @@ async fn a_plan_should_agree_with_the_journal_for_every_policy() {
     }
 }
 
+/// The namespaces type.
+fn namespaces() -> kube_gc::api::Gvr {
+    kube_gc::api::Gvr::new("", "v1", "namespaces")
+}
+
+/// What the namespace plan of [`shop`]'s namespace says of each object, by name.
+fn namespace_plan(h: &Harness) -> BTreeMap<String, Fate> {
+    let roots = plan::namespace_roots(h.gc.graph(), "shop");
+    let snapshot = plan::from_graph(h.gc.graph(), &roots);
+    let namespace = snapshot
+        .objects()
+        .find(|o| o.kind == "Namespace")
+        .expect("the graph holds the namespace")
+        .uid
+        .clone();
+    let planned = plan::simulate_namespace(
+        &snapshot,
+        &*h.gc.mapper().load(),
+        &namespace,
+        PropagationPolicy::Background,
+    );
+    planned
+        .steps
+        .into_iter()
+        .map(|s| (format!("{}/{}", s.object.kind, s.object.name), s.fate))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_plan_should_agree_with_the_namespace_controller_and_the_collector() {
+    for hold in [false, true] {
+        let (h, _) = shop().await;
+        let shop_ns = h.create(&namespaces(), meta("", "shop", vec![]));
+        // A cluster-scoped object owned by the namespace: the collector's, once the namespace goes.
+        h.create(&support::persistentvolumes(), meta("", "pv-1", vec![ref_to(&shop_ns)]));
+        if !hold {
+            let held = h.cluster.get_object(&pods(), "shop", "rs-b-2").expect("the held pod");
+            let body = serde_json::json!({"metadata": {"finalizers": null}});
+            h.cluster
+                .patch_object(&pods(), "shop", "rs-b-2", kube_gc::api::PatchType::Merge, &body)
+                .unwrap_or_else(|e| panic!("release {held:?}: {e}"));
+        }
+        h.settle().await;
+        let fates = namespace_plan(&h);
+        h.delete(&namespaces(), &shop_ns, support::policy(PropagationPolicy::Background));
+        h.settle().await;
+        let journal = h.gc.journal().latest(kube_gc::journal::LATEST);
+        let exists =
+            |gvr: &kube_gc::api::Gvr, namespace: &str, name: &str| h.cluster.get_object(gvr, namespace, name).ok();
+
+        let wave = |name: &str| match fates.get(name) {
+            Some(Fate::Removed { wave, by, .. }) => (*wave, *by),
+            other => panic!("hold={hold}: {name} planned {other:?}"),
+        };
+        let by_namespace = plan::Remover::NamespaceController;
+        if !hold {
+            // Pods first, the rest once they are gone, the namespace once it is empty, and its
+            // dependent by the collector after it.
+            let (pods_wave, _) = wave("Pod/rs-a-1");
+            for name in ["Pod/rs-a-0", "Pod/rs-a-1", "Pod/rs-b-2"] {
+                assert_eq!(wave(name), (pods_wave, by_namespace), "hold={hold}: {name}");
+            }
+            let (rest_wave, _) = wave("ReplicaSet/rs-a");
+            for name in ["Deployment/web", "ReplicaSet/rs-b", "ConfigMap/keep"] {
+                assert_eq!(wave(name), (rest_wave, by_namespace), "{name}");
+            }
+            let (namespace_wave, by) = wave("Namespace/shop");
+            let (pv_wave, pv_by) = wave("PersistentVolume/pv-1");
+            assert!(pods_wave < rest_wave && rest_wave < namespace_wave && namespace_wave < pv_wave);
+            assert_eq!((by, pv_by), (plan::Remover::Request, plan::Remover::Collector));
+            assert!(exists(&namespaces(), "", "shop").is_none(), "the namespace went");
+            assert!(exists(&deployments(), "shop", "web").is_none());
+            assert!(exists(&support::persistentvolumes(), "", "pv-1").is_none());
+            let collector_deleted: BTreeSet<String> = journal
+                .iter()
+                .filter(|e| e.action == JournalAction::Delete)
+                .map(|e| e.object.name.clone())
+                .collect();
+            // The collector's own deletion is there; it may also have raced the namespace
+            // controller to objects the plan gives to that controller, but to nothing else.
+            assert!(collector_deleted.contains("pv-1"), "{collector_deleted:?}");
+            let planned: BTreeSet<String> = fates
+                .iter()
+                .filter(|(_, f)| matches!(f, Fate::Removed { .. }))
+                .map(|(name, _)| name.split_once('/').map_or(name.clone(), |(_, n)| n.to_string()))
+                .collect();
+            assert!(
+                collector_deleted.is_subset(&planned),
+                "{collector_deleted:?} ⊄ {planned:?}"
+            );
+            continue;
+        }
+        // The held pod holds everything else, and the namespace with it.
+        assert!(matches!(
+            fates["Pod/rs-b-2"],
+            Fate::Held {
+                why: plan::Hold::Finalizers { .. }
+            }
+        ));
+        for name in ["Deployment/web", "ReplicaSet/rs-a", "ReplicaSet/rs-b", "ConfigMap/keep"] {
+            let Fate::WaitsForPods { pods } = &fates[name] else {
+                panic!("{name} planned {:?}", fates[name]);
+            };
+            assert_eq!(
+                pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+                ["rs-b-2"],
+                "{name}"
+            );
+        }
+        let Fate::Held {
+            why: plan::Hold::Contents { left, held },
+        } = &fates["Namespace/shop"]
+        else {
+            panic!("the namespace planned {:?}", fates["Namespace/shop"]);
+        };
+        assert_eq!(
+            (*left, held.len()),
+            (5, 1),
+            "the held pod and the four objects waiting for it"
+        );
+        assert!(!fates.contains_key("PersistentVolume/pv-1"), "untouched: {fates:?}");
+        assert_eq!(wave("Pod/rs-a-0"), (1, by_namespace));
+
+        let pod = exists(&pods(), "shop", "rs-b-2").expect("held");
+        assert!(pod.metadata.deletion_timestamp.is_some());
+        assert!(exists(&pods(), "shop", "rs-a-0").is_none());
+        for (gvr, name) in [(deployments(), "web"), (replicasets(), "rs-a"), (configmaps(), "keep")] {
+            let object = exists(&gvr, "shop", name).expect("waiting for the pod");
+            assert!(
+                object.metadata.deletion_timestamp.is_none(),
+                "{name} is not deleted yet"
+            );
+        }
+        let namespace = exists(&namespaces(), "", "shop").expect("held by its contents");
+        assert!(namespace.metadata.deletion_timestamp.is_some());
+        assert!(exists(&support::persistentvolumes(), "", "pv-1").is_some());
+        assert!(
+            journal.iter().all(|e| e.action != JournalAction::Delete),
+            "the collector deleted nothing"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // `kube-gc plan` and `kubectl gc plan`, as processes
 // ---------------------------------------------------------------------------------------------
 
-/// `kube-gc plan deploy/web -n shop ARGS` against `server`, as a process: its stdout, which must
-/// come from a successful run.
+/// `kube-gc plan ARGS -n shop` against `server`, as a process: its stdout, which must come from a
+/// successful run.
 fn plan_command(program: &std::path::Path, server: &support::OwnServer, args: &[&str]) -> String {
     let mut command = std::process::Command::new(program);
     command
-        .args(["plan", "deploy/web", "-n", "shop", "--kubeconfig"])
+        .args(["plan", "-n", "shop", "--kubeconfig"])
         .arg(&server.kubeconfig)
         .args(args)
         .env_remove("KUBECONFIG")
@@ -320,7 +466,14 @@ fn plan_command(program: &std::path::Path, server: &support::OwnServer, args: &[
 #[test]
 fn kube_gc_plan_should_answer_from_the_collector_and_offline_alike_in_every_format() {
     let server = support::serve_on_own_runtime(SimCluster::new(), kube_gc_sim::http::ServerOptions::default());
-    let web = create_in(&server.cluster, &deployments(), meta("shop", "web", vec![]));
+    let labelled = |name: &str| ObjectMeta {
+        labels: [("app".to_string(), "web".to_string())].into(),
+        ..meta("shop", name, vec![])
+    };
+    let web = create_in(&server.cluster, &deployments(), labelled("web"));
+    create_in(&server.cluster, &deployments(), labelled("web-canary"));
+    create_in(&server.cluster, &deployments(), meta("shop", "db", vec![]));
+    create_in(&server.cluster, &namespaces(), meta("", "shop", vec![]));
     for rs in ["rs-a", "rs-b"] {
         let set = create_in(
             &server.cluster,
@@ -351,7 +504,7 @@ fn kube_gc_plan_should_answer_from_the_collector_and_offline_alike_in_every_form
     let table = plan_command(
         &program,
         &server,
-        &["--collector", &collector, "--cascade", "foreground"],
+        &["deploy/web", "--collector", &collector, "--cascade", "foreground"],
     );
     let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
     assert_eq!(header, ["WAVE", "ACTION", "OBJECT", "DETAIL"], "{table}");
@@ -362,12 +515,20 @@ fn kube_gc_plan_should_answer_from_the_collector_and_offline_alike_in_every_form
     let online = plan_command(
         &program,
         &server,
-        &["--collector", &collector, "--cascade", "foreground", "-o", "json"],
+        &[
+            "deploy/web",
+            "--collector",
+            &collector,
+            "--cascade",
+            "foreground",
+            "-o",
+            "json",
+        ],
     );
     let offline = plan_command(
         &program,
         &server,
-        &["--offline", "--cascade", "foreground", "-o", "json"],
+        &["deploy/web", "--offline", "--cascade", "foreground", "-o", "json"],
     );
     assert_eq!(
         removed(&online),
@@ -378,8 +539,39 @@ fn kube_gc_plan_should_answer_from_the_collector_and_offline_alike_in_every_form
         removed(&online).contains(&("web".to_string(), 3)),
         "the Deployment goes last"
     );
-    let yaml = plan_command(&program, &server, &["--offline", "--cascade", "orphan", "-o", "yaml"]);
+    let yaml = plan_command(
+        &program,
+        &server,
+        &["deploy/web", "--offline", "--cascade", "orphan", "-o", "yaml"],
+    );
     assert!(yaml.contains("fate: orphaned"), "{yaml}");
+
+    // A label selector's objects, and a whole namespace, from the collector and offline alike.
+    for (what, removed_count) in [
+        (&["deployments", "-l", "app=web"][..], 10),
+        (&["namespace/shop"][..], 12),
+    ] {
+        let ask = |source: &[&str]| plan_command(&program, &server, &[what, source, &["-o", "json"]].concat());
+        let online = ask(&["--collector", &collector]);
+        assert_eq!(removed(&online), removed(&ask(&["--offline"])), "{what:?}");
+        assert_eq!(removed(&online).len(), removed_count, "{what:?}: {online}");
+    }
+    let table = plan_command(&program, &server, &["namespace/shop", "--collector", &collector]);
+    assert!(table.contains("by the namespace controller"), "{table}");
+    assert!(
+        table.contains("removed: 12 in 3 waves (Deployment 3, Namespace 1, Pod 6, ReplicaSet 2)"),
+        "pods, then the rest, then the namespace:\n{table}"
+    );
+    let refused = std::process::Command::new(&program)
+        .args(["plan", "deploy/web", "-l", "app=web", "--kubeconfig"])
+        .arg(&server.kubeconfig)
+        .output()
+        .expect("kube-gc runs");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("give the kind alone"),
+        "{stderr}"
+    );
 
     // As the kubectl plugin, through a link named kubectl-gc on PATH.
     let bin = server.dir.path().join("bin");
@@ -393,29 +585,29 @@ fn kube_gc_plan_should_answer_from_the_collector_and_offline_alike_in_every_form
         std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
     )
     .expect("a PATH");
-    let mut kubectl = std::process::Command::new("kubectl");
-    kubectl
-        .args([
-            "gc",
-            "plan",
-            "deploy/web",
-            "-n",
-            "shop",
-            "--collector",
-            &collector,
-            "-o",
-            "json",
-        ])
-        .env("PATH", &path)
-        .env("KUBECONFIG", &server.kubeconfig)
-        .env("HOME", server.dir.path().join("home"))
-        .env("RUST_LOG", "off");
-    let run = run_bounded(&mut kubectl, KUBECTL_TIMEOUT);
-    assert!(
-        run.status.success(),
-        "kubectl gc plan failed:\n{}{}",
-        run.stdout,
-        run.stderr
-    );
-    assert_eq!(removed(&run.stdout).len(), 9, "{}", run.stdout);
+    let forms: [(&[&str], usize); 5] = [
+        (&["deploy/web", "--cascade", "background"], 9),
+        (&["deploy/web", "--cascade", "foreground"], 9),
+        (&["deploy/web", "--cascade", "orphan"], 1),
+        (&["namespace/shop"], 12),
+        (&["deploy", "-l", "app=web"], 10),
+    ];
+    for (form, removed_count) in forms {
+        let mut kubectl = std::process::Command::new("kubectl");
+        kubectl
+            .args(["gc", "plan", "-n", "shop", "--collector", &collector, "-o", "json"])
+            .args(form)
+            .env("PATH", &path)
+            .env("KUBECONFIG", &server.kubeconfig)
+            .env("HOME", server.dir.path().join("home"))
+            .env("RUST_LOG", "off");
+        let run = run_bounded(&mut kubectl, KUBECTL_TIMEOUT);
+        assert!(
+            run.status.success(),
+            "kubectl gc plan {form:?} failed:\n{}{}",
+            run.stdout,
+            run.stderr
+        );
+        assert_eq!(removed(&run.stdout).len(), removed_count, "{form:?}: {}", run.stdout);
+    }
 }

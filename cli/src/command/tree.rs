@@ -68,9 +68,17 @@ impl ObjectArgs {
         Ok((kind, name))
     }
 
-    /// Connects as `agent`, reads discovery and the object.
-    pub async fn find(&self, agent: &str) -> anyhow::Result<Found> {
-        let (kind, name) = self.kind_and_name()?;
+    /// KIND alone, as a label selector's plan takes it (`kube-gc plan deployments -l app=web`).
+    pub fn kind_alone(&self) -> anyhow::Result<&str> {
+        if self.name.is_some() || self.object.contains('/') || self.object.is_empty() {
+            anyhow::bail!("with a label selector, give the kind alone (e.g. `deployments -l app=web`), not an object");
+        }
+        Ok(&self.object)
+    }
+
+    /// Connects as `agent` and reads discovery: the client, the catalogue and the namespace asked
+    /// for (the kubeconfig's when none was).
+    pub async fn connect(&self, agent: &str) -> anyhow::Result<(kube::Client, tree::Catalogue, String)> {
         let agent = format!("{agent}/{}", env!("CARGO_PKG_VERSION"));
         let client = kube_gc::api::connect(self.kubeconfig.as_deref(), &agent).await?;
         let namespace = self
@@ -78,6 +86,13 @@ impl ObjectArgs {
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_string());
         let catalogue = fetch::discover(&client).await?;
+        Ok((client, catalogue, namespace))
+    }
+
+    /// Connects as `agent`, reads discovery and the object.
+    pub async fn find(&self, agent: &str) -> anyhow::Result<Found> {
+        let (kind, name) = self.kind_and_name()?;
+        let (client, catalogue, namespace) = self.connect(agent).await?;
         let resource = catalogue.resolve(kind)?;
         let target = fetch::get(&client, resource, &namespace, name)
             .await?
@@ -114,7 +129,7 @@ pub async fn run(args: TreeArgs) -> anyhow::Result<()> {
         scope,
         target,
     } = args.object.find("kube-gc-tree").await?;
-    let fetched = fetch::fetch(&client, &catalogue, &scope, &target).await?;
+    let fetched = fetch::fetch(&client, &catalogue, &scope, std::slice::from_ref(&target)).await?;
     for (resource, why) in &fetched.unlisted {
         eprintln!("note: {resource} could not be listed, so its objects are left out: {why}");
     }

@@ -8,6 +8,7 @@
 //! | `/debug/stuck[?older-than=D&limit=N]` | JSON: the objects waiting on the collector for at least `D` (default `--stall-after`), oldest first, each explained (`stuck.rs`) |
 //! | `/debug/migrations` | JSON: the storage version migrations in progress, each with its pass's figures or what it waits for ([`kube_gc::migrator`]) |
 //! | `/debug/plan?uid=U[&uid=…][&policy=P]` | JSON: what deleting the objects with the policy (`background`, the default, `foreground` or `orphan`) would do, played on the graph ([`kube_gc::plan`]) |
+//! | `/debug/plan?namespace=NAME[&policy=P]` | JSON: the same for deleting a namespace, with the namespace controller's deletions |
 //! | `/metrics` | OpenMetrics text (`metrics.rs`) |
 //! | `/healthz` | `ok` while the process serves |
 //! | `/readyz` | `ok` once the monitors have synced or the initial sync wait has passed, else 503 |
@@ -253,15 +254,18 @@ pub struct PlanAnswer {
 
 async fn plan<C: ClusterApi>(State(slot): Shared<C>, uri: axum::http::Uri) -> Result<Response, Unavailable> {
     let gc = slot.collector()?;
-    let query = uri.query().unwrap_or("");
-    let requested = uids(query);
-    if requested.is_empty() {
-        return Ok((StatusCode::BAD_REQUEST, "plan needs ?uid=\n").into_response());
+    let query = uri.query().unwrap_or("").to_string();
+    let param = |name: &str| {
+        form_urlencoded::parse(query.as_bytes())
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.into_owned())
+    };
+    let requested = uids(&query);
+    let namespace = param("namespace").filter(|n| !n.is_empty());
+    if requested.is_empty() == namespace.is_none() {
+        return Ok((StatusCode::BAD_REQUEST, "plan needs ?uid= or ?namespace=, not both\n").into_response());
     }
-    let policy = form_urlencoded::parse(query.as_bytes())
-        .find(|(key, _)| key == "policy")
-        .map(|(_, value)| value.into_owned());
-    let policy = match policy.as_deref().map(str::to_ascii_lowercase).as_deref() {
+    let policy = match param("policy").as_deref().map(str::to_ascii_lowercase).as_deref() {
         None | Some("" | "background") => PropagationPolicy::Background,
         Some("foreground") => PropagationPolicy::Foreground,
         Some("orphan") => PropagationPolicy::Orphan,
@@ -270,17 +274,48 @@ async fn plan<C: ClusterApi>(State(slot): Shared<C>, uri: axum::http::Uri) -> Re
             return Ok((StatusCode::BAD_REQUEST, why).into_response());
         }
     };
+    // A plan of a large cascade takes a while: off the runtime's threads, which serve the
+    // collector's watches.
+    let answer = tokio::task::spawn_blocking(move || play(&gc, requested, namespace.as_deref(), policy)).await;
+    Ok(match answer {
+        Ok(Some(answer)) => axum::Json(answer).into_response(),
+        Ok(None) => (StatusCode::NOT_FOUND, "the graph holds no such namespace\n").into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("the plan failed: {e}\n")).into_response(),
+    })
+}
+
+/// The plan of deleting `requested`, or the namespace `namespace`, on `gc`'s graph; `None` for a
+/// namespace the graph does not hold.
+fn play<C: ClusterApi>(
+    gc: &GarbageCollector<C>,
+    requested: Vec<Uid>,
+    namespace: Option<&str>,
+    policy: PropagationPolicy,
+) -> Option<PlanAnswer> {
     let started = std::time::Instant::now();
-    let snapshot = kube_gc::plan::from_graph(gc.graph(), &requested);
-    let names: Vec<String> = requested.iter().map(ToString::to_string).collect();
-    let plan = kube_gc::plan::simulate(&snapshot, &*gc.mapper().load(), &names, policy);
-    Ok(axum::Json(PlanAnswer {
+    let mapper = gc.mapper().load();
+    let (snapshot, plan) = match namespace {
+        None => {
+            let snapshot = kube_gc::plan::from_graph(gc.graph(), &requested);
+            let names: Vec<String> = requested.iter().map(ToString::to_string).collect();
+            let plan = kube_gc::plan::simulate(&snapshot, &*mapper, &names, policy);
+            (snapshot, plan)
+        }
+        Some(name) => {
+            let roots = kube_gc::plan::namespace_roots(gc.graph(), name);
+            let snapshot = kube_gc::plan::from_graph(gc.graph(), &roots);
+            let namespace = snapshot.objects().find(|o| o.kind == "Namespace" && o.name == name)?;
+            let uid = namespace.uid.clone();
+            let plan = kube_gc::plan::simulate_namespace(&snapshot, &*mapper, &uid, policy);
+            (snapshot, plan)
+        }
+    };
+    Some(PlanAnswer {
         plan,
         snapshot_objects: snapshot.len(),
         queue_depth: gc.attempt_to_delete().len() + gc.attempt_to_orphan().len(),
         seconds: started.elapsed().as_secs_f64(),
     })
-    .into_response())
 }
 
 /// A `limit=` parameter: `default` when absent or empty, else a whole number, or what the 400

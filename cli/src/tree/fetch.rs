@@ -224,6 +224,17 @@ struct PageMeta {
 
 /// Every object of `resource` in `namespace` (all namespaces when empty), page by page.
 async fn list(client: &kube::Client, resource: &Resource, namespace: &str) -> Result<Vec<Object>, Error> {
+    list_selected(client, resource, namespace, "").await
+}
+
+/// The objects of `resource` in `namespace` (all namespaces when empty) that the label selector
+/// `selector` (kubectl's `-l` syntax; everything when empty) picks, page by page.
+pub async fn list_selected(
+    client: &kube::Client,
+    resource: &Resource,
+    namespace: &str,
+    selector: &str,
+) -> Result<Vec<Object>, Error> {
     // A namespace no object can be in holds nothing.
     let Ok(collection) = path(&resource.gvr, namespace, None) else {
         return Ok(Vec::new());
@@ -233,6 +244,9 @@ async fn list(client: &kube::Client, resource: &Resource, namespace: &str) -> Re
     let mut continue_token = String::new();
     loop {
         let mut query = vec![("limit", limit.as_str())];
+        if !selector.is_empty() {
+            query.push(("labelSelector", selector));
+        }
         if !continue_token.is_empty() {
             query.push(("continue", continue_token.as_str()));
         }
@@ -259,12 +273,12 @@ pub struct Fetched {
 
 /// Lists every listable resource at its preferred version: the namespaced ones in `namespace`
 /// (every namespace when empty) and the cluster-scoped ones; then reads by name the owners the
-/// listing could not settle, for objects of the tree of `target`.
+/// listing could not settle, for objects of the trees of `targets`.
 pub async fn fetch(
     client: &kube::Client,
     catalogue: &Catalogue,
     namespace: &str,
-    target: &Object,
+    targets: &[Object],
 ) -> Result<Fetched, Error> {
     let listable: Vec<&Resource> = catalogue
         .resources()
@@ -294,8 +308,10 @@ pub async fn fetch(
     }
     unlisted.sort();
     let mut listing = Listing::new(objects);
-    listing.insert(target.clone());
-    settle_owners(client, catalogue, &listed, &mut listing, &target.uid).await?;
+    for target in targets {
+        listing.insert(target.clone());
+        settle_owners(client, catalogue, &listed, &mut listing, &target.uid).await?;
+    }
     Ok(Fetched { listing, unlisted })
 }
 
@@ -431,6 +447,21 @@ impl CollectorClient {
         for uid in uids {
             query.append_pair("uid", uid);
         }
+        self.plan_query(query, policy).await
+    }
+
+    /// The collector's plan of deleting the namespace `name` with `policy` (`/debug/plan`).
+    pub async fn plan_namespace(&self, name: &str, policy: &str) -> Result<crate::server::PlanAnswer, CollectorError> {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        query.append_pair("namespace", name);
+        self.plan_query(query, policy).await
+    }
+
+    async fn plan_query(
+        &self,
+        mut query: form_urlencoded::Serializer<'_, String>,
+        policy: &str,
+    ) -> Result<crate::server::PlanAnswer, CollectorError> {
         query.append_pair("policy", policy);
         self.get_json(&format!("{}?{}", crate::server::PLAN_PATH, query.finish()))
             .await
