@@ -18,7 +18,7 @@
 //! event; each plan's time is the wall time of the whole answer, as `kube-gc plan` waits for it,
 //! beside the time the collector reports for the play itself. Every wait is bounded.
 
-use crate::sync::{start_collector, start_simulator, Process, SyncOptions, POLL_EVERY};
+use crate::sync::{start_collector, start_simulator, SyncOptions, POLL_EVERY};
 use anyhow::{bail, Context};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -112,7 +112,7 @@ pub fn measure(options: &SyncOptions, cascade: usize, deletions: usize) -> anyho
         .map(|_| ask(endpoints, &path))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let (first, second) = victims.split_at(deletions);
-    let mut phase = |victims: &[(String, String)], plans: bool| {
+    let phase = |victims: &[(String, String)], plans: bool| {
         run_phase(
             &runtime,
             (&client, endpoints),

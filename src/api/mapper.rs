@@ -72,15 +72,24 @@ impl RestMapper {
     /// the [module docs](self)). Fails only when no version of the group serves `kind`, with the
     /// error [`rest_mapping`](Self::rest_mapping) gives.
     pub fn rest_mapping_any_version(&self, api_version: &str, kind: &str) -> Result<RestMapping, ApiError> {
-        self.rest_mapping(api_version, kind).or_else(|exact| {
-            let key = api_version.strip_prefix('/').unwrap_or(api_version);
+        self.mapping_any_version(api_version, kind)
+            .cloned()
+            .ok_or_else(|| ApiError::NoKindMatch {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+            })
+    }
+
+    /// [`rest_mapping_any_version`](Self::rest_mapping_any_version), borrowed: `None` when no
+    /// version of the group serves `kind`. Allocates nothing (a plan reads every reference
+    /// through it).
+    pub fn mapping_any_version(&self, api_version: &str, kind: &str) -> Option<&RestMapping> {
+        let key = api_version.strip_prefix('/').unwrap_or(api_version);
+        let exact = self.by_kind.get(key).and_then(|kinds| kinds.get(kind));
+        exact.or_else(|| {
             // `group/version`, or a bare `version` of the core group.
             let group = key.rsplit_once('/').map_or("", |(group, _)| group);
-            self.by_group_kind
-                .get(group)
-                .and_then(|kinds| kinds.get(kind))
-                .cloned()
-                .ok_or(exact)
+            self.by_group_kind.get(group).and_then(|kinds| kinds.get(kind))
         })
     }
 

@@ -10,7 +10,7 @@
 use super::{Object, Snapshot, OTHER_FINALIZER};
 use crate::api::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use crate::graph::{Graph, Handle, Uid};
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 /// The UIDs of the namespace `name` and of every real object in it, read from `graph` now (one
 /// walk of the graph): the roots of a namespace's plan.
@@ -34,18 +34,25 @@ pub fn namespace_roots(graph: &Graph, name: &str) -> Vec<Uid> {
 pub fn from_graph(graph: &Graph, requested: &[Uid]) -> Snapshot {
     let mut snapshot = Snapshot::default();
     let mut below: Vec<Handle> = requested.iter().filter_map(|uid| graph.get(uid)).collect();
-    let mut descended: HashSet<Uid> = HashSet::new();
+    let mut descended: HashSet<Uid> = HashSet::default();
+    // The objects read into the snapshot, so that an owner of a thousand dependents is read once.
+    let mut read: HashSet<Uid> = HashSet::default();
     while let Some(handle) = below.pop() {
         let uid = handle.identity().uid.clone();
-        if handle.is_virtual() || !descended.insert(uid) {
+        if handle.is_virtual() || !descended.insert(uid.clone()) {
             continue;
         }
         for owner in handle.owners() {
+            if !read.insert(owner.uid.clone()) {
+                continue;
+            }
             if let Some(owner) = graph.get(&owner.uid).filter(|o| !o.is_virtual()) {
                 snapshot.insert(object_of(&owner));
             }
         }
-        snapshot.insert(object_of(&handle));
+        if read.insert(uid) {
+            snapshot.insert(object_of(&handle));
+        }
         below.extend(handle.dependents());
     }
     snapshot

@@ -38,8 +38,8 @@ pub use graph::{from_graph, namespace_roots};
 pub use simulate::{simulate, simulate_namespace};
 
 use crate::api::{OwnerReference, PropagationPolicy, RestMapper};
+use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 /// One object, as much of it as a plan reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -90,7 +90,7 @@ pub trait Served {
 /// of its group.
 impl Served for RestMapper {
     fn scope(&self, api_version: &str, kind: &str) -> Option<Scope> {
-        let mapping = self.rest_mapping_any_version(api_version, kind).ok()?;
+        let mapping = self.mapping_any_version(api_version, kind)?;
         Some(if mapping.namespaced {
             Scope::Namespaced
         } else {
@@ -130,8 +130,8 @@ pub struct Snapshot<O = Object> {
 impl<O> Default for Snapshot<O> {
     fn default() -> Self {
         Snapshot {
-            objects: HashMap::new(),
-            dependents: HashMap::new(),
+            objects: HashMap::default(),
+            dependents: HashMap::default(),
         }
     }
 }

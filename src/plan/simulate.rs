@@ -9,14 +9,18 @@
 
 use super::{Calls, Fate, Hold, Object, ObjectRef, Plan, Remover, Scope, Served, Snapshot, Step};
 use crate::api::{OwnerReference, PropagationPolicy, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
+use std::collections::BTreeSet;
 
 /// One object of the play, as it is now.
 #[derive(Clone, Debug)]
-struct Live {
+struct Live<'s> {
+    /// The object as the snapshot has it.
+    object: &'s Object,
     deleting: bool,
     finalizers: Vec<String>,
-    owners: Vec<OwnerReference>,
+    /// Its owner references once the play changed them; the snapshot's until then.
+    owners: Option<Vec<OwnerReference>>,
     /// How it was deleted, once it was.
     policy: Option<PropagationPolicy>,
     /// The round it went in.
@@ -28,7 +32,7 @@ struct Live {
     /// Why the collector never judges it.
     stuck: Option<(ObjectRef, String)>,
     /// The owner through which the delete first reached it.
-    via: Option<String>,
+    via: Option<&'s str>,
     /// Its dependents were queued for judging since it began to wait for them.
     announced: bool,
     /// It is, or once was, deleting its dependents in the foreground (the cycle heuristic reads
@@ -38,7 +42,35 @@ struct Live {
     by: Option<Remover>,
 }
 
-impl Live {
+impl<'s> Live<'s> {
+    /// Its copy in the play, as the snapshot has it.
+    fn of(object: &'s Object) -> Self {
+        Live {
+            object,
+            deleting: object.deleting,
+            finalizers: object.finalizers.clone(),
+            owners: None,
+            policy: None,
+            gone_in: None,
+            orphaned_from: Vec::new(),
+            stripped: Vec::new(),
+            stuck: None,
+            via: None,
+            announced: false,
+            waited: waits_in_snapshot(object),
+            by: None,
+        }
+    }
+
+    fn owners(&self) -> &[OwnerReference] {
+        self.owners.as_deref().unwrap_or(&self.object.owners)
+    }
+
+    /// Its owner references, to change: copied from the snapshot the first time.
+    fn owners_mut(&mut self) -> &mut Vec<OwnerReference> {
+        self.owners.get_or_insert_with(|| self.object.owners.clone())
+    }
+
     fn has(&self, finalizer: &str) -> bool {
         self.finalizers.iter().any(|f| f == finalizer)
     }
@@ -54,12 +86,12 @@ impl Live {
 }
 
 /// Work for a round.
-#[derive(Clone, Debug)]
-enum Work {
+#[derive(Clone, Copy, Debug)]
+enum Work<'s> {
     /// `attempt_to_delete_item` of a dependent.
-    Judge(String),
+    Judge(&'s str),
     /// What an owner that went or is being deleted does to its dependents.
-    Settle(String),
+    Settle(&'s str),
 }
 
 /// How one reference reads against the play.
@@ -70,15 +102,15 @@ enum Reading {
 }
 
 /// The namespace controller's part in a namespace's deletion.
-struct Termination {
+struct Termination<'s> {
     /// The namespace's UID.
-    uid: String,
+    uid: &'s str,
     /// Its name.
-    name: String,
+    name: &'s str,
     /// The UIDs of its pods, deleted first.
-    pods: Vec<String>,
+    pods: Vec<&'s str>,
     /// The UIDs of its other objects, deleted once every pod is gone.
-    rest: Vec<String>,
+    rest: Vec<&'s str>,
     phase: Phase,
 }
 
@@ -100,14 +132,15 @@ const FINALIZER_KUBERNETES: &str = "kubernetes";
 struct Play<'s, S> {
     snapshot: &'s Snapshot,
     served: &'s S,
-    live: HashMap<String, Live>,
+    /// The objects the play touched, by the snapshot's own UID strings.
+    live: HashMap<&'s str, Live<'s>>,
     round: u32,
-    next: Vec<Work>,
+    next: Vec<Work<'s>>,
     /// The owners [`Work::Settle`] is queued for in `next`, so that an owner whose dependents
     /// go by the thousand in one round is settled once in the next.
-    settling: HashSet<String>,
+    settling: HashSet<&'s str>,
     calls: Calls,
-    termination: Option<Termination>,
+    termination: Option<Termination<'s>>,
 }
 
 /// The plan of deleting `requested` (UIDs of `snapshot`'s objects; others are ignored) with
@@ -116,7 +149,7 @@ pub fn simulate(snapshot: &Snapshot, served: &impl Served, requested: &[String],
     let mut play = Play::new(snapshot, served);
     let requested: Vec<&Object> = requested.iter().filter_map(|uid| snapshot.get(uid)).collect();
     for object in &requested {
-        play.delete(&object.uid, policy, Remover::Request);
+        play.delete(object.uid.as_str(), policy, Remover::Request);
     }
     play.run();
     play.into_plan(requested.into_iter().map(ObjectRef::of).collect(), policy)
@@ -130,11 +163,12 @@ pub fn simulate_namespace(snapshot: &Snapshot, served: &impl Served, uid: &str, 
     let Some(namespace) = snapshot.get(uid).filter(|o| is_namespace(o)) else {
         return play.into_plan(Vec::new(), policy);
     };
-    let (pods, rest): (Vec<String>, Vec<String>) = snapshot
+    let (pods, rest): (Vec<&Object>, Vec<&Object>) = snapshot
         .objects()
         .filter(|o| o.namespace == namespace.name)
-        .map(|o| o.uid.clone())
-        .partition(|uid| snapshot.get(uid).is_some_and(is_pod));
+        .partition(|o| is_pod(o));
+    let (pods, rest) = (uids(pods), uids(rest));
+    let uid = namespace.uid.as_str();
     play.live(uid)
         .expect("in the snapshot")
         .finalizers
@@ -147,14 +181,18 @@ pub fn simulate_namespace(snapshot: &Snapshot, served: &impl Served, uid: &str, 
         play.live(object); // in the plan even if nothing happens to it
     }
     play.termination = Some(Termination {
-        uid: uid.to_string(),
-        name: namespace.name.clone(),
+        uid,
+        name: namespace.name.as_str(),
         pods,
         rest,
         phase: Phase::Pods,
     });
     play.run();
     play.into_plan(vec![ObjectRef::of(namespace)], policy)
+}
+
+fn uids(objects: Vec<&Object>) -> Vec<&str> {
+    objects.into_iter().map(|o| o.uid.as_str()).collect()
 }
 
 fn is_namespace(object: &Object) -> bool {
@@ -170,10 +208,10 @@ impl<'s, S: Served> Play<'s, S> {
         Play {
             snapshot,
             served,
-            live: HashMap::new(),
+            live: HashMap::with_capacity_and_hasher(snapshot.len(), Default::default()),
             round: 0,
             next: Vec::new(),
-            settling: HashSet::new(),
+            settling: HashSet::default(),
             calls: Calls::default(),
             termination: None,
         }
@@ -191,8 +229,8 @@ impl<'s, S: Served> Play<'s, S> {
             }
             for work in work {
                 match work {
-                    Work::Judge(uid) => self.judge(&uid),
-                    Work::Settle(uid) => self.settle(&uid),
+                    Work::Judge(uid) => self.judge(uid),
+                    Work::Settle(uid) => self.settle(uid),
                 }
             }
         }
@@ -203,52 +241,35 @@ impl<'s, S: Served> Play<'s, S> {
     /// something.
     fn terminate(&mut self) -> bool {
         let Some(t) = &self.termination else { return false };
-        let all_gone = |uids: &[String]| uids.iter().all(|u| self.live.get(u).is_some_and(Live::gone));
+        let all_gone = |uids: &[&str]| uids.iter().all(|u| self.live.get(u).is_some_and(Live::gone));
         let (phase, deleting) = match t.phase {
             Phase::Pods if all_gone(&t.pods) => (Phase::Rest, t.rest.clone()),
             Phase::Rest if all_gone(&t.rest) => (Phase::Done, Vec::new()),
             _ => return false,
         };
-        let namespace = t.uid.clone();
+        let namespace = t.uid;
         self.termination.as_mut().expect("matched above").phase = phase;
-        for uid in &deleting {
+        for uid in deleting {
             if self.live.get(uid).is_some_and(|l| !l.gone()) {
                 self.delete(uid, PropagationPolicy::Background, Remover::NamespaceController);
             }
         }
         if phase == Phase::Done {
-            self.release(&namespace, FINALIZER_KUBERNETES);
+            self.release(namespace, FINALIZER_KUBERNETES);
         }
         true
     }
 
     /// The object `uid` as the play has it, copied from the snapshot the first time.
-    fn live(&mut self, uid: &str) -> Option<&mut Live> {
-        if !self.live.contains_key(uid) {
-            let object = self.snapshot.get(uid)?;
-            let live = Live {
-                deleting: object.deleting,
-                finalizers: object.finalizers.clone(),
-                owners: object.owners.clone(),
-                policy: None,
-                gone_in: None,
-                orphaned_from: Vec::new(),
-                stripped: Vec::new(),
-                stuck: None,
-                via: None,
-                announced: false,
-                waited: object.deleting && object.finalizers.iter().any(|f| f == FINALIZER_FOREGROUND),
-                by: None,
-            };
-            self.live.insert(uid.to_string(), live);
-        }
-        self.live.get_mut(uid)
+    fn live(&mut self, uid: &str) -> Option<&mut Live<'s>> {
+        let (key, object) = self.snapshot.objects.get_key_value(uid)?;
+        Some(self.live.entry(key.as_str()).or_insert_with(|| Live::of(object)))
     }
 
     /// The API server's DELETE of `uid` with `policy`: the collector's finalizers become the
     /// policy's, and the object goes at once when no finalizer is left (and the owners waiting
     /// for it look again, whoever deleted it).
-    fn delete(&mut self, uid: &str, policy: PropagationPolicy, by: Remover) {
+    fn delete(&mut self, uid: &'s str, policy: PropagationPolicy, by: Remover) {
         let round = self.round;
         let Some(live) = self.live(uid) else { return };
         live.deleting = true;
@@ -275,31 +296,60 @@ impl<'s, S: Served> Play<'s, S> {
     }
 
     /// Queues [`Work::Settle`] of `uid` for the next round, once.
-    fn queue_settle(&mut self, uid: &str) {
-        if self.settling.insert(uid.to_string()) {
-            self.next.push(Work::Settle(uid.to_string()));
+    fn queue_settle(&mut self, uid: &'s str) {
+        if self.settling.insert(uid) {
+            self.next.push(Work::Settle(uid));
         }
     }
 
     /// Queues the judging of each dependent of `owner` that still refers to it.
-    fn judge_dependents(&mut self, owner: &str) {
-        for dependent in self.snapshot.dependents_of(owner).to_vec() {
-            if self.refers(&dependent, owner) {
-                let live = self.live(&dependent).expect("a dependent of the snapshot");
-                live.via.get_or_insert_with(|| owner.to_string());
+    fn judge_dependents(&mut self, owner: &'s str) {
+        let snapshot = self.snapshot;
+        for dependent in snapshot.dependents_of(owner) {
+            if self.refers(dependent, owner) {
+                let live = self.live(dependent).expect("a dependent of the snapshot");
+                live.via.get_or_insert(owner);
                 self.next.push(Work::Judge(dependent));
             }
         }
     }
 
+    // Readings that copy nothing into the play: an object the play has not touched is as the
+    // snapshot has it.
+
+    /// The owner references `uid` has now; `None` when it went or is not in the snapshot.
+    fn owners_now(&self, uid: &str) -> Option<&[OwnerReference]> {
+        match self.live.get(uid) {
+            Some(live) if live.gone() => None,
+            Some(live) => Some(live.owners()),
+            None => self.snapshot.get(uid).map(|o| o.owners.as_slice()),
+        }
+    }
+
+    /// True when `uid` is deleting its dependents in the foreground now.
+    fn waits_now(&self, uid: &str) -> bool {
+        match self.live.get(uid) {
+            Some(live) => live.waits_for_dependents(),
+            None => self.snapshot.get(uid).is_some_and(waits_in_snapshot),
+        }
+    }
+
+    /// True when `uid` is, or once was, deleting its dependents in the foreground.
+    fn waited(&self, uid: &str) -> bool {
+        match self.live.get(uid) {
+            Some(live) => live.waited,
+            None => self.snapshot.get(uid).is_some_and(waits_in_snapshot),
+        }
+    }
+
     /// True when `dependent` exists in the play and still has a reference to `owner`.
-    fn refers(&mut self, dependent: &str, owner: &str) -> bool {
-        self.live(dependent)
-            .is_some_and(|d| !d.gone() && d.owners.iter().any(|r| r.uid == owner))
+    fn refers(&self, dependent: &str, owner: &str) -> bool {
+        self.owners_now(dependent)
+            .is_some_and(|owners| owners.iter().any(|r| r.uid == owner))
     }
 
     /// `process_transitions` of `uid`, which went or is being deleted.
-    fn settle(&mut self, uid: &str) {
+    fn settle(&mut self, uid: &'s str) {
         let Some(live) = self.live(uid) else { return };
         if live.gone() {
             return self.judge_dependents(uid);
@@ -323,37 +373,38 @@ impl<'s, S: Served> Play<'s, S> {
     }
 
     /// Every dependent of `owner` loses its references to it, then is judged again.
-    fn orphan_dependents(&mut self, owner: &str) {
-        let object = self.snapshot.get(owner).map(ObjectRef::of);
-        for dependent in self.snapshot.dependents_of(owner).to_vec() {
-            if !self.refers(&dependent, owner) {
+    fn orphan_dependents(&mut self, owner: &'s str) {
+        let snapshot = self.snapshot;
+        let object = snapshot.get(owner).map(ObjectRef::of);
+        for dependent in snapshot.dependents_of(owner) {
+            if !self.refers(dependent, owner) {
                 continue;
             }
-            let live = self.live(&dependent).expect("a dependent of the snapshot");
-            live.owners.retain(|r| r.uid != owner);
+            let live = self.live(dependent).expect("a dependent of the snapshot");
+            live.owners_mut().retain(|r| r.uid != owner);
             live.orphaned_from.extend(object.clone());
-            live.via.get_or_insert_with(|| owner.to_string());
+            live.via.get_or_insert(owner);
             self.calls.patches += 1;
             self.next.push(Work::Judge(dependent));
         }
     }
 
     /// True while a dependent still there refers to `owner` with `blockOwnerDeletion`.
-    fn is_blocked(&mut self, owner: &str) -> bool {
-        let dependents = self.snapshot.dependents_of(owner).to_vec();
-        dependents
+    fn is_blocked(&self, owner: &str) -> bool {
+        self.snapshot
+            .dependents_of(owner)
             .iter()
-            .any(|d| self.live(d).is_some_and(|l| blocks(l, owner)))
+            .any(|d| self.owners_now(d).is_some_and(|owners| blocks(owners, owner)))
     }
 
     /// The collector removes `finalizer` from `uid` (a PATCH).
-    fn remove_finalizer(&mut self, uid: &str, finalizer: &str) {
+    fn remove_finalizer(&mut self, uid: &'s str, finalizer: &str) {
         self.calls.patches += 1;
         self.release(uid, finalizer);
     }
 
     /// `finalizer` leaves `uid`; the object goes when it was the last one.
-    fn release(&mut self, uid: &str, finalizer: &str) {
+    fn release(&mut self, uid: &'s str, finalizer: &str) {
         let round = self.round;
         let live = self.live(uid).expect("a deleting object of the play");
         live.finalizers.retain(|f| f != finalizer);
@@ -369,52 +420,51 @@ impl<'s, S: Served> Play<'s, S> {
     fn owners_may_go(&mut self, uid: &str) {
         let Some(object) = self.snapshot.get(uid) else { return };
         for owner in &object.owners {
-            if self.live(&owner.uid).is_some_and(|o| o.waits_for_dependents()) {
+            if self.waits_now(&owner.uid) {
                 self.queue_settle(&owner.uid);
             }
         }
     }
 
     /// `attempt_to_delete_item` of `uid`.
-    fn judge(&mut self, uid: &str) {
-        let Some(object) = self.snapshot.get(uid) else { return };
-        let live = self.live(uid).expect("an object of the snapshot").clone();
-        if live.gone() || live.deleting || live.owners.is_empty() || live.stuck.is_some() {
+    fn judge(&mut self, uid: &'s str) {
+        let snapshot = self.snapshot;
+        let Some(object) = snapshot.get(uid) else { return };
+        let live = self.live(uid).expect("an object of the snapshot");
+        if live.gone() || live.deleting || live.owners().is_empty() || live.stuck.is_some() {
             return;
         }
-        let mut solid = Vec::new();
-        let mut lost = Vec::new();
+        let live = &self.live[uid];
+        let (orphan, foreground) = (live.has(FINALIZER_ORPHAN), live.has(FINALIZER_FOREGROUND));
+        let mut solid = false;
         let mut waiting = false;
-        for r in &live.owners {
+        let mut lost = Vec::new();
+        for r in live.owners() {
             match self.read(object, r) {
                 Err(why) => {
-                    let owner = ObjectRef::of_ref(r, &object.namespace);
-                    self.live(uid).expect("judged").stuck = Some((owner, why));
+                    let stuck = (ObjectRef::of_ref(r, &object.namespace), why);
+                    self.live(uid).expect("judged").stuck = Some(stuck);
                     return;
                 }
-                Ok((Reading::Solid, owner)) => solid.push(owner),
-                Ok((Reading::Waiting, owner)) => {
+                Ok(Reading::Solid) => solid = true,
+                Ok(Reading::Waiting) => {
                     waiting = true;
-                    lost.push(owner);
+                    lost.push(r);
                 }
-                Ok((Reading::Dangling, owner)) => lost.push(owner),
+                Ok(Reading::Dangling) => lost.push(r),
             }
         }
-        if !solid.is_empty() {
+        if solid {
+            let lost = lost.into_iter().map(|r| self.shown(object, r)).collect();
             return self.strip(uid, lost);
         }
-        let has_dependents = self
-            .snapshot
-            .dependents_of(uid)
-            .to_vec()
-            .iter()
-            .any(|d| self.refers(d, uid));
+        let has_dependents = snapshot.dependents_of(uid).iter().any(|d| self.refers(d, uid));
         let policy = if waiting && has_dependents {
             self.unblock_on_cycle(uid);
             PropagationPolicy::Foreground
-        } else if live.has(FINALIZER_ORPHAN) {
+        } else if orphan {
             PropagationPolicy::Orphan
-        } else if live.has(FINALIZER_FOREGROUND) {
+        } else if foreground {
             PropagationPolicy::Foreground
         } else {
             PropagationPolicy::Background
@@ -426,14 +476,15 @@ impl<'s, S: Served> Play<'s, S> {
     /// The cycle heuristic: before `uid` is deleted in the foreground, if one of its dependents
     /// is or was deleting its own dependents, `uid`'s references stop blocking their owners (one
     /// PATCH), so that a cycle of blocking references cannot hold every owner on it forever.
-    fn unblock_on_cycle(&mut self, uid: &str) {
-        let dependents = self.snapshot.dependents_of(uid).to_vec();
-        let cycle = dependents
+    fn unblock_on_cycle(&mut self, uid: &'s str) {
+        let cycle = self
+            .snapshot
+            .dependents_of(uid)
             .iter()
-            .any(|d| self.refers(d, uid) && self.live(d).is_some_and(|l| l.waited));
+            .any(|d| self.refers(d, uid) && self.waited(d));
         let live = self.live(uid).expect("judged");
         let blocking: Vec<&mut OwnerReference> = live
-            .owners
+            .owners_mut()
             .iter_mut()
             .filter(|r| r.block_owner_deletion == Some(true))
             .collect();
@@ -448,20 +499,20 @@ impl<'s, S: Served> Play<'s, S> {
     }
 
     /// `uid` keeps its solid owners and loses its references to the owners in `lost`.
-    fn strip(&mut self, uid: &str, lost: Vec<ObjectRef>) {
+    fn strip(&mut self, uid: &'s str, lost: Vec<ObjectRef>) {
         if lost.is_empty() {
             return;
         }
         let live = self.live(uid).expect("judged");
-        live.owners.retain(|r| !lost.iter().any(|l| l.uid == r.uid));
+        live.owners_mut().retain(|r| !lost.iter().any(|l| l.uid == r.uid));
         live.stripped.extend(lost);
         self.calls.patches += 1;
         self.owners_may_go(uid);
     }
 
-    /// How `dependent`'s reference `r` reads now, with its owner; an error says why it cannot be
-    /// read at all.
-    fn read(&mut self, dependent: &Object, r: &OwnerReference) -> Result<(Reading, ObjectRef), String> {
+    /// The namespace `dependent`'s reference `r` is read in: the dependent's for a namespaced
+    /// owner, none for a cluster-scoped one; an error says why it cannot be read at all.
+    fn scope_of(&self, dependent: &'s Object, r: &OwnerReference) -> Result<&'s str, String> {
         let scope = self
             .served
             .scope(&r.api_version, &r.kind)
@@ -472,25 +523,33 @@ impl<'s, S: Served> Play<'s, S> {
                 r.kind
             ));
         }
-        let namespace = if scope == Scope::Namespaced {
-            dependent.namespace.as_str()
-        } else {
-            ""
-        };
-        let shown = ObjectRef::of_ref(r, namespace);
+        Ok(match scope {
+            Scope::Namespaced => dependent.namespace.as_str(),
+            Scope::Cluster => "",
+        })
+    }
+
+    /// The owner `r` of `dependent`, as the plan names it.
+    fn shown(&self, dependent: &'s Object, r: &OwnerReference) -> ObjectRef {
+        ObjectRef::of_ref(r, self.scope_of(dependent, r).unwrap_or_default())
+    }
+
+    /// How `dependent`'s reference `r` reads now; an error says why it cannot be read at all.
+    fn read(&self, dependent: &'s Object, r: &OwnerReference) -> Result<Reading, String> {
+        let namespace = self.scope_of(dependent, r)?;
         let present = self.snapshot.get(&r.uid).is_some_and(|o| {
             o.name == r.name
                 && o.kind == r.kind
                 && group(&o.api_version) == group(&r.api_version)
                 && o.namespace == namespace
         });
-        let live = present.then(|| self.live(&r.uid)).flatten().filter(|o| !o.gone());
-        let reading = match live {
-            None => Reading::Dangling,
-            Some(o) if o.waits_for_dependents() => Reading::Waiting,
-            Some(_) => Reading::Solid,
-        };
-        Ok((reading, shown))
+        Ok(if !present || self.live.get(r.uid.as_str()).is_some_and(Live::gone) {
+            Reading::Dangling
+        } else if self.waits_now(&r.uid) {
+            Reading::Waiting
+        } else {
+            Reading::Solid
+        })
     }
 
     /// The plan the play came to.
@@ -512,16 +571,22 @@ impl<'s, S: Served> Play<'s, S> {
                 order,
                 Step {
                     object,
-                    via: live.via.clone(),
+                    via: live.via.map(str::to_string),
                     fate,
                 },
             ));
         }
-        steps.sort_by(|(a, x), (b, y)| a.cmp(b).then_with(|| x.object.cmp(&y.object)));
+        // Sorted by index: a step is too large to move around a hundred thousand times.
+        let mut order: Vec<usize> = (0..steps.len()).collect();
+        order.sort_unstable_by(|&i, &j| {
+            let ((a, x), (b, y)) = (&steps[i], &steps[j]);
+            a.cmp(b).then_with(|| x.object.cmp(&y.object))
+        });
+        let mut steps: Vec<Option<Step>> = steps.into_iter().map(|(_, s)| Some(s)).collect();
         Plan {
             policy,
             requested,
-            steps: steps.into_iter().map(|(_, s)| s).collect(),
+            steps: order.into_iter().filter_map(|i| steps[i].take()).collect(),
             calls: self.calls,
         }
     }
@@ -554,9 +619,9 @@ impl<'s, S: Served> Play<'s, S> {
             let why = if live.has(FINALIZER_KUBERNETES) && self.termination.as_ref().is_some_and(|t| t.uid == uid) {
                 let t = self.termination.as_ref().expect("checked");
                 let contents = t.pods.iter().chain(&t.rest);
-                let left: Vec<String> = contents
-                    .filter(|u| !self.live.get(*u).is_some_and(Live::gone))
-                    .cloned()
+                let left: Vec<&str> = contents
+                    .filter(|u| !self.live.get(**u).is_some_and(Live::gone))
+                    .copied()
                     .collect();
                 Hold::Contents {
                     left: left.len(),
@@ -583,7 +648,7 @@ impl<'s, S: Served> Play<'s, S> {
         }
         if !live.stripped.is_empty() {
             let by = live
-                .owners
+                .owners()
                 .iter()
                 .map(|r| {
                     let namespace = self.snapshot.get(&r.uid).map_or("", |o| o.namespace.as_str());
@@ -599,10 +664,10 @@ impl<'s, S: Served> Play<'s, S> {
     }
 
     /// The objects among `uids` still there and being deleted at the end: held.
-    fn held_among(&self, uids: &[String]) -> Vec<ObjectRef> {
+    fn held_among(&self, uids: &[&str]) -> Vec<ObjectRef> {
         let mut held: Vec<ObjectRef> = uids
             .iter()
-            .filter(|u| self.live.get(*u).is_some_and(|l| l.deleting && !l.gone()))
+            .filter(|u| self.live.get(**u).is_some_and(|l| l.deleting && !l.gone()))
             .filter_map(|u| self.snapshot.get(u).map(ObjectRef::of))
             .collect();
         held.sort();
@@ -615,7 +680,7 @@ impl<'s, S: Served> Play<'s, S> {
             .snapshot
             .dependents_of(owner)
             .iter()
-            .filter(|d| self.live.get(*d).is_some_and(|l| blocks(l, owner)))
+            .filter(|d| self.owners_now(d).is_some_and(|owners| blocks(owners, owner)))
             .filter_map(|d| self.snapshot.get(d).map(ObjectRef::of))
             .collect();
         blocking.sort();
@@ -623,13 +688,17 @@ impl<'s, S: Served> Play<'s, S> {
     }
 }
 
-/// True when `dependent` is still there and refers to `owner` with `blockOwnerDeletion`.
-fn blocks(dependent: &Live, owner: &str) -> bool {
-    !dependent.gone()
-        && dependent
-            .owners
-            .iter()
-            .any(|r| r.uid == owner && r.block_owner_deletion == Some(true))
+/// True when `owners` (a dependent's, while it is there) refer to `owner` with
+/// `blockOwnerDeletion`.
+fn blocks(owners: &[OwnerReference], owner: &str) -> bool {
+    owners
+        .iter()
+        .any(|r| r.uid == owner && r.block_owner_deletion == Some(true))
+}
+
+/// True when `object`, untouched by the play, is deleting its dependents in the foreground.
+fn waits_in_snapshot(object: &Object) -> bool {
+    object.deleting && object.finalizers.iter().any(|f| f == FINALIZER_FOREGROUND)
 }
 
 /// The group of an apiVersion (`apps/v1` → `apps`, `v1` → ``).

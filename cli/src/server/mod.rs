@@ -275,11 +275,16 @@ async fn plan<C: ClusterApi>(State(slot): Shared<C>, uri: axum::http::Uri) -> Re
         }
     };
     // A plan of a large cascade takes a while: off the runtime's threads, which serve the
-    // collector's watches.
-    let answer = tokio::task::spawn_blocking(move || play(&gc, requested, namespace.as_deref(), policy)).await;
+    // collector's watches; its encoding too, which for such a plan is tens of megabytes.
+    let answer = tokio::task::spawn_blocking(move || {
+        play(&gc, requested, namespace.as_deref(), policy).map(|answer| serde_json::to_vec(&answer))
+    })
+    .await;
+    let json = [(header::CONTENT_TYPE, "application/json")];
     Ok(match answer {
-        Ok(Some(answer)) => axum::Json(answer).into_response(),
+        Ok(Some(Ok(body))) => (json, body).into_response(),
         Ok(None) => (StatusCode::NOT_FOUND, "the graph holds no such namespace\n").into_response(),
+        Ok(Some(Err(e))) => (StatusCode::INTERNAL_SERVER_ERROR, format!("encoding the plan: {e}\n")).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("the plan failed: {e}\n")).into_response(),
     })
 }
