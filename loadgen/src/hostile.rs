@@ -17,7 +17,7 @@
 //! resident set from the end of the first cycle to the end of the last, which must stay under
 //! `--max-growth-mib` when memory is bounded by what is live. Every wait is bounded.
 
-use crate::sync::{start_collector, start_simulator, status_bytes, Process, SyncOptions, POLL_EVERY};
+use crate::sync::{status_bytes, Pair, Process, SyncOptions, POLL_EVERY};
 use anyhow::{bail, Context};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -25,7 +25,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use rand::distributions::{Alphanumeric, DistString};
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Creates in flight at once.
@@ -54,15 +53,14 @@ pub fn measure(
     random_kinds: bool,
     mut each: impl FnMut(usize, &Cycle),
 ) -> anyhow::Result<Vec<Cycle>> {
-    std::fs::create_dir_all(&options.dir).with_context(|| format!("creating {}", options.dir.display()))?;
-    let (mut simulator, kubeconfig, _) = start_simulator(options, "hostile")?;
-    let (mut collector, metrics) = start_collector(options, &kubeconfig, &mut simulator, "hostile")?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting a runtime")?;
-    let client = runtime.block_on(client_of(&kubeconfig))?;
+    let Pair {
+        mut simulator,
+        mut collector,
+        endpoints: metrics,
+        runtime,
+        client,
+        ..
+    } = Pair::start(options, "hostile")?;
     let mut done = Vec::with_capacity(cycles);
     for index in 0..cycles {
         let started = Instant::now();
@@ -80,13 +78,6 @@ pub fn measure(
         done.push(cycle);
     }
     Ok(done)
-}
-
-/// A client of the simulator, from its kubeconfig.
-pub(crate) async fn client_of(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    let file = kube::config::Kubeconfig::read_from(kubeconfig).context("reading the simulator's kubeconfig")?;
-    let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
 }
 
 /// One cycle's creations and deletions (steps 1 and 2 of the module docs).

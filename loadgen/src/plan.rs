@@ -18,7 +18,7 @@
 //! event; each plan's time is the wall time of the whole answer, as `kube-gc plan` waits for it,
 //! beside the time the collector reports for the play itself. Every wait is bounded.
 
-use crate::sync::{start_collector, start_simulator, SyncOptions, POLL_EVERY};
+use crate::sync::{Pair, SyncOptions, POLL_EVERY};
 use anyhow::{bail, Context};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -87,15 +87,14 @@ pub struct PlanRun {
 
 /// Runs the measure of the module docs.
 pub fn measure(options: &SyncOptions, cascade: usize, deletions: usize) -> anyhow::Result<PlanRun> {
-    std::fs::create_dir_all(&options.dir).with_context(|| format!("creating {}", options.dir.display()))?;
-    let (mut simulator, kubeconfig, objects) = start_simulator(options, "plan")?;
-    let (mut collector, endpoints) = start_collector(options, &kubeconfig, &mut simulator, "plan")?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting a runtime")?;
-    let client = runtime.block_on(crate::hostile::client_of(&kubeconfig))?;
+    let Pair {
+        mut simulator,
+        mut collector,
+        endpoints,
+        objects,
+        runtime,
+        client,
+    } = Pair::start(options, "plan")?;
     let deadline = Instant::now() + options.timeout;
     let (root, created) = runtime.block_on(create_cascade(&client, cascade))?;
     let victims = runtime.block_on(preset_deployments(&client, 2 * deletions))?;

@@ -237,6 +237,48 @@ pub(crate) fn start_collector(
 }
 
 /// The object count of the simulator's "serving N objects on http://ADDR" line.
+/// A simulator and a collector against it, started as [`measure`] starts them, with a client of
+/// the simulator and a runtime to drive it: what `loadgen hostile` and `loadgen plan` work on.
+pub(crate) struct Pair {
+    pub(crate) simulator: Process,
+    pub(crate) collector: Process,
+    /// The collector's plain-HTTP endpoints (`/metrics`, `/debug/plan`).
+    pub(crate) endpoints: SocketAddr,
+    /// Objects the simulator served at its start.
+    pub(crate) objects: u64,
+    pub(crate) runtime: tokio::runtime::Runtime,
+    pub(crate) client: kube::Client,
+}
+
+impl Pair {
+    pub(crate) fn start(options: &SyncOptions, tag: &str) -> anyhow::Result<Pair> {
+        std::fs::create_dir_all(&options.dir).with_context(|| format!("creating {}", options.dir.display()))?;
+        let (mut simulator, kubeconfig, objects) = start_simulator(options, tag)?;
+        let (collector, endpoints) = start_collector(options, &kubeconfig, &mut simulator, tag)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("starting a runtime")?;
+        let client = runtime.block_on(client_of(&kubeconfig))?;
+        Ok(Pair {
+            simulator,
+            collector,
+            endpoints,
+            objects,
+            runtime,
+            client,
+        })
+    }
+}
+
+/// A client of the simulator, from its kubeconfig.
+async fn client_of(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).context("reading the simulator's kubeconfig")?;
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
 fn objects_served(line: &str) -> Option<u64> {
     let after = line.split("serving ").nth(1)?;
     after.split(' ').next()?.parse().ok()
