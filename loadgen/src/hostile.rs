@@ -17,9 +17,8 @@
 //! resident set from the end of the first cycle to the end of the last, which must stay under
 //! `--max-growth-mib` when memory is bounded by what is live. Every wait is bounded.
 
-use crate::sync::{status_bytes, Pair, Process, SyncOptions, POLL_EVERY};
+use crate::sync::{create_all, status_bytes, Pair, Process, SyncOptions, POLL_EVERY};
 use anyhow::{bail, Context};
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -27,8 +26,6 @@ use rand::distributions::{Alphanumeric, DistString};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// Creates in flight at once.
-const CONCURRENCY: usize = 32;
 /// Length of the random uids of the owner references.
 const UID_LEN: usize = 200;
 
@@ -93,13 +90,8 @@ async fn churn(client: &kube::Client, objects: usize, random_kinds: bool, deadli
     };
     namespaces.create(&PostParams::default(), &namespace).await?;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    futures::stream::iter((0..objects).map(|i| hostile_configmap(i, i % 2 == 0, random_kinds)))
-        .map(|cm| {
-            let configmaps = configmaps.clone();
-            async move { configmaps.create(&PostParams::default(), &cm).await }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .try_for_each(|_| async { Ok(()) })
+    let tenant = (0..objects).map(|i| hostile_configmap(i, i % 2 == 0, random_kinds));
+    create_all(&configmaps, tenant)
         .await
         .context("creating the tenant's objects")?;
     let unjudgeable = objects / 2;

@@ -18,7 +18,7 @@
 //! event; each plan's time is the wall time of the whole answer, as `kube-gc plan` waits for it,
 //! beside the time the collector reports for the play itself. Every wait is bounded.
 
-use crate::sync::{Pair, SyncOptions, POLL_EVERY};
+use crate::sync::{create_all, Pair, SyncOptions, CONCURRENCY, POLL_EVERY};
 use anyhow::{bail, Context};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -34,8 +34,6 @@ use std::time::{Duration, Instant};
 const NAMESPACE: &str = "plan-bench";
 /// Pods per ReplicaSet of the cascade.
 const PODS_PER_SET: usize = 1000;
-/// Creates and deletes in flight at once.
-const CONCURRENCY: usize = 32;
 /// Plans asked for on the quiet collector.
 pub const QUIET_PLANS: usize = 5;
 /// How long the event counter must stay still for a phase to be over.
@@ -149,17 +147,11 @@ async fn create_cascade(client: &kube::Client, objects: usize) -> anyhow::Result
     let sets = objects.div_ceil(PODS_PER_SET).max(1);
     let replicasets: Api<ReplicaSet> = Api::namespaced(client.clone(), NAMESPACE);
     let owner = blocking_ref(&web)?;
-    let sets: Vec<ReplicaSet> = futures::stream::iter(0..sets)
-        .map(|i| {
-            let set = ReplicaSet {
-                metadata: named(&format!("web-{i:04}"), Some(owner.clone())),
-                ..ReplicaSet::default()
-            };
-            let replicasets = replicasets.clone();
-            async move { replicasets.create(&PostParams::default(), &set).await }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .try_collect()
+    let sets = (0..sets).map(|i| ReplicaSet {
+        metadata: named(&format!("web-{i:04}"), Some(owner.clone())),
+        ..ReplicaSet::default()
+    });
+    let sets = create_all(&replicasets, sets)
         .await
         .context("creating the cascade's ReplicaSets")?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
@@ -173,15 +165,7 @@ async fn create_cascade(client: &kube::Client, objects: usize) -> anyhow::Result
         }));
     }
     let count = made.len();
-    futures::stream::iter(made)
-        .map(|pod| {
-            let pods = pods.clone();
-            async move { pods.create(&PostParams::default(), &pod).await }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .try_for_each(|_| async { Ok(()) })
-        .await
-        .context("creating the cascade's Pods")?;
+    create_all(&pods, made).await.context("creating the cascade's Pods")?;
     let uid = web.metadata.uid.context("the created Deployment has no UID")?;
     Ok((uid, 1 + sets.len() + count))
 }

@@ -272,6 +272,29 @@ impl Pair {
     }
 }
 
+/// Writes in flight at once when a bench fills the simulator over HTTP.
+pub(crate) const CONCURRENCY: usize = 32;
+
+/// Creates each of `objects` through `api`, [`CONCURRENCY`] at a time: the created objects, in no
+/// order.
+pub(crate) async fn create_all<K>(api: &kube::Api<K>, objects: impl IntoIterator<Item = K>) -> kube::Result<Vec<K>>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    use futures::StreamExt;
+    let params = kube::api::PostParams::default();
+    futures::stream::iter(objects)
+        .map(|object| {
+            let (api, params) = (api.clone(), &params);
+            async move { api.create(params, &object).await }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
+}
+
 /// A client of the simulator, from its kubeconfig.
 async fn client_of(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
     let file = kube::config::Kubeconfig::read_from(kubeconfig).context("reading the simulator's kubeconfig")?;

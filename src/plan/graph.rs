@@ -12,22 +12,28 @@ use crate::api::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 use crate::graph::{Graph, Handle, Uid};
 use foldhash::HashSet;
 
-/// The UIDs of the namespace `name` and of every real object in it, read from `graph` now (one
-/// walk of the graph): the roots of a namespace's plan.
-pub fn namespace_roots(graph: &Graph, name: &str) -> Vec<Uid> {
+/// The UID of the namespace `name`, and the UIDs of it and of every real object in it (the roots
+/// of its plan), read from `graph` now in one walk; `None` when the graph holds no such namespace.
+pub fn namespace_roots(graph: &Graph, name: &str) -> Option<(Uid, Vec<Uid>)> {
+    let mut namespace = None;
     let mut roots = Vec::new();
     graph.for_each_node(|node| {
         let identity = node.identity();
-        let inside = *identity.namespace == *name;
-        let namespace = identity.namespace.is_empty()
+        if node.is_virtual() {
+            return;
+        }
+        if *identity.namespace == *name {
+            roots.push(identity.uid.clone());
+        } else if identity.namespace.is_empty()
             && *identity.name == *name
             && &**identity.kind() == "Namespace"
-            && &**identity.api_version() == "v1";
-        if (inside || namespace) && !node.is_virtual() {
+            && &**identity.api_version() == "v1"
+        {
+            namespace = Some(identity.uid.clone());
             roots.push(identity.uid.clone());
         }
     });
-    roots
+    Some((namespace?, roots))
 }
 
 /// The snapshot a plan of deleting `requested` needs, read from `graph` now.

@@ -429,8 +429,8 @@ impl<'s, S: Served> Play<'s, S> {
     /// `attempt_to_delete_item` of `uid`.
     fn judge(&mut self, uid: &'s str) {
         let snapshot = self.snapshot;
-        let Some(object) = snapshot.get(uid) else { return };
-        let live = self.live(uid).expect("an object of the snapshot");
+        let Some(live) = self.live(uid) else { return };
+        let object = live.object;
         if live.gone() || live.deleting || live.owners().is_empty() || live.stuck.is_some() {
             return;
         }

@@ -312,14 +312,9 @@ fn namespaces() -> kube_gc::api::Gvr {
 
 /// What the namespace plan of [`shop`]'s namespace says of each object, by name.
 fn namespace_plan(h: &Harness) -> BTreeMap<String, Fate> {
-    let roots = plan::namespace_roots(h.gc.graph(), "shop");
+    let (namespace, roots) = plan::namespace_roots(h.gc.graph(), "shop").expect("the graph holds the namespace");
     let snapshot = plan::from_graph(h.gc.graph(), &roots);
-    let namespace = snapshot
-        .objects()
-        .find(|o| o.kind == "Namespace")
-        .expect("the graph holds the namespace")
-        .uid
-        .clone();
+    let namespace = namespace.to_string();
     let planned = plan::simulate_namespace(
         &snapshot,
         &*h.gc.mapper().load(),
@@ -462,13 +457,13 @@ fn plan_command(program: &std::path::Path, server: &support::OwnServer, args: &[
         .args(args)
         .env_remove("KUBECONFIG")
         .env("RUST_LOG", "off");
-    let run = run_bounded(&mut command, KUBECTL_TIMEOUT);
-    assert!(
-        run.status.success(),
-        "kube-gc plan {args:?} failed:\n{}{}",
-        run.stdout,
-        run.stderr
-    );
+    succeeded(&mut command, &format!("kube-gc plan {args:?}"))
+}
+
+/// The stdout of `command`, run within [`KUBECTL_TIMEOUT`], which must succeed.
+fn succeeded(command: &mut std::process::Command, what: &str) -> String {
+    let run = run_bounded(command, KUBECTL_TIMEOUT);
+    assert!(run.status.success(), "{what} failed:\n{}{}", run.stdout, run.stderr);
     run.stdout
 }
 
@@ -610,13 +605,7 @@ fn kube_gc_plan_should_answer_from_the_collector_and_offline_alike_in_every_form
             .env("KUBECONFIG", &server.kubeconfig)
             .env("HOME", server.dir.path().join("home"))
             .env("RUST_LOG", "off");
-        let run = run_bounded(&mut kubectl, KUBECTL_TIMEOUT);
-        assert!(
-            run.status.success(),
-            "kubectl gc plan {form:?} failed:\n{}{}",
-            run.stdout,
-            run.stderr
-        );
-        assert_eq!(removed(&run.stdout).len(), removed_count, "{form:?}: {}", run.stdout);
+        let stdout = succeeded(&mut kubectl, &format!("kubectl gc plan {form:?}"));
+        assert_eq!(removed(&stdout).len(), removed_count, "{form:?}: {stdout}");
     }
 }

@@ -307,11 +307,9 @@ fn play<C: ClusterApi>(
             (snapshot, plan)
         }
         Some(name) => {
-            let roots = kube_gc::plan::namespace_roots(gc.graph(), name);
+            let (uid, roots) = kube_gc::plan::namespace_roots(gc.graph(), name)?;
             let snapshot = kube_gc::plan::from_graph(gc.graph(), &roots);
-            let namespace = snapshot.objects().find(|o| o.kind == "Namespace" && o.name == name)?;
-            let uid = namespace.uid.clone();
-            let plan = kube_gc::plan::simulate_namespace(&snapshot, &*mapper, &uid, policy);
+            let plan = kube_gc::plan::simulate_namespace(&snapshot, &*mapper, &uid.to_string(), policy);
             (snapshot, plan)
         }
     };
