@@ -65,6 +65,11 @@ pub struct Report {
     pub actions_missed: Option<u64>,
     /// Full mode: actions the cluster refused for another reason (each is printed as a warning).
     pub actions_failed: Option<u64>,
+    /// Full mode: the user's deletes that removed their object at once (no finalizer held it).
+    /// A delete that races the collector either removes its object (counted here) or finds it
+    /// being deleted, or gone, by the collector (counted as collected), so `objects_collected +
+    /// actions_removed` is the same whichever comes first.
+    pub actions_removed: Option<u64>,
     /// Full mode: objects the collector removed after the first later event.
     pub objects_collected: Option<u64>,
     /// Full mode: `objects_collected / elapsed_s`.

@@ -330,6 +330,7 @@ struct Run {
     /// the end of the settle.
     converge_cpu: Duration,
     collected: u64,
+    removed: u64,
     missed: u64,
     failed: u64,
     calls: (ApiCalls, ApiCalls),
@@ -361,6 +362,7 @@ impl Run {
             actions: Some(script.actions.len() as u64),
             actions_missed: Some(self.missed),
             actions_failed: Some(self.failed),
+            actions_removed: Some(self.removed),
             objects_collected: Some(self.collected),
             collected_per_sec: Some(self.collected as f64 / elapsed.max(f64::MIN_POSITIVE)),
             converge_cpu_s: Some(self.converge_cpu.as_secs_f64()),
@@ -417,7 +419,15 @@ async fn drive(
     let cpu_before = cpu_time(libc::CLOCK_PROCESS_CPUTIME_ID);
     let replayed = replay_actions(cluster, types, &script.actions).await;
     // After the last action the count only falls, to where the model ends.
-    let cascade = migration::cascade_ends(cluster, end_objects, (began, timeout), started.as_ref()).await;
+    let cascade = migration::cascade_ends(cluster, end_objects, (began, timeout), || {
+        // Replicas publish their reports as they go, not only once quiet: a shard's Foreground or
+        // Orphan owner waits for the others' reports before it goes.
+        replicas.exchange_reports();
+        if let Some(started) = &started {
+            migration::notify_progress(cluster, started);
+        }
+    })
+    .await;
     let migration = match started {
         Some(started) => Some(migration::finish(cluster, replicas, started, timeout).await?),
         None => None,
@@ -433,6 +443,7 @@ async fn drive(
         converge,
         converge_cpu,
         collected: (settled_objects as u64 + replayed.created).saturating_sub(remaining + replayed.removed_by_user),
+        removed: replayed.removed_by_user,
         missed: replayed.missed,
         failed: replayed.failed,
         calls: (calls_before, cluster.api_calls()),

@@ -179,24 +179,27 @@ pub async fn finish(
     })
 }
 
-/// Waits until `cluster` holds `objects` objects, checking every few milliseconds; the time since
-/// `began`, or none if it does not within `timeout` (the outcome then differs from the model's,
-/// which the report says). Meanwhile the watches of the migration under way, if any, get their
-/// progress notifications, so it rewrites during the cascade.
+/// Waits until `cluster` holds `objects` objects, checking every few milliseconds and calling
+/// `each_check` at each check; the time since `began`, or none if it does not within `timeout`
+/// (the outcome then differs from the model's, which the report says).
 pub async fn cascade_ends(
     cluster: &SimCluster,
     objects: usize,
     (began, timeout): (Instant, Duration),
-    migrating: Option<&Started>,
+    mut each_check: impl FnMut(),
 ) -> Option<Duration> {
     while began.elapsed() < timeout {
         if cluster.object_count() == objects {
             return Some(began.elapsed());
         }
-        if let Some(started) = migrating {
-            let _ = cluster.request_watch_progress(&started.gvr);
-        }
+        each_check();
         tokio::time::sleep(CHECK_EVERY).await;
     }
     None
+}
+
+/// The watches of the migration under way get their progress notifications, so that it
+/// rewrites during the cascade.
+pub fn notify_progress(cluster: &SimCluster, started: &Started) {
+    let _ = cluster.request_watch_progress(&started.gvr);
 }

@@ -102,7 +102,8 @@ impl Replicas {
             .all(|gc| gc.is_settled() && gc.waiting().is_empty())
     }
 
-    fn exchange_reports(&self) {
+    /// Hands each replica the others' reports, as their published reports reach them.
+    pub fn exchange_reports(&self) {
         if self.collectors.len() == 1 {
             return;
         }
