@@ -32,6 +32,7 @@
 //!   DELETE (no dependent still holds a dangling reference next to a live owner).
 
 mod graph;
+mod index;
 mod simulate;
 
 pub use graph::{from_graph, namespace_roots};
@@ -40,6 +41,7 @@ pub use simulate::{simulate, simulate_namespace};
 use crate::api::{OwnerReference, PropagationPolicy, RestMapper};
 use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
+use std::collections::hash_map::Entry;
 
 /// One object, as much of it as a plan reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -118,19 +120,23 @@ impl Owned for Object {
 }
 
 /// Objects indexed by UID and by owner UID: what a plan reads, and what `kube-gc tree` draws
-/// from.
+/// from. Objects keep their order of insertion, and a plan's play names them by their position in
+/// it.
 #[derive(Clone, Debug)]
 pub struct Snapshot<O = Object> {
-    objects: HashMap<String, O>,
-    /// Owner UID → the UIDs of the objects whose references name it, each once, in order of
+    objects: Vec<O>,
+    /// UID → position in `objects`.
+    positions: HashMap<String, u32>,
+    /// Owner UID → the positions of the objects whose references name it, each once, in order of
     /// insertion.
-    dependents: HashMap<String, Vec<String>>,
+    dependents: HashMap<String, Vec<u32>>,
 }
 
 impl<O> Default for Snapshot<O> {
     fn default() -> Self {
         Snapshot {
-            objects: HashMap::default(),
+            objects: Vec::new(),
+            positions: HashMap::default(),
             dependents: HashMap::default(),
         }
     }
@@ -148,29 +154,38 @@ impl<O: Owned> Snapshot<O> {
 
     /// Adds `object` unless its UID is held already.
     pub fn insert(&mut self, object: O) {
-        if self.objects.contains_key(object.uid()) {
-            return;
-        }
+        let position = self.objects.len() as u32;
+        match self.positions.entry(object.uid().to_string()) {
+            Entry::Occupied(_) => return,
+            Entry::Vacant(entry) => entry.insert(position),
+        };
         let mut owners: Vec<&str> = object.owners().iter().map(|r| r.uid.as_str()).collect();
         owners.sort_unstable();
         owners.dedup();
         for owner in owners {
-            self.dependents
-                .entry(owner.to_string())
-                .or_default()
-                .push(object.uid().to_string());
+            match self.dependents.get_mut(owner) {
+                Some(dependents) => dependents.push(position),
+                None => {
+                    self.dependents.insert(owner.to_string(), vec![position]);
+                }
+            }
         }
-        self.objects.insert(object.uid().to_string(), object);
+        self.objects.push(object);
     }
 
     /// The object `uid`.
     pub fn get(&self, uid: &str) -> Option<&O> {
-        self.objects.get(uid)
+        self.position(uid).map(|at| &self.objects[at as usize])
     }
 
-    /// Every object, in no order.
+    /// The position of the object `uid`.
+    fn position(&self, uid: &str) -> Option<u32> {
+        self.positions.get(uid).copied()
+    }
+
+    /// Every object, in order of insertion.
     pub fn objects(&self) -> impl Iterator<Item = &O> {
-        self.objects.values()
+        self.objects.iter()
     }
 
     /// How many objects it holds.
@@ -183,9 +198,10 @@ impl<O: Owned> Snapshot<O> {
         self.objects.is_empty()
     }
 
-    /// The UIDs of the objects whose references name `uid` (some of which may not be held).
-    pub fn dependents_of(&self, uid: &str) -> &[String] {
-        self.dependents.get(uid).map_or(&[], Vec::as_slice)
+    /// The objects whose references name `uid`, in order of insertion.
+    pub fn dependents_of(&self, uid: &str) -> impl Iterator<Item = &O> {
+        let positions = self.dependents.get(uid).map_or(&[][..], Vec::as_slice);
+        positions.iter().map(|at| &self.objects[*at as usize])
     }
 }
 

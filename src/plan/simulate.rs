@@ -6,33 +6,78 @@
 //! does to its dependents, `process_transitions`). The round an object goes in is its wave. A
 //! namespace's deletion adds the namespace controller, which looks once at the start of each
 //! round ([`Termination`]).
+//!
+//! Objects are named by their position in the snapshot, and references by their position in
+//! their object's `ownerReferences`; the [`Index`] resolves both once, so that the play's
+//! millions of reads hash nothing.
 
-use super::{Calls, Fate, Hold, Object, ObjectRef, Plan, Remover, Scope, Served, Snapshot, Step};
+use super::index::{scope_of, Index, Link, Target, NOWHERE};
+use super::{Calls, Fate, Hold, Object, ObjectRef, Plan, Remover, Served, Snapshot, Step};
 use crate::api::{OwnerReference, PropagationPolicy, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
-use foldhash::{HashMap, HashSet};
 use std::collections::BTreeSet;
+
+/// The finalizers of one object of the play. The collector's two and the namespace controller's
+/// come and go; the others stay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Finalizers {
+    orphan: bool,
+    foreground: bool,
+    kubernetes: bool,
+    others: bool,
+}
+
+impl Finalizers {
+    fn of(object: &Object) -> Finalizers {
+        let has = |name: &str| object.finalizers.iter().any(|f| f == name);
+        Finalizers {
+            orphan: has(FINALIZER_ORPHAN),
+            foreground: has(FINALIZER_FOREGROUND),
+            kubernetes: has(FINALIZER_KUBERNETES),
+            others: object.finalizers.iter().any(|f| !is_played(f)),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        !(self.orphan || self.foreground || self.kubernetes || self.others)
+    }
+
+    /// The names of those that are not the collector's, as `object` lists them.
+    fn not_the_collectors(&self, object: &Object) -> Vec<String> {
+        let mut names: Vec<String> = object.finalizers.iter().filter(|f| !is_played(f)).cloned().collect();
+        if self.kubernetes {
+            names.push(FINALIZER_KUBERNETES.into());
+        }
+        names
+    }
+}
+
+/// True for a finalizer the play adds and removes.
+fn is_played(finalizer: &str) -> bool {
+    [FINALIZER_ORPHAN, FINALIZER_FOREGROUND, FINALIZER_KUBERNETES].contains(&finalizer)
+}
 
 /// One object of the play, as it is now.
 #[derive(Clone, Debug)]
-struct Live<'s> {
-    /// The object as the snapshot has it.
-    object: &'s Object,
+struct Live {
     deleting: bool,
-    finalizers: Vec<String>,
-    /// Its owner references once the play changed them; the snapshot's until then.
-    owners: Option<Vec<OwnerReference>>,
+    finalizers: Finalizers,
+    /// The positions of the owner references it still has, once the play removed some; all of
+    /// the snapshot's until then.
+    kept: Option<Vec<u32>>,
+    /// Its references stopped blocking their owners (the cycle heuristic's PATCH).
+    unblocked: bool,
     /// How it was deleted, once it was.
     policy: Option<PropagationPolicy>,
     /// The round it went in.
     gone_in: Option<u32>,
-    /// References it lost to orphaning owners, and to owners that went or wait while another kept
-    /// it.
-    orphaned_from: Vec<ObjectRef>,
-    stripped: Vec<ObjectRef>,
-    /// Why the collector never judges it.
-    stuck: Option<(ObjectRef, String)>,
-    /// The owner through which the delete first reached it.
-    via: Option<&'s str>,
+    /// The owners (positions) that orphaned it.
+    orphaned_from: Vec<u32>,
+    /// The references (positions) it lost to owners that went or wait while another kept it.
+    stripped: Vec<u32>,
+    /// The reference (position) the collector cannot read, and why ([`Index::why`]).
+    stuck: Option<(u32, u32)>,
+    /// The owner (position) through which the delete first reached it.
+    via: Option<u32>,
     /// Its dependents were queued for judging since it began to wait for them.
     announced: bool,
     /// It is, or once was, deleting its dependents in the foreground (the cycle heuristic reads
@@ -42,14 +87,14 @@ struct Live<'s> {
     by: Option<Remover>,
 }
 
-impl<'s> Live<'s> {
+impl Live {
     /// Its copy in the play, as the snapshot has it.
-    fn of(object: &'s Object) -> Self {
+    fn of(object: &Object) -> Self {
         Live {
-            object,
             deleting: object.deleting,
-            finalizers: object.finalizers.clone(),
-            owners: None,
+            finalizers: Finalizers::of(object),
+            kept: None,
+            unblocked: false,
             policy: None,
             gone_in: None,
             orphaned_from: Vec::new(),
@@ -62,17 +107,9 @@ impl<'s> Live<'s> {
         }
     }
 
-    fn owners(&self) -> &[OwnerReference] {
-        self.owners.as_deref().unwrap_or(&self.object.owners)
-    }
-
-    /// Its owner references, to change: copied from the snapshot the first time.
-    fn owners_mut(&mut self) -> &mut Vec<OwnerReference> {
-        self.owners.get_or_insert_with(|| self.object.owners.clone())
-    }
-
-    fn has(&self, finalizer: &str) -> bool {
-        self.finalizers.iter().any(|f| f == finalizer)
+    /// Its owner references, to change: all of the snapshot's `count` until the first change.
+    fn kept_mut(&mut self, count: usize) -> &mut Vec<u32> {
+        self.kept.get_or_insert_with(|| (0..count as u32).collect())
     }
 
     /// It went: the round it went in is known.
@@ -81,17 +118,17 @@ impl<'s> Live<'s> {
     }
 
     fn waits_for_dependents(&self) -> bool {
-        self.deleting && !self.gone() && self.has(FINALIZER_FOREGROUND)
+        self.deleting && !self.gone() && self.finalizers.foreground
     }
 }
 
-/// Work for a round.
+/// Work for a round, on an object's position.
 #[derive(Clone, Copy, Debug)]
-enum Work<'s> {
+enum Work {
     /// `attempt_to_delete_item` of a dependent.
-    Judge(&'s str),
+    Judge(u32),
     /// What an owner that went or is being deleted does to its dependents.
-    Settle(&'s str),
+    Settle(u32),
 }
 
 /// How one reference reads against the play.
@@ -103,14 +140,14 @@ enum Reading {
 
 /// The namespace controller's part in a namespace's deletion.
 struct Termination<'s> {
-    /// The namespace's UID.
-    uid: &'s str,
+    /// The namespace's position.
+    at: u32,
     /// Its name.
     name: &'s str,
-    /// The UIDs of its pods, deleted first.
-    pods: Vec<&'s str>,
-    /// The UIDs of its other objects, deleted once every pod is gone.
-    rest: Vec<&'s str>,
+    /// Its pods, deleted first.
+    pods: Vec<u32>,
+    /// Its other objects, deleted once every pod is gone.
+    rest: Vec<u32>,
     phase: Phase,
 }
 
@@ -132,13 +169,14 @@ const FINALIZER_KUBERNETES: &str = "kubernetes";
 struct Play<'s, S> {
     snapshot: &'s Snapshot,
     served: &'s S,
-    /// The objects the play touched, by the snapshot's own UID strings.
-    live: HashMap<&'s str, Live<'s>>,
+    index: Index,
+    /// By position: the objects the play touched.
+    live: Vec<Option<Live>>,
     round: u32,
-    next: Vec<Work<'s>>,
-    /// The owners [`Work::Settle`] is queued for in `next`, so that an owner whose dependents
-    /// go by the thousand in one round is settled once in the next.
-    settling: HashSet<&'s str>,
+    next: Vec<Work>,
+    /// By position: the round whose `next` holds a [`Work::Settle`] of the object, so that an
+    /// owner whose dependents go by the thousand in one round is settled once in the next.
+    settle_queued: Vec<u32>,
     calls: Calls,
     termination: Option<Termination<'s>>,
 }
@@ -147,12 +185,13 @@ struct Play<'s, S> {
 /// `policy`, against the types `served`.
 pub fn simulate(snapshot: &Snapshot, served: &impl Served, requested: &[String], policy: PropagationPolicy) -> Plan {
     let mut play = Play::new(snapshot, served);
-    let requested: Vec<&Object> = requested.iter().filter_map(|uid| snapshot.get(uid)).collect();
-    for object in &requested {
-        play.delete(object.uid.as_str(), policy, Remover::Request);
+    let requested: Vec<u32> = requested.iter().filter_map(|uid| snapshot.position(uid)).collect();
+    for &at in &requested {
+        play.delete(at, policy, Remover::Request);
     }
     play.run();
-    play.into_plan(requested.into_iter().map(ObjectRef::of).collect(), policy)
+    let requested = requested.into_iter().map(|at| play.object_ref(at)).collect();
+    play.into_plan(requested, policy)
 }
 
 /// The plan of deleting the namespace `uid` of `snapshot` (which holds every object in it) with
@@ -160,39 +199,34 @@ pub fn simulate(snapshot: &Snapshot, served: &impl Served, requested: &[String],
 /// A `uid` that is not a namespace of `snapshot` gives an empty plan.
 pub fn simulate_namespace(snapshot: &Snapshot, served: &impl Served, uid: &str, policy: PropagationPolicy) -> Plan {
     let mut play = Play::new(snapshot, served);
-    let Some(namespace) = snapshot.get(uid).filter(|o| is_namespace(o)) else {
+    let Some(at) = snapshot
+        .position(uid)
+        .filter(|at| is_namespace(&snapshot.objects[*at as usize]))
+    else {
         return play.into_plan(Vec::new(), policy);
     };
-    let (pods, rest): (Vec<&Object>, Vec<&Object>) = snapshot
-        .objects()
-        .filter(|o| o.namespace == namespace.name)
-        .partition(|o| is_pod(o));
-    let (pods, rest) = (uids(pods), uids(rest));
-    let uid = namespace.uid.as_str();
-    play.live(uid)
-        .expect("in the snapshot")
-        .finalizers
-        .push(FINALIZER_KUBERNETES.into());
-    play.delete(uid, policy, Remover::Request);
-    for pod in &pods {
+    let name = snapshot.objects[at as usize].name.as_str();
+    let (pods, rest): (Vec<u32>, Vec<u32>) = (0..snapshot.len() as u32)
+        .filter(|i| snapshot.objects[*i as usize].namespace == name)
+        .partition(|i| is_pod(&snapshot.objects[*i as usize]));
+    play.touch(at).finalizers.kubernetes = true;
+    play.delete(at, policy, Remover::Request);
+    for &pod in &pods {
         play.delete(pod, PropagationPolicy::Background, Remover::NamespaceController);
     }
-    for object in &rest {
-        play.live(object); // in the plan even if nothing happens to it
+    for &object in &rest {
+        play.touch(object); // in the plan even if nothing happens to it
     }
     play.termination = Some(Termination {
-        uid,
-        name: namespace.name.as_str(),
+        at,
+        name,
         pods,
         rest,
         phase: Phase::Pods,
     });
     play.run();
-    play.into_plan(vec![ObjectRef::of(namespace)], policy)
-}
-
-fn uids(objects: Vec<&Object>) -> Vec<&str> {
-    objects.into_iter().map(|o| o.uid.as_str()).collect()
+    let requested = vec![play.object_ref(at)];
+    play.into_plan(requested, policy)
 }
 
 fn is_namespace(object: &Object) -> bool {
@@ -208,10 +242,11 @@ impl<'s, S: Served> Play<'s, S> {
         Play {
             snapshot,
             served,
-            live: HashMap::with_capacity_and_hasher(snapshot.len(), Default::default()),
+            index: Index::new(snapshot, served),
+            live: vec![None; snapshot.len()],
             round: 0,
             next: Vec::new(),
-            settling: HashSet::default(),
+            settle_queued: vec![u32::MAX; snapshot.len()],
             calls: Calls::default(),
             termination: None,
         }
@@ -221,7 +256,6 @@ impl<'s, S: Served> Play<'s, S> {
     fn run(&mut self) {
         loop {
             self.round += 1;
-            self.settling.clear();
             let terminated = self.terminate();
             let work = std::mem::take(&mut self.next);
             if work.is_empty() && !terminated {
@@ -229,8 +263,8 @@ impl<'s, S: Served> Play<'s, S> {
             }
             for work in work {
                 match work {
-                    Work::Judge(uid) => self.judge(uid),
-                    Work::Settle(uid) => self.settle(uid),
+                    Work::Judge(at) => self.judge(at),
+                    Work::Settle(at) => self.settle(at),
                 }
             }
         }
@@ -241,74 +275,86 @@ impl<'s, S: Served> Play<'s, S> {
     /// something.
     fn terminate(&mut self) -> bool {
         let Some(t) = &self.termination else { return false };
-        let all_gone = |uids: &[&str]| uids.iter().all(|u| self.live.get(u).is_some_and(Live::gone));
+        let all_gone = |objects: &[u32]| objects.iter().all(|at| self.is_gone(*at));
         let (phase, deleting) = match t.phase {
             Phase::Pods if all_gone(&t.pods) => (Phase::Rest, t.rest.clone()),
             Phase::Rest if all_gone(&t.rest) => (Phase::Done, Vec::new()),
             _ => return false,
         };
-        let namespace = t.uid;
+        let namespace = t.at;
         self.termination.as_mut().expect("matched above").phase = phase;
-        for uid in deleting {
-            if self.live.get(uid).is_some_and(|l| !l.gone()) {
-                self.delete(uid, PropagationPolicy::Background, Remover::NamespaceController);
+        for at in deleting {
+            if !self.is_gone(at) {
+                self.delete(at, PropagationPolicy::Background, Remover::NamespaceController);
             }
         }
         if phase == Phase::Done {
-            self.release(namespace, FINALIZER_KUBERNETES);
+            self.release(namespace, |f| f.kubernetes = false);
         }
         true
     }
 
-    /// The object `uid` as the play has it, copied from the snapshot the first time.
-    fn live(&mut self, uid: &str) -> Option<&mut Live<'s>> {
-        let (key, object) = self.snapshot.objects.get_key_value(uid)?;
-        Some(self.live.entry(key.as_str()).or_insert_with(|| Live::of(object)))
+    /// The object at `at` as the snapshot has it.
+    fn object(&self, at: u32) -> &'s Object {
+        &self.snapshot.objects[at as usize]
     }
 
-    /// The API server's DELETE of `uid` with `policy`: the collector's finalizers become the
+    fn object_ref(&self, at: u32) -> ObjectRef {
+        ObjectRef::of(self.object(at))
+    }
+
+    /// The object at `at` as the play has it, copied from the snapshot the first time.
+    fn touch(&mut self, at: u32) -> &mut Live {
+        let object = self.object(at);
+        self.live[at as usize].get_or_insert_with(|| Live::of(object))
+    }
+
+    /// The object at `at` as the play has it, once touched.
+    fn played(&self, at: u32) -> Option<&Live> {
+        self.live[at as usize].as_ref()
+    }
+
+    fn is_gone(&self, at: u32) -> bool {
+        self.played(at).is_some_and(Live::gone)
+    }
+
+    /// The API server's DELETE of `at` with `policy`: the collector's finalizers become the
     /// policy's, and the object goes at once when no finalizer is left (and the owners waiting
     /// for it look again, whoever deleted it).
-    fn delete(&mut self, uid: &'s str, policy: PropagationPolicy, by: Remover) {
+    fn delete(&mut self, at: u32, policy: PropagationPolicy, by: Remover) {
         let round = self.round;
-        let Some(live) = self.live(uid) else { return };
+        let live = self.touch(at);
         live.deleting = true;
         live.policy = Some(policy);
         live.by = Some(by);
-        live.finalizers
-            .retain(|f| f != FINALIZER_ORPHAN && f != FINALIZER_FOREGROUND);
-        match policy {
-            PropagationPolicy::Orphan => live.finalizers.push(FINALIZER_ORPHAN.into()),
-            PropagationPolicy::Foreground => {
-                live.finalizers.push(FINALIZER_FOREGROUND.into());
-                live.waited = true;
-            }
-            PropagationPolicy::Background => {}
-        }
+        live.finalizers.orphan = policy == PropagationPolicy::Orphan;
+        live.finalizers.foreground = policy == PropagationPolicy::Foreground;
+        live.waited |= policy == PropagationPolicy::Foreground;
         let gone = live.finalizers.is_empty();
         if gone {
             live.gone_in = Some(round);
         }
-        self.queue_settle(uid);
+        self.queue_settle(at);
         if gone {
-            self.owners_may_go(uid);
+            self.owners_may_go(at);
         }
     }
 
-    /// Queues [`Work::Settle`] of `uid` for the next round, once.
-    fn queue_settle(&mut self, uid: &'s str) {
-        if self.settling.insert(uid) {
-            self.next.push(Work::Settle(uid));
+    /// Queues [`Work::Settle`] of `at` for the next round, once.
+    fn queue_settle(&mut self, at: u32) {
+        let queued = &mut self.settle_queued[at as usize];
+        if *queued != self.round {
+            *queued = self.round;
+            self.next.push(Work::Settle(at));
         }
     }
 
     /// Queues the judging of each dependent of `owner` that still refers to it.
-    fn judge_dependents(&mut self, owner: &'s str) {
-        let snapshot = self.snapshot;
-        for dependent in snapshot.dependents_of(owner) {
+    fn judge_dependents(&mut self, owner: u32) {
+        for i in 0..self.index.dependents(owner).len() {
+            let dependent = self.index.dependents(owner)[i];
             if self.refers(dependent, owner) {
-                let live = self.live(dependent).expect("a dependent of the snapshot");
-                live.via.get_or_insert(owner);
+                self.touch(dependent).via.get_or_insert(owner);
                 self.next.push(Work::Judge(dependent));
             }
         }
@@ -317,150 +363,171 @@ impl<'s, S: Served> Play<'s, S> {
     // Readings that copy nothing into the play: an object the play has not touched is as the
     // snapshot has it.
 
-    /// The owner references `uid` has now; `None` when it went or is not in the snapshot.
-    fn owners_now(&self, uid: &str) -> Option<&[OwnerReference]> {
-        match self.live.get(uid) {
-            Some(live) if live.gone() => None,
-            Some(live) => Some(live.owners()),
-            None => self.snapshot.get(uid).map(|o| o.owners.as_slice()),
-        }
+    /// The links of the references `at` has now: none once it went.
+    fn links_now(&self, at: u32) -> impl Iterator<Item = (u32, &Link)> {
+        let links = self.index.links(at);
+        let (all, kept) = match self.played(at) {
+            Some(live) if live.gone() => (0, &[][..]),
+            Some(Live { kept: Some(kept), .. }) => (0, kept.as_slice()),
+            _ => (links.len() as u32, &[][..]),
+        };
+        (0..all)
+            .chain(kept.iter().copied())
+            .map(move |k| (k, &links[k as usize]))
     }
 
-    /// True when `uid` is deleting its dependents in the foreground now.
-    fn waits_now(&self, uid: &str) -> bool {
-        match self.live.get(uid) {
+    /// True when `at` is deleting its dependents in the foreground now.
+    fn waits_now(&self, at: u32) -> bool {
+        match self.played(at) {
             Some(live) => live.waits_for_dependents(),
-            None => self.snapshot.get(uid).is_some_and(waits_in_snapshot),
+            None => waits_in_snapshot(self.object(at)),
         }
     }
 
-    /// True when `uid` is, or once was, deleting its dependents in the foreground.
-    fn waited(&self, uid: &str) -> bool {
-        match self.live.get(uid) {
+    /// True when `at` is, or once was, deleting its dependents in the foreground.
+    fn waited(&self, at: u32) -> bool {
+        match self.played(at) {
             Some(live) => live.waited,
-            None => self.snapshot.get(uid).is_some_and(waits_in_snapshot),
+            None => waits_in_snapshot(self.object(at)),
         }
     }
 
     /// True when `dependent` exists in the play and still has a reference to `owner`.
-    fn refers(&self, dependent: &str, owner: &str) -> bool {
-        self.owners_now(dependent)
-            .is_some_and(|owners| owners.iter().any(|r| r.uid == owner))
+    fn refers(&self, dependent: u32, owner: u32) -> bool {
+        self.links_now(dependent).any(|(_, l)| l.at == owner)
     }
 
-    /// `process_transitions` of `uid`, which went or is being deleted.
-    fn settle(&mut self, uid: &'s str) {
-        let Some(live) = self.live(uid) else { return };
+    /// True when `dependent` exists in the play and refers to `owner` with `blockOwnerDeletion`.
+    fn blocks(&self, dependent: u32, owner: u32) -> bool {
+        if self.played(dependent).is_some_and(|l| l.unblocked) {
+            return false;
+        }
+        let owners = &self.object(dependent).owners;
+        self.links_now(dependent)
+            .any(|(k, l)| l.at == owner && owners[k as usize].block_owner_deletion == Some(true))
+    }
+
+    /// `process_transitions` of `at`, which went or is being deleted.
+    fn settle(&mut self, at: u32) {
+        let live = self.touch(at);
         if live.gone() {
-            return self.judge_dependents(uid);
+            return self.judge_dependents(at);
         }
         if !live.deleting {
             return;
         }
-        if live.has(FINALIZER_ORPHAN) {
-            self.orphan_dependents(uid);
-            self.remove_finalizer(uid, FINALIZER_ORPHAN);
+        if live.finalizers.orphan {
+            self.orphan_dependents(at);
+            self.remove_finalizer(at, |f| f.orphan = false);
         }
-        let live = self.live(uid).expect("settled above");
+        let live = self.touch(at);
         if live.waits_for_dependents() {
             if !std::mem::replace(&mut live.announced, true) {
-                self.judge_dependents(uid);
+                self.judge_dependents(at);
             }
-            if !self.is_blocked(uid) {
-                self.remove_finalizer(uid, FINALIZER_FOREGROUND);
+            if !self.is_blocked(at) {
+                self.remove_finalizer(at, |f| f.foreground = false);
             }
         }
     }
 
     /// Every dependent of `owner` loses its references to it, then is judged again.
-    fn orphan_dependents(&mut self, owner: &'s str) {
-        let snapshot = self.snapshot;
-        let object = snapshot.get(owner).map(ObjectRef::of);
-        for dependent in snapshot.dependents_of(owner) {
+    fn orphan_dependents(&mut self, owner: u32) {
+        for i in 0..self.index.dependents(owner).len() {
+            let dependent = self.index.dependents(owner)[i];
             if !self.refers(dependent, owner) {
                 continue;
             }
-            let live = self.live(dependent).expect("a dependent of the snapshot");
-            live.owners_mut().retain(|r| r.uid != owner);
-            live.orphaned_from.extend(object.clone());
+            let live = self.lose_references(dependent, |link, _| link.at == owner);
+            live.orphaned_from.push(owner);
             live.via.get_or_insert(owner);
-            self.calls.patches += 1;
             self.next.push(Work::Judge(dependent));
         }
     }
 
-    /// True while a dependent still there refers to `owner` with `blockOwnerDeletion`.
-    fn is_blocked(&self, owner: &str) -> bool {
-        self.snapshot
-            .dependents_of(owner)
-            .iter()
-            .any(|d| self.owners_now(d).is_some_and(|owners| blocks(owners, owner)))
-    }
-
-    /// The collector removes `finalizer` from `uid` (a PATCH).
-    fn remove_finalizer(&mut self, uid: &'s str, finalizer: &str) {
+    /// `at` loses the references `lose` picks (one PATCH); its play's copy, to note why.
+    fn lose_references(&mut self, at: u32, lose: impl Fn(&Link, &OwnerReference) -> bool) -> &mut Live {
+        let snapshot = self.snapshot;
+        let (links, owners) = (self.index.links(at), &snapshot.objects[at as usize].owners);
+        let live = self.live[at as usize].get_or_insert_with(|| Live::of(&snapshot.objects[at as usize]));
+        live.kept_mut(links.len())
+            .retain(|k| !lose(&links[*k as usize], &owners[*k as usize]));
         self.calls.patches += 1;
-        self.release(uid, finalizer);
+        live
     }
 
-    /// `finalizer` leaves `uid`; the object goes when it was the last one.
-    fn release(&mut self, uid: &'s str, finalizer: &str) {
+    /// True while a dependent still there refers to `owner` with `blockOwnerDeletion`.
+    fn is_blocked(&self, owner: u32) -> bool {
+        self.index.dependents(owner).iter().any(|d| self.blocks(*d, owner))
+    }
+
+    /// The collector removes a finalizer from `at` (a PATCH).
+    fn remove_finalizer(&mut self, at: u32, remove: impl FnOnce(&mut Finalizers)) {
+        self.calls.patches += 1;
+        self.release(at, remove);
+    }
+
+    /// A finalizer leaves `at`; the object goes when it was the last one.
+    fn release(&mut self, at: u32, remove: impl FnOnce(&mut Finalizers)) {
         let round = self.round;
-        let live = self.live(uid).expect("a deleting object of the play");
-        live.finalizers.retain(|f| f != finalizer);
+        let live = self.touch(at);
+        remove(&mut live.finalizers);
         if live.finalizers.is_empty() {
             live.gone_in = Some(round);
-            self.queue_settle(uid);
-            self.owners_may_go(uid);
+            self.queue_settle(at);
+            self.owners_may_go(at);
         }
     }
 
-    /// `uid` went or lost references: each owner it referred to that waits for its dependents
+    /// `at` went or lost references: each owner it referred to that waits for its dependents
     /// looks again.
-    fn owners_may_go(&mut self, uid: &str) {
-        let Some(object) = self.snapshot.get(uid) else { return };
-        for owner in &object.owners {
-            if self.waits_now(&owner.uid) {
-                self.queue_settle(&owner.uid);
+    fn owners_may_go(&mut self, at: u32) {
+        for i in 0..self.index.links(at).len() {
+            let owner = self.index.links(at)[i].at;
+            if owner != NOWHERE && self.waits_now(owner) {
+                self.queue_settle(owner);
             }
         }
     }
 
-    /// `attempt_to_delete_item` of `uid`.
-    fn judge(&mut self, uid: &'s str) {
-        let snapshot = self.snapshot;
-        let Some(live) = self.live(uid) else { return };
-        let object = live.object;
-        if live.gone() || live.deleting || live.owners().is_empty() || live.stuck.is_some() {
+    /// `attempt_to_delete_item` of `at`.
+    fn judge(&mut self, at: u32) {
+        let live = self.touch(at);
+        if live.gone() || live.deleting || live.stuck.is_some() {
             return;
         }
-        let live = &self.live[uid];
-        let (orphan, foreground) = (live.has(FINALIZER_ORPHAN), live.has(FINALIZER_FOREGROUND));
+        let (orphan, foreground) = (live.finalizers.orphan, live.finalizers.foreground);
         let mut solid = false;
         let mut waiting = false;
         let mut lost = Vec::new();
-        for r in live.owners() {
-            match self.read(object, r) {
+        let mut stuck = None;
+        for (k, link) in self.links_now(at) {
+            match self.read(link) {
                 Err(why) => {
-                    let stuck = (ObjectRef::of_ref(r, &object.namespace), why);
-                    self.live(uid).expect("judged").stuck = Some(stuck);
-                    return;
+                    stuck = Some((k, why));
+                    break;
                 }
                 Ok(Reading::Solid) => solid = true,
                 Ok(Reading::Waiting) => {
                     waiting = true;
-                    lost.push(r);
+                    lost.push(k);
                 }
-                Ok(Reading::Dangling) => lost.push(r),
+                Ok(Reading::Dangling) => lost.push(k),
             }
         }
-        if solid {
-            let lost = lost.into_iter().map(|r| self.shown(object, r)).collect();
-            return self.strip(uid, lost);
+        if stuck.is_some() {
+            self.touch(at).stuck = stuck;
+            return;
         }
-        let has_dependents = snapshot.dependents_of(uid).iter().any(|d| self.refers(d, uid));
+        if solid {
+            return self.strip(at, lost);
+        }
+        if lost.is_empty() {
+            return; // no reference left: nothing to judge
+        }
+        let has_dependents = self.index.dependents(at).iter().any(|d| self.refers(*d, at));
         let policy = if waiting && has_dependents {
-            self.unblock_on_cycle(uid);
+            self.unblock_on_cycle(at);
             PropagationPolicy::Foreground
         } else if orphan {
             PropagationPolicy::Orphan
@@ -470,111 +537,88 @@ impl<'s, S: Served> Play<'s, S> {
             PropagationPolicy::Background
         };
         self.calls.deletes += 1;
-        self.delete(uid, policy, Remover::Collector);
+        self.delete(at, policy, Remover::Collector);
     }
 
-    /// The cycle heuristic: before `uid` is deleted in the foreground, if one of its dependents
-    /// is or was deleting its own dependents, `uid`'s references stop blocking their owners (one
+    /// The cycle heuristic: before `at` is deleted in the foreground, if one of its dependents
+    /// is or was deleting its own dependents, `at`'s references stop blocking their owners (one
     /// PATCH), so that a cycle of blocking references cannot hold every owner on it forever.
-    fn unblock_on_cycle(&mut self, uid: &'s str) {
+    fn unblock_on_cycle(&mut self, at: u32) {
         let cycle = self
-            .snapshot
-            .dependents_of(uid)
+            .index
+            .dependents(at)
             .iter()
-            .any(|d| self.refers(d, uid) && self.waited(d));
-        let live = self.live(uid).expect("judged");
-        let blocking: Vec<&mut OwnerReference> = live
-            .owners_mut()
-            .iter_mut()
-            .filter(|r| r.block_owner_deletion == Some(true))
-            .collect();
-        if !cycle || blocking.is_empty() {
+            .any(|d| self.refers(*d, at) && self.waited(*d));
+        let owners = &self.object(at).owners;
+        let blocking = self
+            .links_now(at)
+            .any(|(k, _)| owners[k as usize].block_owner_deletion == Some(true));
+        if !cycle || !blocking || self.played(at).is_some_and(|l| l.unblocked) {
             return;
         }
-        for r in blocking {
-            r.block_owner_deletion = Some(false);
-        }
+        self.touch(at).unblocked = true;
         self.calls.patches += 1;
-        self.owners_may_go(uid);
+        self.owners_may_go(at);
     }
 
-    /// `uid` keeps its solid owners and loses its references to the owners in `lost`.
-    fn strip(&mut self, uid: &'s str, lost: Vec<ObjectRef>) {
+    /// `at` keeps its solid owners and loses its references (positions `lost`) to the others,
+    /// with every other reference to the same UIDs.
+    fn strip(&mut self, at: u32, lost: Vec<u32>) {
         if lost.is_empty() {
             return;
         }
-        let live = self.live(uid).expect("judged");
-        live.owners_mut().retain(|r| !lost.iter().any(|l| l.uid == r.uid));
+        let snapshot = self.snapshot;
+        let owners = &snapshot.objects[at as usize].owners;
+        let same_uid = |r: &OwnerReference| lost.iter().any(|l| owners[*l as usize].uid == r.uid);
+        let live = self.lose_references(at, |_, r| same_uid(r));
         live.stripped.extend(lost);
-        self.calls.patches += 1;
-        self.owners_may_go(uid);
+        self.owners_may_go(at);
     }
 
-    /// The namespace `dependent`'s reference `r` is read in: the dependent's for a namespaced
-    /// owner, none for a cluster-scoped one; an error says why it cannot be read at all.
-    fn scope_of(&self, dependent: &'s Object, r: &OwnerReference) -> Result<&'s str, String> {
-        let scope = self
-            .served
-            .scope(&r.api_version, &r.kind)
-            .ok_or_else(|| format!("no version of {}'s group serves kind {}", r.api_version, r.kind))?;
-        if scope == Scope::Namespaced && dependent.namespace.is_empty() {
-            return Err(format!(
-                "a cluster-scoped object cannot have a namespaced owner ({})",
-                r.kind
-            ));
-        }
-        Ok(match scope {
-            Scope::Namespaced => dependent.namespace.as_str(),
-            Scope::Cluster => "",
+    /// How a reference through `link` reads now; an error names why it cannot be read at all
+    /// ([`Index::why`]).
+    fn read(&self, link: &Link) -> Result<Reading, u32> {
+        Ok(match link.target {
+            Target::Unreadable(why) => return Err(why),
+            Target::Absent => Reading::Dangling,
+            Target::Owner if self.is_gone(link.at) => Reading::Dangling,
+            Target::Owner if self.waits_now(link.at) => Reading::Waiting,
+            Target::Owner => Reading::Solid,
         })
     }
 
-    /// The owner `r` of `dependent`, as the plan names it.
-    fn shown(&self, dependent: &'s Object, r: &OwnerReference) -> ObjectRef {
-        ObjectRef::of_ref(r, self.scope_of(dependent, r).unwrap_or_default())
-    }
-
-    /// How `dependent`'s reference `r` reads now; an error says why it cannot be read at all.
-    fn read(&self, dependent: &'s Object, r: &OwnerReference) -> Result<Reading, String> {
-        let namespace = self.scope_of(dependent, r)?;
-        let present = self.snapshot.get(&r.uid).is_some_and(|o| {
-            o.name == r.name
-                && o.kind == r.kind
-                && group(&o.api_version) == group(&r.api_version)
-                && o.namespace == namespace
-        });
-        Ok(if !present || self.live.get(r.uid.as_str()).is_some_and(Live::gone) {
-            Reading::Dangling
-        } else if self.waits_now(&r.uid) {
-            Reading::Waiting
-        } else {
-            Reading::Solid
-        })
+    /// The owner reference `k` of `dependent`, as the plan names it.
+    fn shown(&self, dependent: u32, k: u32) -> ObjectRef {
+        let object = self.object(dependent);
+        let r = &object.owners[k as usize];
+        ObjectRef::of_ref(r, scope_of(self.served, object, r).unwrap_or_default())
     }
 
     /// The plan the play came to.
     fn into_plan(self, requested: Vec<ObjectRef>, policy: PropagationPolicy) -> Plan {
-        let rounds: BTreeSet<u32> = self.live.values().filter_map(|l| l.gone_in).collect();
+        let played = || {
+            self.live
+                .iter()
+                .enumerate()
+                .filter_map(|(at, l)| Some((at as u32, l.as_ref()?)))
+        };
+        let rounds: BTreeSet<u32> = played().filter_map(|(_, l)| l.gone_in).collect();
         let wave_of = |round: u32| rounds.iter().position(|r| *r == round).map_or(0, |i| i as u32 + 1);
         let mut steps: Vec<(u32, Step)> = Vec::new();
-        for (uid, live) in &self.live {
-            let object = ObjectRef::of(self.snapshot.get(uid).expect("played objects are the snapshot's"));
-            let fate = match self.fate(uid, live, &wave_of) {
-                Some(fate) => fate,
-                None => continue,
+        for (at, live) in played() {
+            let Some(fate) = self.fate(at, live, &wave_of) else {
+                continue;
             };
             let order = match fate {
                 Fate::Removed { wave, .. } => wave,
                 _ => u32::MAX,
             };
-            steps.push((
-                order,
-                Step {
-                    object,
-                    via: live.via.map(str::to_string),
-                    fate,
-                },
-            ));
+            let step = Step {
+                object: self.object_ref(at),
+                via: live.via.map(|owner| self.object(owner).uid.clone()),
+                fate,
+            };
+            steps.push((order, step));
         }
         // Sorted by index: a step is too large to move around a hundred thousand times.
         let mut order: Vec<usize> = (0..steps.len()).collect();
@@ -592,7 +636,8 @@ impl<'s, S: Served> Play<'s, S> {
     }
 
     /// What became of one object of the play; `None` when nothing did.
-    fn fate(&self, uid: &str, live: &Live, wave_of: &impl Fn(u32) -> u32) -> Option<Fate> {
+    fn fate(&self, at: u32, live: &Live, wave_of: &impl Fn(u32) -> u32) -> Option<Fate> {
+        let object = self.object(at);
         if let Some(round) = live.gone_in {
             return Some(Fate::Removed {
                 wave: wave_of(round),
@@ -601,107 +646,91 @@ impl<'s, S: Served> Play<'s, S> {
             });
         }
         if let Some(t) = self.termination.as_ref().filter(|t| t.phase == Phase::Pods) {
-            let object = self.snapshot.get(uid).expect("played objects are the snapshot's");
             if !live.deleting && object.namespace == t.name && !is_pod(object) {
                 return Some(Fate::WaitsForPods {
                     pods: self.held_among(&t.pods),
                 });
             }
         }
-        let released = self.snapshot.get(uid).is_some_and(|o| o.finalizers != live.finalizers);
+        let released = Finalizers::of(object) != live.finalizers;
         if live.deleting && (live.policy.is_some() || released) {
-            let others: Vec<String> = live
-                .finalizers
-                .iter()
-                .filter(|f| *f != FINALIZER_ORPHAN && *f != FINALIZER_FOREGROUND)
-                .cloned()
-                .collect();
-            let why = if live.has(FINALIZER_KUBERNETES) && self.termination.as_ref().is_some_and(|t| t.uid == uid) {
-                let t = self.termination.as_ref().expect("checked");
-                let contents = t.pods.iter().chain(&t.rest);
-                let left: Vec<&str> = contents
-                    .filter(|u| !self.live.get(**u).is_some_and(Live::gone))
-                    .copied()
-                    .collect();
-                Hold::Contents {
-                    left: left.len(),
-                    held: self.held_among(&left),
-                }
-            } else if others.is_empty() {
-                let blocking = self.still_blocking(uid);
-                Hold::BlockingDependents { dependents: blocking }
-            } else {
-                Hold::Finalizers { finalizers: others }
-            };
-            return Some(Fate::Held { why });
+            return Some(Fate::Held {
+                why: self.hold(at, live),
+            });
         }
+        let stripped = || live.stripped.iter().map(|k| self.shown(at, *k));
         if !live.orphaned_from.is_empty() {
-            let mut loses = live.orphaned_from.clone();
-            loses.extend(live.stripped.iter().cloned());
-            return Some(Fate::Orphaned { loses });
+            let orphaned_from = live.orphaned_from.iter().map(|owner| self.object_ref(*owner));
+            return Some(Fate::Orphaned {
+                loses: orphaned_from.chain(stripped()).collect(),
+            });
         }
-        if let Some((owner, why)) = &live.stuck {
+        if let Some((k, why)) = &live.stuck {
+            let r = &object.owners[*k as usize];
             return Some(Fate::Stuck {
-                owner: owner.clone(),
-                why: why.clone(),
+                owner: ObjectRef::of_ref(r, &object.namespace),
+                why: self.index.why(*why).to_string(),
             });
         }
         if !live.stripped.is_empty() {
-            let by = live
-                .owners()
-                .iter()
-                .map(|r| {
-                    let namespace = self.snapshot.get(&r.uid).map_or("", |o| o.namespace.as_str());
-                    ObjectRef::of_ref(r, namespace)
+            let by = self
+                .links_now(at)
+                .map(|(k, link)| {
+                    let namespace = (link.at != NOWHERE).then(|| self.object(link.at).namespace.as_str());
+                    ObjectRef::of_ref(&object.owners[k as usize], namespace.unwrap_or(""))
                 })
                 .collect();
             return Some(Fate::Kept {
                 by,
-                loses: live.stripped.clone(),
+                loses: stripped().collect(),
             });
         }
         None
     }
 
-    /// The objects among `uids` still there and being deleted at the end: held.
-    fn held_among(&self, uids: &[&str]) -> Vec<ObjectRef> {
-        let mut held: Vec<ObjectRef> = uids
+    /// Why `at`, being deleted, is still there at the end.
+    fn hold(&self, at: u32, live: &Live) -> Hold {
+        let others = live.finalizers.not_the_collectors(self.object(at));
+        match &self.termination {
+            Some(t) if live.finalizers.kubernetes && t.at == at => {
+                let contents = t.pods.iter().chain(&t.rest);
+                let left: Vec<u32> = contents.copied().filter(|c| !self.is_gone(*c)).collect();
+                Hold::Contents {
+                    left: left.len(),
+                    held: self.held_among(&left),
+                }
+            }
+            _ if others.is_empty() => Hold::BlockingDependents {
+                dependents: self.still_blocking(at),
+            },
+            _ => Hold::Finalizers { finalizers: others },
+        }
+    }
+
+    /// The objects among `objects` still there and being deleted at the end: held.
+    fn held_among(&self, objects: &[u32]) -> Vec<ObjectRef> {
+        let mut held: Vec<ObjectRef> = objects
             .iter()
-            .filter(|u| self.live.get(**u).is_some_and(|l| l.deleting && !l.gone()))
-            .filter_map(|u| self.snapshot.get(u).map(ObjectRef::of))
+            .filter(|at| self.played(**at).is_some_and(|l| l.deleting && !l.gone()))
+            .map(|at| self.object_ref(*at))
             .collect();
         held.sort();
         held
     }
 
     /// The dependents of `owner` still blocking it at the end.
-    fn still_blocking(&self, owner: &str) -> Vec<ObjectRef> {
-        let mut blocking: Vec<ObjectRef> = self
-            .snapshot
-            .dependents_of(owner)
-            .iter()
-            .filter(|d| self.owners_now(d).is_some_and(|owners| blocks(owners, owner)))
-            .filter_map(|d| self.snapshot.get(d).map(ObjectRef::of))
+    fn still_blocking(&self, owner: u32) -> Vec<ObjectRef> {
+        let dependents = self.index.dependents(owner).iter();
+        let mut blocking: Vec<ObjectRef> = dependents
+            .filter(|d| self.blocks(**d, owner))
+            .map(|d| self.object_ref(*d))
             .collect();
         blocking.sort();
         blocking
     }
 }
 
-/// True when `owners` (a dependent's, while it is there) refer to `owner` with
-/// `blockOwnerDeletion`.
-fn blocks(owners: &[OwnerReference], owner: &str) -> bool {
-    owners
-        .iter()
-        .any(|r| r.uid == owner && r.block_owner_deletion == Some(true))
-}
-
 /// True when `object`, untouched by the play, is deleting its dependents in the foreground.
 fn waits_in_snapshot(object: &Object) -> bool {
     object.deleting && object.finalizers.iter().any(|f| f == FINALIZER_FOREGROUND)
-}
-
-/// The group of an apiVersion (`apps/v1` → `apps`, `v1` → ``).
-fn group(api_version: &str) -> &str {
-    api_version.split_once('/').map_or("", |(g, _)| g)
 }

@@ -123,12 +123,7 @@ impl Listing {
 
     /// The objects whose references name `uid`, sorted by kind, namespace and name.
     pub fn dependents_of(&self, uid: &str) -> Vec<&Object> {
-        let mut dependents: Vec<&Object> = self
-            .index
-            .dependents_of(uid)
-            .iter()
-            .filter_map(|d| self.index.get(d))
-            .collect();
+        let mut dependents: Vec<&Object> = self.index.dependents_of(uid).collect();
         dependents.sort_by(|a, b| (&a.kind, &a.namespace, &a.name).cmp(&(&b.kind, &b.namespace, &b.name)));
         dependents
     }
@@ -184,7 +179,7 @@ impl Listing {
         let mut below = HashSet::new();
         while let Some(uid) = down.pop() {
             if below.insert(uid.clone()) {
-                down.extend(self.index.dependents_of(&uid).iter().cloned());
+                down.extend(self.index.dependents_of(&uid).map(|d| d.uid.clone()));
             }
         }
         shown.extend(below.into_iter().filter(|uid| self.index.get(uid).is_some()));
