@@ -2,21 +2,21 @@
 //! swap them (STYLE.md rule 4).
 //!
 //! Normally these are `std`'s atomics, a `parking_lot` mutex and [`WordLock`], a lock kept in two
-//! bits of a word whose other bits its user keeps. In the crate's own unit tests
-//! built with `RUSTFLAGS="--cfg kube_gc_loom"` they are [loom]'s, whose every operation is a point where
-//! loom's scheduler may switch threads, so the `#[cfg(kube_gc_loom)]` models explore every interleaving
-//! of the code that uses them. As in tokio, the switch needs both `test` and `loom`: loom is a
-//! dev-dependency, and other crates that see `--cfg kube_gc_loom` must still get the real types.
+//! bits of a word whose other bits its user keeps. In the crate's own unit tests built with the
+//! `loom` feature they are [loom]'s, whose every operation is a point where loom's scheduler may
+//! switch threads, so the `#[cfg(feature = "loom")]` models explore every interleaving of the
+//! code that uses them. As in tokio, the switch needs both `test` and `loom`: the crates that
+//! depend on kube-gc get the real types whatever its features.
 //!
 //! Types built from these must not be used outside `loom::model` in such a build, so unit tests
 //! that use them for real are compiled only without `loom`.
 //!
 //! [loom]: https://docs.rs/loom
 
-#[cfg(not(all(test, kube_gc_loom)))]
+#[cfg(not(all(test, feature = "loom")))]
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-#[cfg(all(test, kube_gc_loom))]
+#[cfg(all(test, feature = "loom"))]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// Atomics of values that outlive any one loom execution: the counts of names and interned
@@ -29,32 +29,32 @@ pub(crate) mod process_wide {
 /// A mutex whose `lock` returns the guard directly, as `parking_lot`'s does; never held across an
 /// `.await`.
 pub(crate) struct Mutex<T>(
-    #[cfg(not(all(test, kube_gc_loom)))] parking_lot::Mutex<T>,
-    #[cfg(all(test, kube_gc_loom))] loom::sync::Mutex<T>,
+    #[cfg(not(all(test, feature = "loom")))] parking_lot::Mutex<T>,
+    #[cfg(all(test, feature = "loom"))] loom::sync::Mutex<T>,
 );
 
 /// The guard of a locked [`Mutex`].
-#[cfg(not(all(test, kube_gc_loom)))]
+#[cfg(not(all(test, feature = "loom")))]
 pub(crate) type MutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
 /// The guard of a locked [`Mutex`].
-#[cfg(all(test, kube_gc_loom))]
+#[cfg(all(test, feature = "loom"))]
 pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
 
 impl<T> Mutex<T> {
     /// An unlocked mutex holding `value`.
     pub(crate) fn new(value: T) -> Self {
-        #[cfg(not(all(test, kube_gc_loom)))]
+        #[cfg(not(all(test, feature = "loom")))]
         return Mutex(parking_lot::Mutex::new(value));
-        #[cfg(all(test, kube_gc_loom))]
+        #[cfg(all(test, feature = "loom"))]
         return Mutex(loom::sync::Mutex::new(value));
     }
 
     /// Locks the mutex, blocking the thread until it is free.
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-        #[cfg(not(all(test, kube_gc_loom)))]
+        #[cfg(not(all(test, feature = "loom")))]
         return self.0.lock();
         // A panic while the lock was held has already failed the model; carry on with the data.
-        #[cfg(all(test, kube_gc_loom))]
+        #[cfg(all(test, feature = "loom"))]
         return self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     }
 }
@@ -92,15 +92,15 @@ pub(crate) const WORD_LOCK_USER_BITS: u32 = 62;
 /// wake-up is lost. Under loom, a loom mutex stands in for the two bits.
 pub(crate) struct WordLock<T> {
     word: AtomicU64,
-    #[cfg(not(all(test, kube_gc_loom)))]
+    #[cfg(not(all(test, feature = "loom")))]
     data: std::cell::UnsafeCell<T>,
-    #[cfg(all(test, kube_gc_loom))]
+    #[cfg(all(test, feature = "loom"))]
     data: loom::sync::Mutex<T>,
 }
 
 // SAFETY: the lock gives one thread at a time access to the `T` (the type's invariant), so the
 // lock is as shareable as a mutex over a `T` that may move between threads.
-#[cfg(not(all(test, kube_gc_loom)))]
+#[cfg(not(all(test, feature = "loom")))]
 unsafe impl<T: Send> Sync for WordLock<T> {}
 
 impl<T> WordLock<T> {
@@ -109,9 +109,9 @@ impl<T> WordLock<T> {
         debug_assert_eq!(bits & LOCK_BITS, 0, "the user has {WORD_LOCK_USER_BITS} bits");
         WordLock {
             word: AtomicU64::new(bits & !LOCK_BITS),
-            #[cfg(not(all(test, kube_gc_loom)))]
+            #[cfg(not(all(test, feature = "loom")))]
             data: std::cell::UnsafeCell::new(value),
-            #[cfg(all(test, kube_gc_loom))]
+            #[cfg(all(test, feature = "loom"))]
             data: loom::sync::Mutex::new(value),
         }
     }
@@ -140,7 +140,7 @@ impl<T> WordLock<T> {
 
     /// Locks, blocking the thread until the lock is free.
     pub(crate) fn lock(&self) -> WordGuard<'_, T> {
-        #[cfg(not(all(test, kube_gc_loom)))]
+        #[cfg(not(all(test, feature = "loom")))]
         {
             if self.word.fetch_or(LOCKED, Ordering::Acquire) & LOCKED != 0 {
                 self.lock_contended();
@@ -148,11 +148,11 @@ impl<T> WordLock<T> {
             WordGuard { lock: self }
         }
         // A panic while the lock was held has already failed the model; carry on with the data.
-        #[cfg(all(test, kube_gc_loom))]
+        #[cfg(all(test, feature = "loom"))]
         WordGuard(self.data.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
-    #[cfg(not(all(test, kube_gc_loom)))]
+    #[cfg(not(all(test, feature = "loom")))]
     #[cold]
     fn lock_contended(&self) {
         let mut spin = parking_lot_core::SpinWait::new();
@@ -188,14 +188,14 @@ impl<T> WordLock<T> {
         }
     }
 
-    #[cfg(not(all(test, kube_gc_loom)))]
+    #[cfg(not(all(test, feature = "loom")))]
     fn unlock(&self) {
         if self.word.fetch_and(!LOCKED, Ordering::Release) & PARKED != 0 {
             self.wake_one();
         }
     }
 
-    #[cfg(not(all(test, kube_gc_loom)))]
+    #[cfg(not(all(test, feature = "loom")))]
     #[cold]
     fn wake_one(&self) {
         let clear_if_last = |result: parking_lot_core::UnparkResult| {
@@ -208,50 +208,50 @@ impl<T> WordLock<T> {
         unsafe { parking_lot_core::unpark_one(self.key(), clear_if_last) };
     }
 
-    #[cfg(not(all(test, kube_gc_loom)))]
+    #[cfg(not(all(test, feature = "loom")))]
     fn key(&self) -> usize {
         std::ptr::from_ref(self) as usize
     }
 }
 
 /// The guard of a locked [`WordLock`]; unlocks when dropped.
-#[cfg(not(all(test, kube_gc_loom)))]
+#[cfg(not(all(test, feature = "loom")))]
 pub(crate) struct WordGuard<'a, T> {
     lock: &'a WordLock<T>,
 }
 /// The guard of a locked [`WordLock`]; unlocks when dropped.
-#[cfg(all(test, kube_gc_loom))]
+#[cfg(all(test, feature = "loom"))]
 pub(crate) struct WordGuard<'a, T>(loom::sync::MutexGuard<'a, T>);
 
 impl<T> std::ops::Deref for WordGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        #[cfg(not(all(test, kube_gc_loom)))]
+        #[cfg(not(all(test, feature = "loom")))]
         // SAFETY: this guard holds the lock, so no other thread has access to the data.
         return unsafe { &*self.lock.data.get() };
-        #[cfg(all(test, kube_gc_loom))]
+        #[cfg(all(test, feature = "loom"))]
         return &self.0;
     }
 }
 
 impl<T> std::ops::DerefMut for WordGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
-        #[cfg(not(all(test, kube_gc_loom)))]
+        #[cfg(not(all(test, feature = "loom")))]
         // SAFETY: this guard holds the lock, and `&mut self` makes this the only access through it.
         return unsafe { &mut *self.lock.data.get() };
-        #[cfg(all(test, kube_gc_loom))]
+        #[cfg(all(test, feature = "loom"))]
         return &mut self.0;
     }
 }
 
-#[cfg(not(all(test, kube_gc_loom)))]
+#[cfg(not(all(test, feature = "loom")))]
 impl<T> Drop for WordGuard<'_, T> {
     fn drop(&mut self) {
         self.lock.unlock();
     }
 }
 
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 

@@ -105,7 +105,7 @@ impl Dependents {
     }
 }
 
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use crate::graph::{Identity, Name, Sym, TypeMeta, Uid};

@@ -308,7 +308,7 @@ const FORMAT: [(u32, u32); 21] = [
 /// The private-use areas (general category Co).
 const PRIVATE_USE: [(u32, u32); 3] = [(0xE000, 0xF8FF), (0xF_0000, 0xF_FFFD), (0x10_0000, 0x10_FFFD)];
 
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use crate::graph::{GraphWriter, Identity, Sym, TypeMeta};

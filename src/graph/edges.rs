@@ -39,7 +39,7 @@
 //! `loom_models.rs` model-checks this protocol on the real node, table and graph code (the node's
 //! lock and flags and the table's slots come from [`crate::sync`]): every edge writer racing a
 //! replacement or a removal of the owner, and links from two partitions racing to create the same
-//! virtual owner (`RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib graph::`).
+//! virtual owner (`cargo test --release -p kube-gc --lib --features loom -- graph::`).
 
 use super::dependents::Dependents;
 use super::{Graph, GraphWriter, Handle, Identity, Node, Uid};
@@ -217,7 +217,7 @@ impl Graph {
     }
 }
 
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use crate::graph::{Name, Sym, TypeMeta};

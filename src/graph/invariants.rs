@@ -99,7 +99,7 @@ fn check_dependents(graph: &Graph, owner: &Handle, violations: &mut Vec<String>)
     }
 }
 
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use crate::graph::GraphWriter;

@@ -7,7 +7,7 @@
 //! Run them with
 //!
 //! ```text
-//! RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib graph::
+//! cargo test --release -p kube-gc --lib --features loom -- graph::
 //! ```
 //!
 //! Each model ends by checking where every edge went: on the node the map holds for the owner's
@@ -335,7 +335,7 @@ fn link_racing_remove_node_puts_the_edges_left_adrift_on_the_new_virtual_owner()
                 assert_eq!(adrift, [earlier, later], "and both are adrift");
             }
             Linked::CreatedVirtual(created) => {
-                assert_eq!(returned, [earlier.clone()]);
+                assert_eq!(returned, std::slice::from_ref(&earlier));
                 assert_eq!(current.as_ref(), Some(&created));
                 assert_eq!(
                     on_current,

@@ -78,7 +78,7 @@ mod resource_version;
 mod tombstones;
 mod writer;
 
-#[cfg(all(test, kube_gc_loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_models;
 
 use crate::sync::Mutex;
@@ -265,7 +265,7 @@ impl std::fmt::Debug for Graph {
     }
 }
 
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use rand::SeedableRng;

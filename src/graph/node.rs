@@ -384,7 +384,7 @@ impl Node {
 }
 
 /// Without loom only: loom's lock and atomic are larger than the real ones.
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 

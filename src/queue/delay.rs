@@ -200,7 +200,7 @@ impl<T: Clone + Eq + Hash + Send + 'static> Delays<T> {
     }
 }
 
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use std::time::Duration;

@@ -306,19 +306,19 @@ impl<T: Clone, M: SlotMap<T>, F: Fifo<T>> Items<T, M, F> {
     }
 
     /// The map, for the loom models' checks.
-    #[cfg(all(test, kube_gc_loom))]
+    #[cfg(all(test, feature = "loom"))]
     pub(super) fn slots(&self) -> &M {
         &self.slots
     }
 
     /// The FIFO, for the loom models' checks.
-    #[cfg(all(test, kube_gc_loom))]
+    #[cfg(all(test, feature = "loom"))]
     pub(super) fn fifo(&self) -> &F {
         &self.fifo
     }
 
     /// The slot count, for the loom models' checks.
-    #[cfg(all(test, kube_gc_loom))]
+    #[cfg(all(test, feature = "loom"))]
     pub(super) fn active(&self) -> usize {
         self.active.load(Ordering::SeqCst)
     }

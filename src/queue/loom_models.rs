@@ -6,7 +6,7 @@
 //! Run them with
 //!
 //! ```text
-//! RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib queue::
+//! cargo test --release -p kube-gc --lib --features loom -- queue::
 //! ```
 //!
 //! Every model ends with [`assert_quiescent`]: once no consumer holds anything, each slot left is

@@ -20,7 +20,7 @@
 //! map, queued items wait in a lock-free FIFO, and delayed adds in a lock-free skip list. The
 //! item state machine, why it never hands an item to two consumers and why no wake-up is lost are
 //! set out at the top of `work_queue.rs`; `loom_models.rs` model-checks it
-//! (`RUSTFLAGS="--cfg kube_gc_loom" cargo test --release --lib queue::`). Only the rate limiter's
+//! (`cargo test --release -p kube-gc --lib --features loom -- queue::`). Only the rate limiter's
 //! bookkeeping of failures sits behind a mutex, taken once per rate-limited add.
 //!
 //! Who calls what, in upstream's roles: monitors, and collector workers reporting a vanished
@@ -32,12 +32,12 @@
 
 mod delay;
 mod items;
-#[cfg(all(test, kube_gc_loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_models;
 mod metrics;
 mod rate_limiter;
 mod slot;
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod stress;
 mod work_queue;
 

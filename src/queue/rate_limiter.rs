@@ -126,7 +126,7 @@ fn exponential_backoff(base: Duration, max: Duration, exponent: u32) -> Duration
         .map_or(max, |delay| delay.min(max))
 }
 
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 

@@ -221,7 +221,7 @@ impl Slot {
     }
 }
 
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 

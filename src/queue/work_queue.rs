@@ -617,7 +617,7 @@ impl<T> std::fmt::Debug for WorkQueue<T> {
     }
 }
 
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use parking_lot::Mutex;

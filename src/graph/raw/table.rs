@@ -41,9 +41,9 @@ use std::ptr::NonNull;
 
 /// Smallest table; a power of two, at least a cache line of slots. Loom models use the smallest,
 /// so that a few inserts make the table resize.
-#[cfg(not(all(test, kube_gc_loom)))]
+#[cfg(not(all(test, feature = "loom")))]
 const MIN_SLOTS: usize = 16;
-#[cfg(all(test, kube_gc_loom))]
+#[cfg(all(test, feature = "loom"))]
 pub(in crate::graph) const MIN_SLOTS: usize = 8;
 
 /// Marks a slot whose entry was removed: probing continues past it, inserts may reuse it. Never a
@@ -475,7 +475,7 @@ impl<A> Drop for UidTable<A> {
     }
 }
 
-#[cfg(all(test, not(kube_gc_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use crate::graph::{Identity, Name, Sym, TypeMeta};
