@@ -81,6 +81,7 @@ fn object_of(node: &Handle) -> Object {
         name: identity.name.to_string(),
         created: None,
         deleting: seen.being_deleted,
+        waited: node.is_deleting_dependents(),
         finalizers: finalizers
             .iter()
             .filter(|(listed, _)| *listed)

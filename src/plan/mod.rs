@@ -60,6 +60,10 @@ pub struct Object {
     pub created: Option<String>,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
+    /// The collector's graph has seen it deleting its dependents in the foreground, now or
+    /// before (its deletingDependents flag, which is never cleared and which the cycle heuristic
+    /// reads). A listing cannot tell: it is then read from `deleting` and the finalizers alone.
+    pub waited: bool,
     /// `metadata.finalizers`; a finalizer known only as "not the collector's" is
     /// [`OTHER_FINALIZER`].
     pub finalizers: Vec<String>,

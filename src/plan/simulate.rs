@@ -102,7 +102,7 @@ impl Live {
             stuck: None,
             via: None,
             announced: false,
-            waited: waits_in_snapshot(object),
+            waited: waited_in_snapshot(object),
             by: None,
         }
     }
@@ -388,7 +388,7 @@ impl<'s, S: Served> Play<'s, S> {
     fn waited(&self, at: u32) -> bool {
         match self.played(at) {
             Some(live) => live.waited,
-            None => waits_in_snapshot(self.object(at)),
+            None => waited_in_snapshot(self.object(at)),
         }
     }
 
@@ -733,4 +733,10 @@ impl<'s, S: Served> Play<'s, S> {
 /// True when `object`, untouched by the play, is deleting its dependents in the foreground.
 fn waits_in_snapshot(object: &Object) -> bool {
     object.deleting && object.finalizers.iter().any(|f| f == FINALIZER_FOREGROUND)
+}
+
+/// True when `object`, untouched by the play, is or once was deleting its dependents in the
+/// foreground.
+fn waited_in_snapshot(object: &Object) -> bool {
+    object.waited || waits_in_snapshot(object)
 }

@@ -63,7 +63,7 @@ fn settings() -> impl Iterator<Item = (usize, usize, bool)> {
 const NAMESPACES: [&str; 2] = ["ns-a", "ns-b"];
 
 /// A finalizer no controller removes; only an action takes it off.
-const HOLD: &str = "example.com/hold";
+pub(crate) const HOLD: &str = "example.com/hold";
 
 // ---------------------------------------------------------------------------------------------
 // Raw cases: what proptest generates and shrinks

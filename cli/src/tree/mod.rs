@@ -48,6 +48,8 @@ pub fn object_of(meta: PartialObjectMeta, resource: &Resource) -> Object {
         name: m.name,
         created: m.creation_timestamp,
         deleting: m.deletion_timestamp.is_some(),
+        // A listing shows no object's past: only the graph keeps that mark.
+        waited: false,
         finalizers: m.finalizers,
         owners: m.owner_references,
     }
@@ -201,6 +203,7 @@ mod tests {
             name: format!("cm-{uid}"),
             created: None,
             deleting: false,
+            waited: false,
             finalizers: Vec::new(),
             owners: owners
                 .iter()

@@ -204,6 +204,7 @@ mod tests {
             name: name.into(),
             created: Some("2026-01-01T11:00:00Z".into()),
             deleting: false,
+            waited: false,
             finalizers: Vec::new(),
             owners: owners
                 .iter()

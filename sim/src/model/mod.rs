@@ -382,6 +382,12 @@ impl Model {
         self.objects.get(uid).map(|e| &e.object)
     }
 
+    /// True when the collector's graph has seen the object `uid` deleting its dependents in the
+    /// foreground, now or before (its deletingDependents flag, never cleared).
+    pub fn deleting_dependents(&self, uid: &str) -> bool {
+        self.objects.get(uid).is_some_and(|e| e.deleting_dependents)
+    }
+
     /// Every object, by UID order.
     pub fn objects(&self) -> impl Iterator<Item = &Object> {
         self.objects.values().map(|e| &e.object)
