@@ -1,5 +1,6 @@
 //! The play's index of a snapshot: every owner reference resolved once, before the first round,
-//! to the position of the object it names, and every object's dependents as positions.
+//! to the position of the object it names (the snapshot itself lists each object's dependents by
+//! position).
 //!
 //! A play of a 100 000-object cascade reads references millions of times; resolved here, each
 //! read is an array access where it was a hash of a 36-byte UID (and a discovery lookup of the
@@ -11,8 +12,6 @@
 //!   reference `k` of `i`.
 //! - A link's `at` is the position of the held object with the reference's UID, whatever its
 //!   kind or name; [`Target`] says whether that object is the owner the reference names.
-//! - The dependents of `i` are the objects with a reference to `i`'s UID, each once, in the
-//!   snapshot's order.
 
 use super::{Object, Scope, Served, Snapshot};
 use crate::api::OwnerReference;
@@ -40,14 +39,11 @@ pub(super) enum Target {
     Unreadable(u32),
 }
 
-/// The links and dependents of every object of a snapshot, by position.
+/// The links of every object of a snapshot, by position.
 pub(super) struct Index {
     /// Object `i`'s links are `links[link_start[i]..link_start[i + 1]]`.
     link_start: Vec<u32>,
     links: Vec<Link>,
-    /// Object `i`'s dependents are `dependents[dependent_start[i]..dependent_start[i + 1]]`.
-    dependent_start: Vec<u32>,
-    dependents: Vec<u32>,
     why: Vec<String>,
 }
 
@@ -57,8 +53,6 @@ impl Index {
         let mut index = Index {
             link_start: Vec::with_capacity(snapshot.len() + 1),
             links: Vec::with_capacity(snapshot.len()),
-            dependent_start: Vec::new(),
-            dependents: Vec::new(),
             why: Vec::new(),
         };
         for object in &snapshot.objects {
@@ -69,7 +63,6 @@ impl Index {
             }
         }
         index.link_start.push(index.links.len() as u32);
-        index.index_dependents(snapshot.len());
         index
     }
 
@@ -92,47 +85,10 @@ impl Index {
         Link { at, target }
     }
 
-    /// Counts, then places, each object's position under each distinct owner it names.
-    fn index_dependents(&mut self, len: usize) {
-        let mut start = vec![0u32; len + 1];
-        for i in 0..len {
-            self.for_each_owner(i as u32, |owner| start[owner as usize + 1] += 1);
-        }
-        for i in 0..len {
-            start[i + 1] += start[i];
-        }
-        let mut dependents = vec![0u32; start[len] as usize];
-        let mut next = start.clone();
-        for i in 0..len {
-            self.for_each_owner(i as u32, |owner| {
-                dependents[next[owner as usize] as usize] = i as u32;
-                next[owner as usize] += 1;
-            });
-        }
-        self.dependent_start = start;
-        self.dependents = dependents;
-    }
-
-    /// Calls `f` with each held object `i` has a reference to, once.
-    fn for_each_owner(&self, i: u32, mut f: impl FnMut(u32)) {
-        let links = self.links(i);
-        for (k, link) in links.iter().enumerate() {
-            if link.at != NOWHERE && !links[..k].iter().any(|l| l.at == link.at) {
-                f(link.at);
-            }
-        }
-    }
-
     /// The links of object `i`.
     pub fn links(&self, i: u32) -> &[Link] {
         let i = i as usize;
         &self.links[self.link_start[i] as usize..self.link_start[i + 1] as usize]
-    }
-
-    /// The dependents of object `i`.
-    pub fn dependents(&self, i: u32) -> &[u32] {
-        let i = i as usize;
-        &self.dependents[self.dependent_start[i] as usize..self.dependent_start[i + 1] as usize]
     }
 
     /// Why the reference of an [`Target::Unreadable`] link cannot be read.
@@ -248,10 +204,9 @@ mod tests {
             ),
             object("d", "ReplicaSet", "d", vec![reference("c", "ReplicaSet", "c")]),
         ]);
-        let index = Index::new(&snapshot, &Apps);
-        assert_eq!(index.dependents(1), &[0, 2]);
-        assert_eq!(index.dependents(2), &[3]);
-        assert!(index.dependents(0).is_empty());
-        assert!(index.dependents(3).is_empty());
+        assert_eq!(snapshot.dependents_at(1), &[0, 2]);
+        assert_eq!(snapshot.dependents_at(2), &[3]);
+        assert!(snapshot.dependents_at(0).is_empty());
+        assert!(snapshot.dependents_at(3).is_empty());
     }
 }

@@ -42,6 +42,7 @@ use crate::api::{OwnerReference, PropagationPolicy, RestMapper};
 use foldhash::HashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::Entry;
+use std::sync::OnceLock;
 
 /// One object, as much of it as a plan reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -123,7 +124,7 @@ impl Owned for Object {
     }
 }
 
-/// Objects indexed by UID and by owner UID: what a plan reads, and what `kube-gc tree` draws
+/// Objects indexed by UID, and their dependents: what a plan reads, and what `kube-gc tree` draws
 /// from. Objects keep their order of insertion, and a plan's play names them by their position in
 /// it.
 #[derive(Clone, Debug)]
@@ -131,9 +132,16 @@ pub struct Snapshot<O = Object> {
     objects: Vec<O>,
     /// UID → position in `objects`.
     positions: HashMap<String, u32>,
-    /// Owner UID → the positions of the objects whose references name it, each once, in order of
-    /// insertion.
-    dependents: HashMap<String, Vec<u32>>,
+    /// Derived from the objects on first use, and again after an insert.
+    dependents: OnceLock<Dependents>,
+}
+
+/// Each held object's dependents, by position: those of object `i` are
+/// `of[start[i]..start[i + 1]]`, each once, in the snapshot's order.
+#[derive(Clone, Debug)]
+struct Dependents {
+    start: Vec<u32>,
+    of: Vec<u32>,
 }
 
 impl<O> Default for Snapshot<O> {
@@ -141,7 +149,7 @@ impl<O> Default for Snapshot<O> {
         Snapshot {
             objects: Vec::new(),
             positions: HashMap::default(),
-            dependents: HashMap::default(),
+            dependents: OnceLock::new(),
         }
     }
 }
@@ -159,22 +167,11 @@ impl<O: Owned> Snapshot<O> {
     /// Adds `object` unless its UID is held already.
     pub fn insert(&mut self, object: O) {
         let position = self.objects.len() as u32;
-        match self.positions.entry(object.uid().to_string()) {
-            Entry::Occupied(_) => return,
-            Entry::Vacant(entry) => entry.insert(position),
-        };
-        let mut owners: Vec<&str> = object.owners().iter().map(|r| r.uid.as_str()).collect();
-        owners.sort_unstable();
-        owners.dedup();
-        for owner in owners {
-            match self.dependents.get_mut(owner) {
-                Some(dependents) => dependents.push(position),
-                None => {
-                    self.dependents.insert(owner.to_string(), vec![position]);
-                }
-            }
+        if let Entry::Vacant(entry) = self.positions.entry(object.uid().to_string()) {
+            entry.insert(position);
+            self.objects.push(object);
+            self.dependents.take();
         }
-        self.objects.push(object);
     }
 
     /// The object `uid`.
@@ -202,10 +199,45 @@ impl<O: Owned> Snapshot<O> {
         self.objects.is_empty()
     }
 
-    /// The objects whose references name `uid`, in order of insertion.
+    /// The objects whose references name `uid` (an object held), in order of insertion.
     pub fn dependents_of(&self, uid: &str) -> impl Iterator<Item = &O> {
-        let positions = self.dependents.get(uid).map_or(&[][..], Vec::as_slice);
-        positions.iter().map(|at| &self.objects[*at as usize])
+        let positions = self.position(uid).map_or(&[][..], |at| self.dependents_at(at));
+        positions.iter().map(|d| &self.objects[*d as usize])
+    }
+
+    /// The positions of the objects whose references name the object at `at`.
+    fn dependents_at(&self, at: u32) -> &[u32] {
+        let dependents = self.dependents.get_or_init(|| self.index_dependents());
+        let at = at as usize;
+        &dependents.of[dependents.start[at] as usize..dependents.start[at + 1] as usize]
+    }
+
+    /// Counts, then places, each object's position under each distinct held owner it names.
+    fn index_dependents(&self) -> Dependents {
+        let len = self.objects.len();
+        let owners_of = |object: &O| {
+            let mut owners: Vec<u32> = object.owners().iter().filter_map(|r| self.position(&r.uid)).collect();
+            owners.sort_unstable();
+            owners.dedup();
+            owners
+        };
+        let owners: Vec<Vec<u32>> = self.objects.iter().map(owners_of).collect();
+        let mut start = vec![0u32; len + 1];
+        for owner in owners.iter().flatten() {
+            start[*owner as usize + 1] += 1;
+        }
+        for i in 0..len {
+            start[i + 1] += start[i];
+        }
+        let mut of = vec![0u32; start[len] as usize];
+        let mut next = start.clone();
+        for (i, owners) in owners.iter().enumerate() {
+            for owner in owners {
+                of[next[*owner as usize] as usize] = i as u32;
+                next[*owner as usize] += 1;
+            }
+        }
+        Dependents { start, of }
     }
 }
 

@@ -351,8 +351,8 @@ impl<'s, S: Served> Play<'s, S> {
 
     /// Queues the judging of each dependent of `owner` that still refers to it.
     fn judge_dependents(&mut self, owner: u32) {
-        for i in 0..self.index.dependents(owner).len() {
-            let dependent = self.index.dependents(owner)[i];
+        let snapshot = self.snapshot;
+        for &dependent in snapshot.dependents_at(owner) {
             if self.refers(dependent, owner) {
                 self.touch(dependent).via.get_or_insert(owner);
                 self.next.push(Work::Judge(dependent));
@@ -433,8 +433,8 @@ impl<'s, S: Served> Play<'s, S> {
 
     /// Every dependent of `owner` loses its references to it, then is judged again.
     fn orphan_dependents(&mut self, owner: u32) {
-        for i in 0..self.index.dependents(owner).len() {
-            let dependent = self.index.dependents(owner)[i];
+        let snapshot = self.snapshot;
+        for &dependent in snapshot.dependents_at(owner) {
             if !self.refers(dependent, owner) {
                 continue;
             }
@@ -458,7 +458,10 @@ impl<'s, S: Served> Play<'s, S> {
 
     /// True while a dependent still there refers to `owner` with `blockOwnerDeletion`.
     fn is_blocked(&self, owner: u32) -> bool {
-        self.index.dependents(owner).iter().any(|d| self.blocks(*d, owner))
+        self.snapshot
+            .dependents_at(owner)
+            .iter()
+            .any(|d| self.blocks(*d, owner))
     }
 
     /// The collector removes a finalizer from `at` (a PATCH).
@@ -525,7 +528,7 @@ impl<'s, S: Served> Play<'s, S> {
         if lost.is_empty() {
             return; // no reference left: nothing to judge
         }
-        let has_dependents = self.index.dependents(at).iter().any(|d| self.refers(*d, at));
+        let has_dependents = self.snapshot.dependents_at(at).iter().any(|d| self.refers(*d, at));
         let policy = if waiting && has_dependents {
             self.unblock_on_cycle(at);
             PropagationPolicy::Foreground
@@ -545,8 +548,8 @@ impl<'s, S: Served> Play<'s, S> {
     /// PATCH), so that a cycle of blocking references cannot hold every owner on it forever.
     fn unblock_on_cycle(&mut self, at: u32) {
         let cycle = self
-            .index
-            .dependents(at)
+            .snapshot
+            .dependents_at(at)
             .iter()
             .any(|d| self.refers(*d, at) && self.waited(*d));
         let owners = &self.object(at).owners;
@@ -720,7 +723,7 @@ impl<'s, S: Served> Play<'s, S> {
 
     /// The dependents of `owner` still blocking it at the end.
     fn still_blocking(&self, owner: u32) -> Vec<ObjectRef> {
-        let dependents = self.index.dependents(owner).iter();
+        let dependents = self.snapshot.dependents_at(owner).iter();
         let mut blocking: Vec<ObjectRef> = dependents
             .filter(|d| self.blocks(**d, owner))
             .map(|d| self.object_ref(*d))
