@@ -30,6 +30,7 @@ pub mod layers;
 mod mapper;
 pub mod names;
 mod outage;
+pub mod protobuf;
 mod rest_path;
 pub mod shard;
 pub mod time;

@@ -19,6 +19,18 @@ pub fn parse_rfc3339(text: &str) -> Option<std::time::SystemTime> {
     text.parse::<Timestamp>().ok().map(std::time::SystemTime::from)
 }
 
+/// Whole seconds since the Unix epoch of an RFC 3339 timestamp (as protobuf's `Time` keeps it);
+/// none when `text` is not one.
+pub fn seconds_of_rfc3339(text: &str) -> Option<i64> {
+    text.parse::<Timestamp>().ok().map(|t| t.as_second())
+}
+
+/// `seconds` since the Unix epoch as `metav1.Time` writes it; none out of the range of years
+/// RFC 3339 can write.
+pub fn rfc3339_of_seconds(seconds: i64) -> Option<String> {
+    Timestamp::from_second(seconds).ok().map(rfc3339)
+}
+
 fn rfc3339(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
@@ -47,6 +59,18 @@ mod tests {
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
         assert_eq!(parse_rfc3339("2023-11-14T22:13:20Z"), Some(t));
         assert_eq!(parse_rfc3339("yesterday"), None);
+    }
+
+    #[test]
+    fn seconds_should_go_to_rfc3339_and_back() {
+        assert_eq!(
+            rfc3339_of_seconds(1_700_000_000).as_deref(),
+            Some("2023-11-14T22:13:20Z")
+        );
+        assert_eq!(seconds_of_rfc3339("2023-11-14T22:13:20Z"), Some(1_700_000_000));
+        assert_eq!(seconds_of_rfc3339("2023-11-14T22:13:20.5+01:00"), Some(1_699_996_400));
+        assert_eq!(rfc3339_of_seconds(i64::MAX), None);
+        assert_eq!(seconds_of_rfc3339("soon"), None);
     }
 
     #[test]
