@@ -2,7 +2,11 @@
 //!
 //! Every call is one REST request made with the client's configured
 //! credentials and TLS. Objects travel as `PartialObjectMetadata`, which the request asks for in its
-//! `Accept` header, so the collector never downloads a spec; the objects that come back are stamped
+//! `Accept` header, so the collector never downloads a spec: in [protobuf](super::protobuf) first
+//! and JSON as the fallback, as client-go's metadata client asks ([`Wire::Protobuf`], the
+//! default), or in JSON alone ([`Wire::Json`]). Each answer is read by its `Content-Type`, so a
+//! server that offers no protobuf (or a sharded LIST, whose `shardInfo` protobuf has no field
+//! for) is read as JSON whatever was asked. The objects that come back are stamped
 //! with the `apiVersion` of the request and the kind discovery reported for the resource, as the
 //! in-memory cluster stamps them. A server's `Status` failure keeps its reason; a failure to get
 //! an answer at all is [`ApiError::Transport`], which keeps kube-rs's error as its source and which
@@ -28,17 +32,54 @@ use super::{
     ApiError, ApiResource, ClusterApi, DeleteOptions, Discovery, EventRecord, Gvr, ObjectList, PartialObjectMeta,
     Patch, StatusReason, TransportError, WatchStream,
 };
+use futures::TryStreamExt;
 use http::{header, Method, Request};
+use http_body_util::BodyExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
+use kube::client::Body;
 use parking_lot::RwLock;
 use serde::Deserialize;
 use std::collections::HashMap;
 
-/// What a metadata GET, PATCH or watch asks for; JSON objects as a fallback.
+/// What a metadata GET, PATCH or watch asks for in JSON; JSON objects as a fallback.
 pub const ACCEPT_METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
-/// What a metadata LIST asks for.
+/// What a metadata LIST asks for in JSON.
 pub const ACCEPT_METADATA_LIST: &str =
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+/// [`ACCEPT_METADATA`] with protobuf first.
+const ACCEPT_METADATA_PROTOBUF: &str =
+    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,\
+     application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+/// [`ACCEPT_METADATA_LIST`] with protobuf first.
+const ACCEPT_METADATA_LIST_PROTOBUF: &str =
+    "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,\
+     application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+
+/// The encoding metadata requests ask for first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Wire {
+    /// Protobuf, JSON as the fallback: what client-go's metadata client asks for.
+    #[default]
+    Protobuf,
+    /// JSON alone.
+    Json,
+}
+
+impl Wire {
+    fn accept_object(self) -> &'static str {
+        match self {
+            Wire::Protobuf => ACCEPT_METADATA_PROTOBUF,
+            Wire::Json => ACCEPT_METADATA,
+        }
+    }
+
+    fn accept_list(self) -> &'static str {
+        match self {
+            Wire::Protobuf => ACCEPT_METADATA_LIST_PROTOBUF,
+            Wire::Json => ACCEPT_METADATA_LIST,
+        }
+    }
+}
 /// How long the server keeps a watch open before the monitor resumes it (kube-rs' default).
 const WATCH_TIMEOUT_SECONDS: u32 = 290;
 
@@ -49,15 +90,23 @@ pub struct KubeApi {
     kinds: RwLock<HashMap<Gvr, String>>,
     /// Paces requests while the server cannot be reached.
     outage: Outage,
+    /// What metadata requests ask for first.
+    wire: Wire,
 }
 
 impl KubeApi {
-    /// Wraps a client.
+    /// Wraps a client; metadata is asked for in protobuf first.
     pub fn new(client: ::kube::Client) -> Self {
+        Self::with_wire(client, Wire::default())
+    }
+
+    /// Wraps a client whose metadata requests ask for `wire` first.
+    pub fn with_wire(client: ::kube::Client, wire: Wire) -> Self {
         KubeApi {
             client,
             kinds: RwLock::new(HashMap::new()),
             outage: Outage::default(),
+            wire,
         }
     }
 
@@ -78,6 +127,29 @@ impl KubeApi {
 
     async fn send<T: serde::de::DeserializeOwned>(&self, request: Request<Vec<u8>>) -> Result<T, ApiError> {
         self.call(self.client.request(request)).await
+    }
+
+    /// A successful answer's body and whether it is protobuf; a failure's `Status`, in either
+    /// encoding, is the error.
+    async fn fetch(&self, request: Request<Vec<u8>>) -> Result<Answer, ApiError> {
+        self.call(async {
+            let response = answered(self.client.send(request.map(Body::from)).await?).await?;
+            let protobuf = is_protobuf(&response);
+            let body = response.into_body().collect_bytes().await?;
+            Ok(Answer { body, protobuf })
+        })
+        .await
+    }
+
+    /// The metadata of one object, as a GET, PATCH or apply answers it.
+    async fn object(&self, gvr: &Gvr, request: Request<Vec<u8>>) -> Result<PartialObjectMeta, ApiError> {
+        let answer = self.fetch(request).await?;
+        let object = if answer.protobuf {
+            super::protobuf::decode_object(&answer.body).map_err(transport)?
+        } else {
+            serde_json::from_slice(&answer.body).map_err(transport)?
+        };
+        Ok(self.stamp(gvr, object))
     }
 
     /// `obj` as read through `gvr`.
@@ -122,13 +194,25 @@ impl KubeApi {
         ];
         query.extend_from_slice(start);
         let uri = with_query(&path(gvr, "", None)?, &query);
-        let mut req = request(Method::GET, &uri, ACCEPT_METADATA, None)?;
+        let mut req = request(Method::GET, &uri, self.wire.accept_object(), None)?;
         // As kube-rs asks for its watches: an event stream is read as it comes, uncompressed.
         req.headers_mut()
             .insert(header::ACCEPT_ENCODING, http::HeaderValue::from_static("identity"));
-        let body = self.call(self.client.request_stream(req)).await?;
+        let response = self
+            .call(async { answered(self.client.send(req.map(Body::from)).await?).await })
+            .await?;
+        let protobuf = is_protobuf(&response);
+        let body = response
+            .into_body()
+            .into_data_stream()
+            .map_err(std::io::Error::other)
+            .into_async_read();
         let kind = self.kinds.read().get(gvr).cloned().unwrap_or_default();
-        Ok(super::watch_wire::events(body, gvr.api_version(), kind))
+        Ok(if protobuf {
+            super::watch_wire::frames(body, gvr.api_version(), kind)
+        } else {
+            super::watch_wire::events(body, gvr.api_version(), kind)
+        })
     }
 }
 
@@ -149,7 +233,48 @@ fn request(
     result.map_err(|e| ApiError::status(StatusReason::BadRequest, format!("building a request for {uri}: {e}")))
 }
 
-/// A kube-rs failure as the API layer's error.
+/// A body as it came, and whether its `Content-Type` is protobuf.
+struct Answer {
+    body: bytes::Bytes,
+    protobuf: bool,
+}
+
+fn is_protobuf(response: &http::Response<Body>) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(super::protobuf::MEDIA_TYPE))
+}
+
+/// `response` when it is a success; its `Status` as the error otherwise, read as protobuf or
+/// JSON by its `Content-Type`, or made from its text when it is neither (a proxy's page), as
+/// kube-rs makes it.
+async fn answered(response: http::Response<Body>) -> Result<http::Response<Body>, ::kube::Error> {
+    let code = response.status();
+    if !(code.is_client_error() || code.is_server_error()) {
+        return Ok(response);
+    }
+    let protobuf = is_protobuf(&response);
+    let body = response.into_body().collect_bytes().await?;
+    let status = if protobuf {
+        super::protobuf::decode_status(&body).ok()
+    } else {
+        serde_json::from_slice::<::kube::core::Status>(&body).ok()
+    };
+    let status = status.unwrap_or_else(|| {
+        let text = String::from_utf8_lossy(&body);
+        ::kube::core::Status::failure(text.trim(), "Failed to parse error data").with_code(code.as_u16())
+    });
+    Err(::kube::Error::Api(status.boxed()))
+}
+
+fn transport(error: impl std::error::Error + Send + Sync + 'static) -> ApiError {
+    ApiError::Transport {
+        source: TransportError::new(error),
+    }
+}
+
 /// Whether `err` means the request never got an answer from the server: no connection, or one
 /// that broke before a response.
 fn unreachable(err: &::kube::Error) -> bool {
@@ -235,14 +360,24 @@ impl ClusterApi for KubeApi {
     }
 
     async fn get(&self, gvr: &Gvr, namespace: &str, name: &str) -> Result<PartialObjectMeta, ApiError> {
-        let req = request(Method::GET, &path(gvr, namespace, Some(name))?, ACCEPT_METADATA, None)?;
-        Ok(self.stamp(gvr, self.send(req).await?))
+        let req = request(
+            Method::GET,
+            &path(gvr, namespace, Some(name))?,
+            self.wire.accept_object(),
+            None,
+        )?;
+        self.object(gvr, req).await
     }
 
     async fn patch(&self, gvr: &Gvr, namespace: &str, name: &str, edit: &Patch) -> Result<PartialObjectMeta, ApiError> {
         let body = Some((edit.patch_type.content_type(), edit.body.to_string().into_bytes()));
-        let req = request(Method::PATCH, &path(gvr, namespace, Some(name))?, ACCEPT_METADATA, body)?;
-        Ok(self.stamp(gvr, self.send(req).await?))
+        let req = request(
+            Method::PATCH,
+            &path(gvr, namespace, Some(name))?,
+            self.wire.accept_object(),
+            body,
+        )?;
+        self.object(gvr, req).await
     }
 
     async fn delete(&self, gvr: &Gvr, namespace: &str, name: &str, options: &DeleteOptions) -> Result<(), ApiError> {
@@ -250,10 +385,10 @@ impl ClusterApi for KubeApi {
         let req = request(
             Method::DELETE,
             &path(gvr, namespace, Some(name))?,
-            ACCEPT_METADATA,
+            self.wire.accept_object(),
             Some(("application/json", body)),
         )?;
-        self.call(self.client.request_text(req)).await?;
+        self.fetch(req).await?;
         Ok(())
     }
 
@@ -274,9 +409,25 @@ impl ClusterApi for KubeApi {
             query.push(("shardSelector", selector));
         }
         let uri = with_query(&path(gvr, "", None)?, &query);
-        let page: MetadataList = self
-            .send(request(Method::GET, &uri, ACCEPT_METADATA_LIST, None)?)
-            .await?;
+        // The one field a sharded page must be read for, `shardInfo`, has no protobuf number.
+        let accept = match shard {
+            Some(_) => ACCEPT_METADATA_LIST,
+            None => self.wire.accept_list(),
+        };
+        let answer = self.fetch(request(Method::GET, &uri, accept, None)?).await?;
+        let page = if answer.protobuf {
+            let (items, meta) = super::protobuf::decode_list(&answer.body).map_err(transport)?;
+            MetadataList {
+                metadata: ListMeta {
+                    resource_version: meta.resource_version,
+                    continue_token: meta.continue_token,
+                    shard_info: None,
+                },
+                items,
+            }
+        } else {
+            serde_json::from_slice(&answer.body).map_err(transport)?
+        };
         Ok(ObjectList {
             items: page.items.into_iter().map(|o| self.stamp(gvr, o)).collect(),
             resource_version: page.metadata.resource_version,
@@ -323,8 +474,8 @@ impl ClusterApi for KubeApi {
     ) -> Result<PartialObjectMeta, ApiError> {
         let uri = with_query(&path(gvr, namespace, Some(name))?, &[("fieldManager", field_manager)]);
         let body = Some(("application/apply-patch+yaml", config.to_string().into_bytes()));
-        let req = request(Method::PATCH, &uri, ACCEPT_METADATA, body)?;
-        Ok(self.stamp(gvr, self.send(req).await?))
+        let req = request(Method::PATCH, &uri, self.wire.accept_object(), body)?;
+        self.object(gvr, req).await
     }
 
     async fn list_whole(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {

@@ -60,6 +60,11 @@ pub const MAX_FRAME: usize = 64 << 20;
 #[error("protobuf body: {0}")]
 pub struct DecodeError(&'static str);
 
+impl DecodeError {
+    /// A watch frame's length over [`MAX_FRAME`].
+    pub const FRAME_TOO_LONG: DecodeError = DecodeError("a watch frame longer than the most one may hold");
+}
+
 type Result<T> = std::result::Result<T, DecodeError>;
 
 // ---------------------------------------------------------------------------------------------

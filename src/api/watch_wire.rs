@@ -1,7 +1,8 @@
-//! The watch stream on the wire: one JSON event per line, `{"object": …, "type": …}`, decoded
-//! straight into the monitors' [`WatchEvent`].
+//! The watch stream on the wire, decoded straight into the monitors' [`WatchEvent`]: one JSON
+//! event per line, `{"object": …, "type": …}`, or (`…protobuf;stream=watch`) a 4-byte big-endian
+//! length before each protobuf `WatchEvent` ([`super::protobuf`]).
 //!
-//! Invariant: a line is decoded into the few metadata fields the collector reads (name, namespace,
+//! Invariant: an event is decoded into the few metadata fields the collector reads (name, namespace,
 //! UID, resourceVersion, deletion timestamp, owner references, finalizers, and whether a bookmark
 //! ends a watch-list's initial events) and nothing else is kept: labels, other annotations,
 //! managed fields and the rest of the object are skipped as they are parsed.
@@ -14,58 +15,105 @@
 //! CPU. Here the line is read into one buffer reused for every line and parsed once.
 //!
 //! The stream ends, as kube-rs's does, when the server closes it, when the connection breaks mid
-//! line (an unexpected EOF, which a long watch meets), or when a read times out: the monitor then
-//! resumes from the last resourceVersion it saw. Any other read error, and a line that is not a
-//! watch event, is an [`ApiError::Transport`]; an `ERROR` event is the server's `Status`.
+//! line or mid frame (an unexpected EOF, which a long watch meets), or when a read times out: the
+//! monitor then resumes from the last resourceVersion it saw. Any other read error, a line or
+//! frame that is not a watch event, and a frame longer than [`super::protobuf::MAX_FRAME`], is an
+//! [`ApiError::Transport`]; an `ERROR` event is the server's `Status`.
 
+use super::protobuf::{self, Frame};
 use super::{ApiError, ObjectMeta, OwnerReference, PartialObjectMeta, TransportError, WatchEvent, WatchEventType};
 use super::{WatchStream, INITIAL_EVENTS_END};
-use futures::io::{AsyncBufRead, AsyncBufReadExt};
+use futures::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 use futures::StreamExt;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::pin::Pin;
 
-/// The events of a watch response's body, each object stamped with `api_version` and `kind`.
+/// The events of a JSON watch response's body, each object stamped with `api_version` and `kind`.
 pub(crate) fn events(body: impl AsyncBufRead + Send + 'static, api_version: String, kind: String) -> WatchStream {
-    let lines = Lines {
+    read(body, Framing::Lines, api_version, kind)
+}
+
+/// The events of a protobuf watch response's body, each object stamped with `api_version` and
+/// `kind`.
+pub(crate) fn frames(body: impl AsyncBufRead + Send + 'static, api_version: String, kind: String) -> WatchStream {
+    read(body, Framing::Frames, api_version, kind)
+}
+
+fn read(body: impl AsyncBufRead + Send + 'static, framing: Framing, api_version: String, kind: String) -> WatchStream {
+    let body = Body {
         body: Box::pin(body),
-        line: Vec::new(),
+        framing,
+        buf: Vec::new(),
         api_version,
         kind,
     };
-    futures::stream::unfold(lines, |mut lines| async move {
-        let event = lines.next_event().await?;
-        Some((event, lines))
+    futures::stream::unfold(body, |mut body| async move {
+        let event = match body.framing {
+            Framing::Lines => body.next_line().await,
+            Framing::Frames => body.next_frame().await,
+        }?;
+        Some((event, body))
     })
     .boxed()
 }
 
-/// A body being read line by line.
-struct Lines {
+/// How a body's events are delimited.
+#[derive(Clone, Copy)]
+enum Framing {
+    /// JSON, one event per line.
+    Lines,
+    /// Protobuf, a length before each event.
+    Frames,
+}
+
+/// A body being read event by event.
+struct Body {
     body: Pin<Box<dyn AsyncBufRead + Send>>,
-    /// The line being read; its allocation serves every line.
-    line: Vec<u8>,
+    framing: Framing,
+    /// The line or frame being read; its allocation serves every one.
+    buf: Vec<u8>,
     api_version: String,
     kind: String,
 }
 
-impl Lines {
-    /// The next event, or `None` once the stream has ended.
-    async fn next_event(&mut self) -> Option<Result<WatchEvent, ApiError>> {
+impl Body {
+    /// The next event of a protobuf body, or `None` once the stream has ended.
+    async fn next_frame(&mut self) -> Option<Result<WatchEvent, ApiError>> {
+        let mut length = [0; 4];
+        if let Err(e) = self.body.read_exact(&mut length).await {
+            return ended(e);
+        }
+        let length = u32::from_be_bytes(length) as usize;
+        if length > protobuf::MAX_FRAME {
+            return Some(Err(transport(protobuf::DecodeError::FRAME_TOO_LONG)));
+        }
+        self.buf.resize(length, 0);
+        if let Err(e) = self.body.read_exact(&mut self.buf).await {
+            return ended(e);
+        }
+        Some(match protobuf::decode_watch_event(&self.buf) {
+            Err(e) => Err(transport(e)),
+            Ok(Frame::Error(status)) => Err(super::kube_client::api_error(::kube::Error::Api(status))),
+            Ok(Frame::Event(event_type, mut object)) => {
+                object.api_version.clone_from(&self.api_version);
+                object.kind.clone_from(&self.kind);
+                Ok(WatchEvent { event_type, object })
+            }
+        })
+    }
+
+    /// The next event of a JSON body, or `None` once the stream has ended.
+    async fn next_line(&mut self) -> Option<Result<WatchEvent, ApiError>> {
         loop {
-            self.line.clear();
-            match self.body.read_until(b'\n', &mut self.line).await {
+            self.buf.clear();
+            match self.body.read_until(b'\n', &mut self.buf).await {
                 Ok(0) => return None,
                 Ok(_) => {}
-                Err(e) if ends_the_stream(&e) => {
-                    tracing::debug!(error = %e, "watch stream ended by the connection");
-                    return None;
-                }
-                Err(e) => return Some(Err(transport(e))),
+                Err(e) => return ended(e),
             }
-            let line = self.line.trim_ascii();
+            let line = self.buf.trim_ascii();
             if line.is_empty() {
                 continue;
             }
@@ -78,6 +126,16 @@ impl Lines {
             };
         }
     }
+}
+
+/// A read error: the stream's quiet end (`None`; at a frame's boundary too, where `read_exact`
+/// meets the end of the body), or an error.
+fn ended(error: std::io::Error) -> Option<Result<WatchEvent, ApiError>> {
+    if ends_the_stream(&error) {
+        tracing::debug!(%error, "watch stream ended by the connection");
+        return None;
+    }
+    Some(Err(transport(error)))
 }
 
 /// Whether a read error ends the stream quietly, for the monitor to resume it: the connection
@@ -340,6 +398,47 @@ mod tests {
             (WatchEventType::Deleted, "b")
         );
         assert!(stream.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_protobuf_body_should_stream_its_frames_and_end_at_a_cut_frame() {
+        let object = |name: &str, uid: &str| {
+            let meta = ObjectMeta {
+                name: name.into(),
+                uid: uid.into(),
+                labels: BTreeMap::from([("app".into(), "a".into())]),
+                ..ObjectMeta::default()
+            };
+            protobuf::encode_object(&meta, None)
+        };
+        let mut body = protobuf::encode_watch_event("ADDED", &object("a", "1"));
+        body.extend(protobuf::encode_watch_event("DELETED", &object("b", "2")));
+        let cut = protobuf::encode_watch_event("ADDED", &object("c", "3"));
+        body.extend_from_slice(&cut[..cut.len() - 3]);
+        let mut stream = frames(futures::io::Cursor::new(body), "v1".into(), "Pod".into());
+        let first = stream.next().await.unwrap().unwrap();
+        assert_eq!(
+            (
+                first.event_type,
+                first.object.metadata.name.as_str(),
+                first.object.kind.as_str()
+            ),
+            (WatchEventType::Added, "a", "Pod")
+        );
+        assert!(first.object.metadata.labels.is_empty(), "a watch keeps no labels");
+        let second = stream.next().await.unwrap().unwrap();
+        assert_eq!(
+            (second.event_type, second.object.metadata.uid.as_str()),
+            (WatchEventType::Deleted, "2")
+        );
+        assert!(stream.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_frame_longer_than_the_limit_should_be_an_error_not_an_allocation() {
+        let body = u32::MAX.to_be_bytes().to_vec();
+        let mut stream = frames(futures::io::Cursor::new(body), "v1".into(), "Pod".into());
+        assert!(matches!(stream.next().await, Some(Err(ApiError::Transport { .. }))));
     }
 
     #[tokio::test]
