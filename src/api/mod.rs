@@ -41,7 +41,7 @@ pub(crate) mod watch_wire;
 pub use connect::{connect, ConnectError};
 pub use error::{one_line, ApiError, StatusCause, StatusDetails, StatusObject, StatusReason, TransportError};
 pub use field::FieldError;
-pub use kube_client::KubeApi;
+pub use kube_client::{KubeApi, Wire};
 /// The REST paths and metadata `Accept` headers of the kube-rs transport, for the other metadata
 /// readers of the crate (`kube-gc tree`).
 pub use kube_client::{ACCEPT_METADATA, ACCEPT_METADATA_LIST};

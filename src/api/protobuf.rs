@@ -500,6 +500,9 @@ pub fn encode_list<'a>(
 // Watch events.
 
 /// One decoded watch frame.
+// One per frame, moved once into the stream's item, as the JSON watch's `Decoded` is: boxing the
+// object would cost an allocation per event.
+#[allow(clippy::large_enum_variant)]
 pub enum Frame {
     /// An ADDED, MODIFIED, DELETED or BOOKMARK event; the object keeps what the collector reads.
     Event(WatchEventType, PartialObjectMeta),

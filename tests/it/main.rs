@@ -29,6 +29,7 @@ mod monitor;
 mod over_http;
 mod partial_view;
 mod plan;
+mod protobuf;
 mod python_client;
 mod ruby_client;
 mod secure_serving;

@@ -55,7 +55,7 @@ const NS: &str = "default";
 pub(crate) struct TestServer {
     addr: SocketAddr,
     pub(crate) client: Client,
-    cluster: Arc<SimCluster>,
+    pub(crate) cluster: Arc<SimCluster>,
     task: JoinHandle<std::io::Result<()>>,
 }
 
@@ -64,7 +64,7 @@ impl TestServer {
         Self::start_with(SimCluster::new(), ServerOptions::default()).await
     }
 
-    async fn start_with(cluster: SimCluster, options: ServerOptions) -> Self {
+    pub(crate) async fn start_with(cluster: SimCluster, options: ServerOptions) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("the listener has an address");
         let cluster = Arc::new(cluster);

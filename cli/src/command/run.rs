@@ -13,7 +13,7 @@
 
 use anyhow::Context;
 use kube_gc::api::layers::{self, Budget, Budgets, Fence};
-use kube_gc::api::KubeApi;
+use kube_gc::api::{KubeApi, Wire};
 use kube_gc::audit::AuditConfig;
 use kube_gc::controller::{Config, GarbageCollector, GroupResource};
 use kube_gc::journal::{FileConfig, Journal, JournalConfig};
@@ -123,6 +123,11 @@ pub struct RunArgs {
     /// of a streaming watch-list.
     #[arg(long = "feature-gates", value_name = "FEATURE_GATES", value_parser = SyncMode::from_feature_gates, default_value = "")]
     sync_mode: SyncMode,
+    /// What the collector asks the API server for, as kube-controller-manager's flag names it:
+    /// `application/vnd.kubernetes.protobuf` (metadata in protobuf, JSON from a server that
+    /// offers none) or `application/json`.
+    #[arg(long, value_name = "CONTENT_TYPE", default_value = "application/vnd.kubernetes.protobuf", value_parser = wire_of)]
+    kube_api_content_type: Wire,
     /// Shadow mode: read the cluster, build the graph and run the workers, but send no write;
     /// each write the collector would make goes to the journal instead, with the writes other
     /// collectors are seen making, for `kube-gc shadow-report`.
@@ -243,7 +248,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         None if args.dry_run => Fence::closed(),
         None => Fence::open(),
     };
-    let api = layers::stack(KubeApi::new(client), args.budgets(), fence.clone());
+    let api = layers::stack(
+        KubeApi::with_wire(client, args.kube_api_content_type),
+        args.budgets(),
+        fence.clone(),
+    );
     let gc = GarbageCollector::start(Arc::new(api), config).await;
     slot.fill(gc.clone());
     args.start_migrator(&gc, migrator_client, fence);
@@ -302,7 +311,7 @@ async fn run_sharded(
     let mut membership = Membership::new(client.clone(), lease, &args.shard_group, assignment);
     let fence = tenure_fence(membership.elector().tenure());
     let api = Arc::new(layers::stack(
-        KubeApi::new(client.clone()),
+        KubeApi::with_wire(client.clone(), args.kube_api_content_type),
         args.budgets(),
         fence.clone(),
     ));
@@ -337,6 +346,17 @@ async fn run_sharded(
 
 /// A fence open while `tenure` lasts: the writes of a replica that may have lost its Lease stop
 /// before another replica can act on what it held.
+/// `--kube-api-content-type`: a media type, as kube-controller-manager's flag takes it.
+fn wire_of(content_type: &str) -> Result<Wire, String> {
+    match content_type {
+        "application/vnd.kubernetes.protobuf" => Ok(Wire::Protobuf),
+        "application/json" => Ok(Wire::Json),
+        other => Err(format!(
+            "{other:?} is neither application/vnd.kubernetes.protobuf nor application/json"
+        )),
+    }
+}
+
 fn tenure_fence(tenure: Tenure) -> Fence {
     Fence::new(move || tenure.is_current())
 }
@@ -400,7 +420,11 @@ impl RunArgs {
             qps: self.migrator_qps,
             burst: self.migrator_burst,
         };
-        let api = layers::stack(KubeApi::new(client), Budgets::new(budget, budget, budget), fence);
+        let api = layers::stack(
+            KubeApi::with_wire(client, self.kube_api_content_type),
+            Budgets::new(budget, budget, budget),
+            fence,
+        );
         let config = MigratorConfig {
             concurrency: self.migrator_concurrency as usize,
             ..MigratorConfig::default()

@@ -92,6 +92,11 @@ pub struct SimApiserverArgs {
     /// ignores `shardSelector` and echoes no `shardInfo`, as a server older than 1.36 does.
     #[arg(long = "feature-gates", value_parser = parse_feature_gates, default_value = "")]
     feature_gates: FeatureGates,
+    /// Serve metadata (`PartialObjectMetadata` and its list, watches of them, and the errors of
+    /// those requests) in JSON only, as a server or an aggregated API that offers no protobuf:
+    /// a client that asks for protobuf first gets the JSON it names next.
+    #[arg(long)]
+    no_protobuf: bool,
 }
 
 /// The feature gates the simulated server knows.
@@ -158,6 +163,7 @@ pub async fn run(args: SimApiserverArgs) -> anyhow::Result<()> {
         watch_list: args.feature_gates.watch_list,
         sharded_list_and_watch: args.feature_gates.sharded_list_and_watch,
         audit,
+        protobuf: !args.no_protobuf,
         ..http::ServerOptions::default()
     };
     // Once it returns, the cluster is sealed: a request that outlived the drain cannot change

@@ -40,7 +40,7 @@ pub fn request(data: &[u8]) {
         assert_eq!(request::parse_path(&printed), call.target, "{printed:?}");
     }
     let header = |name| parts.headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
-    let _ = request::negotiate(header(header::ACCEPT));
+    let _ = request::negotiate(header(header::ACCEPT), true);
     let _ = resources::patch_kind(&parts);
     if let Some(manager) = header(header::USER_AGENT).and_then(request::manager_from_user_agent) {
         assert!(

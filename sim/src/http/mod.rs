@@ -14,10 +14,12 @@
 //!   the User-Agent's product), and answers show each object's `managedFields`
 //!   ([`represent`]).
 //! - Responses are JSON in the representation the `Accept` header asks for: full objects,
-//!   `PartialObjectMetadata`, or a `Table` with the type's columns ([`represent`], [`printers`]).
-//!   Every error is a `metav1.Status` with the code and reason of the cluster's [`ApiError`].
-//! - Lists page through consistent snapshots ([`super::pages`]); watches stream one JSON event per line
-//!   ([`watch`]), asked for with `?watch=true` or on a legacy `/watch/` path ([`request`]).
+//!   `PartialObjectMetadata`, or a `Table` with the type's columns ([`represent`], [`printers`]);
+//!   `PartialObjectMetadata` and its list are also served in protobuf to a client that asks for
+//!   it first, for every type ([`ServerOptions::protobuf`]). Every error is a `metav1.Status` with
+//!   the code and reason of the cluster's [`ApiError`], in the request's encoding.
+//! - Lists page through consistent snapshots ([`super::pages`]); watches stream one JSON event per
+//!   line, or length-prefixed protobuf frames ([`watch`]), asked for with `?watch=true` or on a legacy `/watch/` path ([`request`]).
 //! - A bad request gets a `Status` and affects nothing else: no input can panic a handler, and a
 //!   handler's failure is the response of that request only.
 //! - Every answered request can be logged, one JSON line each ([`audit`]), from the one request
@@ -30,8 +32,8 @@
 //!
 //! # Not served
 //!
-//! Protobuf responses (except for the OpenAPI v2 document, see [`openapi`]; a client that accepts
-//! only protobuf gets 406) and protobuf bodies of custom resources (415; create and update bodies
+//! Protobuf responses of full objects and tables (the metadata representations and the OpenAPI v2
+//! document, see [`openapi`], are served; a client that accepts only such protobuf gets 406) and protobuf bodies of custom resources (415; create and update bodies
 //! of built-in types are accepted in protobuf, see [`protobuf`]), subresources other than `status`
 //! and `scale` ([`subresource`]), server-side field validation (`fieldValidation` is
 //! ignored; the OpenAPI documents do not advertise it, so kubectl validates on its side),
@@ -128,6 +130,10 @@ pub struct ServerOptions {
     pub sharded_list_and_watch: bool,
     /// Where to log every answered request; nowhere by default.
     pub audit: Option<AuditLog>,
+    /// Whether `PartialObjectMetadata` and its list are served in protobuf to a client that asks
+    /// for it ([`represent`]); on by default. Off, such a client gets the JSON it names next, as
+    /// from a server (or an aggregated API) that offers no protobuf.
+    pub protobuf: bool,
 }
 
 impl Default for ServerOptions {
@@ -142,6 +148,7 @@ impl Default for ServerOptions {
             watch_list: true,
             sharded_list_and_watch: true,
             audit: None,
+            protobuf: true,
         }
     }
 }
@@ -210,6 +217,11 @@ pub async fn serve(
 async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let call = Call::read(&parts);
+    let accept = parts
+        .headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let errors = request::error_encoding(accept, server.options.protobuf);
     let user_agent = server
         .options
         .audit
@@ -218,7 +230,7 @@ async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response
     let served = async {
         let response = match server.serve(&call, parts, body).await {
             Ok(response) => response,
-            Err(e) => error_response(&e),
+            Err(e) => error_response(&e, errors),
         };
         (response, COMMITTED.with(std::cell::Cell::get))
     };

@@ -10,8 +10,10 @@
 //! `runtime.Unknown` message whose `typeMeta` names the object's apiVersion and kind and whose
 //! `raw` is the typed message (for example `k8s.io.api.core.v1.Namespace`). Custom resources have
 //! no protobuf form: [`message`] finds none for them and the request gets 415, as a real server
-//! answers. Responses stay JSON (a client that accepts only protobuf gets 406 from the `Accept`
-//! negotiation), so JSON stays the server's default in both directions.
+//! answers. Responses of full objects stay JSON (a client that accepts only protobuf objects gets
+//! 406 from the `Accept` negotiation); metadata responses are written in protobuf by
+//! [`kube_gc::api::protobuf`] (see [`super::represent`]), whose output this module's tests read
+//! back with the crate's generated messages.
 //!
 //! # Invariants
 //!
@@ -257,6 +259,101 @@ mod tests {
     use k8s_rs_pb::apimachinery::pkg::util::intstr::IntOrString;
     use protobuf::MessageField;
     use serde_json::json;
+
+    /// The `raw` of a body's envelope, read by the generated `Unknown`.
+    fn unwrapped(body: &[u8]) -> (String, Vec<u8>) {
+        let unknown = Unknown::parse_from_bytes(body.strip_prefix(MAGIC).expect("the magic")).expect("an Unknown");
+        (unknown.typeMeta.kind().to_string(), unknown.raw().to_vec())
+    }
+
+    /// What the server writes in protobuf ([`kube_gc::api::protobuf`], written by hand) is read by
+    /// the messages generated from the Kubernetes `.proto` files as the same fields.
+    #[test]
+    fn the_servers_protobuf_metadata_should_read_as_the_proto_files_define_it() {
+        use k8s_rs_pb::apimachinery::pkg::apis::meta::v1::{PartialObjectMetadataList, WatchEvent};
+        use kube_gc::api::{protobuf as wire, ObjectMeta, OwnerReference};
+        let meta = ObjectMeta {
+            name: "child".into(),
+            namespace: "a".into(),
+            uid: "u-1".into(),
+            resource_version: "42".into(),
+            creation_timestamp: Some("2026-01-01T00:00:00Z".into()),
+            deletion_timestamp: Some("2026-01-01T00:00:05Z".into()),
+            deletion_grace_period_seconds: Some(0),
+            labels: [("app".to_string(), "web".to_string())].into(),
+            owner_references: vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "ReplicaSet".into(),
+                name: "rs".into(),
+                uid: "u-0".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }],
+            finalizers: vec!["foregroundDeletion".into()],
+            ..ObjectMeta::default()
+        };
+        let managed = json!([{"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {}}}}]);
+        let start = wire::ListMeta {
+            resource_version: "42".into(),
+            continue_token: "next".into(),
+            remaining_item_count: Some(3),
+        };
+        let (kind, raw) = unwrapped(&wire::encode_list([(&meta, Some(&managed))], &start));
+        assert_eq!(kind, "PartialObjectMetadataList");
+        let list = PartialObjectMetadataList::parse_from_bytes(&raw).expect("the generated message reads it");
+        assert_eq!(
+            (
+                list.metadata.resourceVersion(),
+                list.metadata.continue_(),
+                list.metadata.remainingItemCount()
+            ),
+            ("42", "next", 3)
+        );
+        let read = &list.items[0].metadata;
+        assert_eq!(
+            (read.name(), read.namespace(), read.uid(), read.resourceVersion()),
+            ("child", "a", "u-1", "42")
+        );
+        assert_eq!(read.creationTimestamp.seconds(), 1_767_225_600);
+        assert_eq!(read.deletionTimestamp.seconds(), 1_767_225_605);
+        assert_eq!(read.deletionGracePeriodSeconds(), 0);
+        assert_eq!(read.labels.get("app").map(String::as_str), Some("web"));
+        let owner = &read.ownerReferences[0];
+        assert_eq!(
+            (
+                owner.apiVersion(),
+                owner.kind(),
+                owner.name(),
+                owner.uid(),
+                owner.controller(),
+                owner.blockOwnerDeletion()
+            ),
+            ("apps/v1", "ReplicaSet", "rs", "u-0", true, true)
+        );
+        assert_eq!(read.finalizers, ["foregroundDeletion"]);
+        let entry = &read.managedFields[0];
+        assert_eq!(
+            (entry.manager(), entry.operation(), entry.fieldsType()),
+            ("kubectl", "Update", "FieldsV1")
+        );
+        assert_eq!(entry.fieldsV1.Raw(), br#"{"f:metadata":{"f:labels":{}}}"#);
+
+        let frame = wire::encode_watch_event("DELETED", &wire::encode_object(&meta, None));
+        assert_eq!(
+            u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize,
+            frame.len() - 4
+        );
+        let (kind, raw) = unwrapped(&frame[4..]);
+        assert_eq!(kind, "WatchEvent");
+        let event = WatchEvent::parse_from_bytes(&raw).expect("the generated message reads it");
+        assert_eq!(event.type_(), "DELETED");
+        let (kind, raw) = unwrapped(event.object.raw());
+        assert_eq!(kind, "PartialObjectMetadata");
+        let object = k8s_rs_pb::apimachinery::pkg::apis::meta::v1::PartialObjectMetadata::parse_from_bytes(&raw)
+            .expect("the generated message reads it");
+        assert_eq!(object.metadata.name(), "child");
+    }
 
     /// `object` in the API server's envelope, as client-go writes it.
     fn envelope<M: Message>(api_version: &str, kind: &str, object: &M) -> Vec<u8> {

@@ -1,9 +1,15 @@
-//! Response bodies: objects, lists, tables and `Status`es in the JSON shapes clients decode.
+//! Response bodies: objects, lists, tables and `Status`es in the JSON shapes clients decode, and
+//! metadata in protobuf ([`kube_gc::api::protobuf`]) for a client that asks for it first.
 //!
 //! Objects come from the store in stored form and are stamped with the `apiVersion` and `kind` of
 //! the version the request went through. A metadata request gets `PartialObjectMetadata`, whose
 //! own `apiVersion` and `kind` are `meta.k8s.io/v1` and `PartialObjectMetadata`, as a real server
 //! answers; a table request gets the columns the type's [printer](super::printers) prints.
+//!
+//! Protobuf is offered for `PartialObjectMetadata` and its list alone, of every type (custom
+//! resources too), as a real server offers it; full objects and tables stay JSON
+//! ([`super::request::negotiate`]). Errors follow the request's encoding: a `Status` in protobuf
+//! when the client asked for protobuf first.
 //!
 //! Every object that field managers wrote is presented with its `metadata.managedFields`, which the
 //! simulator keeps beside it ([`crate::FieldsTable`]): as of the moment it is presented, so a
@@ -11,12 +17,13 @@
 //! shows none.
 
 use super::printers::Printer;
-use super::request::{IncludeObject, Representation};
+use super::request::{Encoding, IncludeObject, Representation};
 use crate::{FieldsTable, Written};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::jiff::Timestamp;
-use kube_gc::api::{ApiError, PartialObjectMeta, StatusReason};
+use kube_gc::api::protobuf;
+use kube_gc::api::{ApiError, PartialObjectMeta, StatusReason, WatchEventType, INITIAL_EVENTS_END};
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -28,6 +35,8 @@ const META_V1: &str = "meta.k8s.io/v1";
 #[derive(Clone)]
 pub(super) struct Presentation {
     pub(super) representation: Representation,
+    /// JSON, or protobuf (for [`Representation::Metadata`] only).
+    pub(super) encoding: Encoding,
     pub(super) include_object: IncludeObject,
     pub(super) fields: Arc<FieldsTable>,
     /// The columns of a table ([`super::printers`]).
@@ -61,14 +70,109 @@ impl ListMeta {
 }
 
 impl Presentation {
-    /// One object, as a GET or a watch event presents it.
-    pub(super) fn object(&self, obj: &PartialObjectMeta) -> Value {
-        self.with_fields(obj, self.managed_fields(obj).as_deref())
+    /// The answer of a GET, or of a write with no managed fields of its own to show.
+    pub(super) fn respond(&self, code: StatusCode, obj: &PartialObjectMeta) -> Response {
+        let managed_fields = self.managed_fields(obj);
+        self.respond_with(code, obj, managed_fields.as_deref())
     }
 
-    /// An object as a create, update or patch left it.
-    pub(super) fn written(&self, written: &Written) -> Value {
-        self.with_fields(&written.object, written.managed_fields.as_deref())
+    /// The answer of a create, update or patch.
+    pub(super) fn respond_written(&self, code: StatusCode, written: &Written) -> Response {
+        self.respond_with(code, &written.object, written.managed_fields.as_deref())
+    }
+
+    fn respond_with(&self, code: StatusCode, obj: &PartialObjectMeta, managed_fields: Option<&Value>) -> Response {
+        match self.encoding {
+            Encoding::Json => json_response(code, &self.with_fields(obj, managed_fields)),
+            Encoding::Protobuf => protobuf_response(code, protobuf::encode_object(&obj.metadata, managed_fields)),
+        }
+    }
+
+    /// The answer of a LIST (or a DELETE of a collection): a page of `kind`'s objects.
+    pub(super) fn respond_list(
+        &self,
+        items: &[PartialObjectMeta],
+        api_version: &str,
+        kind: &str,
+        meta: &ListMeta,
+    ) -> Response {
+        match self.encoding {
+            Encoding::Json => json_response(StatusCode::OK, &self.list(items, api_version, kind, meta)),
+            Encoding::Protobuf => {
+                let managed: Vec<_> = items.iter().map(|o| self.managed_fields(o)).collect();
+                let start = protobuf::ListMeta {
+                    resource_version: meta.resource_version.to_string(),
+                    continue_token: meta.continue_token.clone().unwrap_or_default(),
+                    remaining_item_count: meta.remaining.filter(|&r| r > 0).map(|r| r as i64),
+                };
+                let items = items.iter().zip(&managed).map(|(o, m)| (&o.metadata, m.as_deref()));
+                protobuf_response(StatusCode::OK, protobuf::encode_list(items, &start))
+            }
+        }
+    }
+
+    /// The `Content-Type` of a watch response.
+    pub(super) fn watch_content_type(&self) -> &'static str {
+        match self.encoding {
+            Encoding::Json => "application/json",
+            Encoding::Protobuf => protobuf::STREAM_MEDIA_TYPE,
+        }
+    }
+
+    /// A watch event of `obj`: a JSON line, or a protobuf frame.
+    pub(super) fn event(&self, event_type: WatchEventType, obj: &PartialObjectMeta) -> Vec<u8> {
+        match self.encoding {
+            Encoding::Json => line(&json!({"type": event_type, "object": self.object(obj)})),
+            Encoding::Protobuf => {
+                let managed_fields = self.managed_fields(obj);
+                let object = protobuf::encode_object(&obj.metadata, managed_fields.as_deref());
+                protobuf::encode_watch_event(event_type_name(event_type), &object)
+            }
+        }
+    }
+
+    /// A BOOKMARK event at `resource_version`; the one that ends a watch-list's initial events
+    /// carries [`INITIAL_EVENTS_END`].
+    pub(super) fn bookmark_event(
+        &self,
+        api_version: &str,
+        kind: &str,
+        resource_version: u64,
+        ends_initial: bool,
+    ) -> Vec<u8> {
+        match self.encoding {
+            Encoding::Json => {
+                let mut object = self.bookmark(api_version, kind, resource_version);
+                if ends_initial {
+                    object["metadata"]["annotations"] = json!({ INITIAL_EVENTS_END: "true" });
+                }
+                line(&json!({"type": "BOOKMARK", "object": object}))
+            }
+            Encoding::Protobuf => {
+                let mut meta = kube_gc::api::ObjectMeta {
+                    resource_version: resource_version.to_string(),
+                    ..Default::default()
+                };
+                if ends_initial {
+                    meta.annotations
+                        .insert(INITIAL_EVENTS_END.to_string(), "true".to_string());
+                }
+                protobuf::encode_watch_event("BOOKMARK", &protobuf::encode_object(&meta, None))
+            }
+        }
+    }
+
+    /// An ERROR event carrying `err`'s `Status`.
+    pub(super) fn error_event(&self, err: &ApiError) -> Vec<u8> {
+        match self.encoding {
+            Encoding::Json => line(&json!({"type": "ERROR", "object": failure(err)})),
+            Encoding::Protobuf => protobuf::encode_watch_event("ERROR", &status_protobuf(err)),
+        }
+    }
+
+    /// One object, as a GET or a watch event presents it.
+    fn object(&self, obj: &PartialObjectMeta) -> Value {
+        self.with_fields(obj, self.managed_fields(obj).as_deref())
     }
 
     fn with_fields(&self, obj: &PartialObjectMeta, managed_fields: Option<&Value>) -> Value {
@@ -103,7 +207,7 @@ impl Presentation {
     }
 
     /// The object of a BOOKMARK event: only its resourceVersion means anything.
-    pub(super) fn bookmark(&self, api_version: &str, kind: &str, resource_version: u64) -> Value {
+    fn bookmark(&self, api_version: &str, kind: &str, resource_version: u64) -> Value {
         let (api_version, kind) = match self.representation {
             Representation::Full => (api_version, kind),
             Representation::Metadata => (META_V1, "PartialObjectMetadata"),
@@ -134,6 +238,21 @@ impl Presentation {
             "rows": rows,
         })
     }
+}
+
+fn event_type_name(event_type: WatchEventType) -> &'static str {
+    match event_type {
+        WatchEventType::Added => "ADDED",
+        WatchEventType::Modified => "MODIFIED",
+        WatchEventType::Deleted => "DELETED",
+        WatchEventType::Bookmark => "BOOKMARK",
+    }
+}
+
+fn line(value: &Value) -> Vec<u8> {
+    let mut text = value.to_string().into_bytes();
+    text.push(b'\n');
+    text
 }
 
 fn full(obj: &PartialObjectMeta, managed_fields: Option<&Value>) -> Value {
@@ -213,13 +332,29 @@ pub(super) fn json_response(code: StatusCode, body: &Value) -> Response {
     response
 }
 
-/// The error response for `err`, with `Retry-After` when the client is throttled.
-pub(super) fn error_response(err: &ApiError) -> Response {
+/// A protobuf response.
+fn protobuf_response(code: StatusCode, body: Vec<u8>) -> Response {
+    let mut response = (code, body).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(protobuf::MEDIA_TYPE));
+    response
+}
+
+/// [`failure`] in protobuf.
+fn status_protobuf(err: &ApiError) -> Vec<u8> {
+    let status: kube::core::Status = serde_json::from_value(failure(err)).unwrap_or_default();
+    protobuf::encode_status(&status)
+}
+
+/// The error response for `err` in `encoding`, with `Retry-After` when the client is throttled.
+pub(super) fn error_response(err: &ApiError, encoding: Encoding) -> Response {
     let code = err.reason().map_or(500, StatusReason::code);
-    let mut response = json_response(
-        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        &failure(err),
-    );
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = match encoding {
+        Encoding::Json => json_response(code, &failure(err)),
+        Encoding::Protobuf => protobuf_response(code, status_protobuf(err)),
+    };
     if err.reason() == Some(StatusReason::TooManyRequests) {
         response
             .headers_mut()

@@ -434,34 +434,63 @@ pub(super) enum Representation {
     Table,
 }
 
-/// Picks the first representation of the `Accept` header the server can produce; 406 when none.
-pub(super) fn negotiate(accept: Option<&str>) -> Result<Representation, ApiError> {
-    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Ok(Representation::Full);
-    };
-    accept.split(',').find_map(media_range).ok_or_else(|| {
-        ApiError::status(
-            StatusReason::NotAcceptable,
-            format!("only the following media types are accepted: application/json; none of {accept:?}"),
-        )
-    })
+/// How a response's bodies are encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Encoding {
+    /// JSON.
+    Json,
+    /// Protobuf ([`kube_gc::api::protobuf`]): `PartialObjectMetadata` and its list only.
+    Protobuf,
 }
 
-fn media_range(range: &str) -> Option<Representation> {
+/// Picks the first representation and encoding of the `Accept` header the server can produce;
+/// 406 when none. Protobuf is offered (when `protobuf` is on) for the metadata representations
+/// alone, as a server that serves no other type in protobuf offers it.
+pub(super) fn negotiate(accept: Option<&str>, protobuf: bool) -> Result<(Representation, Encoding), ApiError> {
+    let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
+        return Ok((Representation::Full, Encoding::Json));
+    };
+    accept
+        .split(',')
+        .find_map(|range| media_range(range, protobuf))
+        .ok_or_else(|| {
+            let offered = if protobuf {
+                "application/json, application/vnd.kubernetes.protobuf (as PartialObjectMetadata or \
+                 PartialObjectMetadataList)"
+            } else {
+                "application/json"
+            };
+            ApiError::status(
+                StatusReason::NotAcceptable,
+                format!("only the following media types are accepted: {offered}; none of {accept:?}"),
+            )
+        })
+}
+
+/// The encoding of an error's `Status`: the request's, JSON when it negotiated none.
+pub(super) fn error_encoding(accept: Option<&str>, protobuf: bool) -> Encoding {
+    negotiate(accept, protobuf).map_or(Encoding::Json, |(_, encoding)| encoding)
+}
+
+fn media_range(range: &str, protobuf: bool) -> Option<(Representation, Encoding)> {
     let mut parts = range.split(';').map(str::trim);
     let media = parts.next()?;
-    if !matches!(media, "application/json" | "application/*" | "*/*") {
-        return None;
-    }
+    let encoding = match media {
+        "application/json" | "application/*" | "*/*" => Encoding::Json,
+        "application/vnd.kubernetes.protobuf" if protobuf => Encoding::Protobuf,
+        _ => return None,
+    };
     let params: BTreeMap<&str, &str> = parts.filter_map(|p| p.split_once('=')).collect();
     let meta_group = || params.get("g") == Some(&"meta.k8s.io") && matches!(params.get("v"), Some(&("v1" | "v1beta1")));
-    match params.get("as") {
-        None => Some(Representation::Full),
-        Some(&"Table") if meta_group() => Some(Representation::Table),
-        Some(&("PartialObjectMetadata" | "PartialObjectMetadataList")) if meta_group() => {
-            Some(Representation::Metadata)
-        }
-        Some(_) => None,
+    let representation = match params.get("as") {
+        None => Representation::Full,
+        Some(&"Table") if meta_group() => Representation::Table,
+        Some(&("PartialObjectMetadata" | "PartialObjectMetadataList")) if meta_group() => Representation::Metadata,
+        Some(_) => return None,
+    };
+    match (representation, encoding) {
+        (Representation::Metadata, _) | (_, Encoding::Json) => Some((representation, encoding)),
+        _ => None,
     }
 }
 
@@ -619,14 +648,34 @@ mod tests {
 
     #[test]
     fn negotiate_should_pick_the_first_servable_range() {
+        use {Encoding::*, Representation::*};
         let table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
-        assert_eq!(negotiate(Some(table)).unwrap(), Representation::Table);
+        assert_eq!(negotiate(Some(table), true).unwrap(), (Table, Json));
         let meta = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-        assert_eq!(negotiate(Some(meta)).unwrap(), Representation::Metadata);
+        assert_eq!(negotiate(Some(meta), true).unwrap(), (Metadata, Json));
         let discovery = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
-        assert_eq!(negotiate(Some(discovery)).unwrap(), Representation::Full);
-        assert_eq!(negotiate(None).unwrap(), Representation::Full);
-        let err = negotiate(Some("application/vnd.kubernetes.protobuf")).unwrap_err();
+        assert_eq!(negotiate(Some(discovery), true).unwrap(), (Full, Json));
+        assert_eq!(negotiate(None, true).unwrap(), (Full, Json));
+        // Full objects and tables are never protobuf here: the next range serves.
+        let err = negotiate(Some("application/vnd.kubernetes.protobuf"), true).unwrap_err();
+        assert_eq!(err.reason(), Some(StatusReason::NotAcceptable));
+        let typed = "application/vnd.kubernetes.protobuf, */*";
+        assert_eq!(negotiate(Some(typed), true).unwrap(), (Full, Json));
+        assert_eq!(error_encoding(Some(typed), true), Json);
+    }
+
+    #[test]
+    fn negotiate_should_offer_protobuf_metadata_when_it_is_on() {
+        use {Encoding::*, Representation::*};
+        let metadata = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,\
+                        application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(negotiate(Some(metadata), true).unwrap(), (Metadata, Protobuf));
+        assert_eq!(error_encoding(Some(metadata), true), Protobuf);
+        // A server that offers no protobuf answers the JSON range.
+        assert_eq!(negotiate(Some(metadata), false).unwrap(), (Metadata, Json));
+        assert_eq!(error_encoding(Some(metadata), false), Json);
+        let only = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        let err = negotiate(Some(only), false).unwrap_err();
         assert_eq!(err.reason(), Some(StatusReason::NotAcceptable));
     }
 

@@ -58,8 +58,10 @@ impl Server {
         check_scope(&def, path, verb)?;
         let dry_run = dry_run(query.get("dryRun").map(String::as_str))?;
         let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+        let (representation, encoding) = negotiate(accept, self.options.protobuf)?;
         let presentation = Presentation {
-            representation: negotiate(accept)?,
+            representation,
+            encoding,
             include_object: params.include_object,
             fields: self.cluster.fields_table(),
             printer: Printer::of(&def.group, &def.resource),
@@ -78,8 +80,8 @@ impl Server {
         let namespace = path.namespace.clone().unwrap_or_default();
         let name = path.name.clone().unwrap_or_default();
         let gvr = &path.gvr;
-        let ok = |code: StatusCode, obj: &PartialObjectMeta| json_response(code, &presentation.object(obj));
-        let ok_written = |code: StatusCode, written: Written| json_response(code, &presentation.written(&written));
+        let ok = |code: StatusCode, obj: &PartialObjectMeta| presentation.respond(code, obj);
+        let ok_written = |code: StatusCode, written: Written| presentation.respond_written(code, &written);
         Ok(match verb {
             HttpVerb::Get => ok(StatusCode::OK, &self.cluster.get_object(gvr, &namespace, &name)?),
             HttpVerb::List => {
@@ -189,10 +191,7 @@ impl Server {
             remaining: Some(page.remaining),
             shard_selector: params.shards.given().map(str::to_string),
         };
-        Ok(json_response(
-            StatusCode::OK,
-            &presentation.list(&items, &api_version, &kind, &meta),
-        ))
+        Ok(presentation.respond_list(&items, &api_version, &kind, &meta))
     }
 
     /// The objects of a collection request, filtered by its selectors.
@@ -227,8 +226,9 @@ impl Server {
             initial_events_end: !(faults.withhold_initial_events_end && targeted),
             stopping: self.stopping.clone(),
         };
+        let content_type = presentation.watch_content_type();
         let body = watch::open(&self.cluster, path, params, presentation, start, limits)?;
-        Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+        Ok(([(header::CONTENT_TYPE, content_type)], body).into_response())
     }
 
     /// Deletes the objects a collection request selects and answers with them as they were
@@ -259,10 +259,7 @@ impl Server {
             resource_version: listing.resource_version,
             ..ListMeta::default()
         };
-        Ok(json_response(
-            StatusCode::OK,
-            &presentation.list(&items, &api_version, &kind, &meta),
-        ))
+        Ok(presentation.respond_list(&items, &api_version, &kind, &meta))
     }
 
     /// The user's writes for a create, update or non-apply patch: recorded as made by the

@@ -75,7 +75,7 @@ impl Server {
         let written = match call.verb {
             HttpVerb::Get => {
                 let obj = self.cluster.get_object(gvr, namespace, name)?;
-                return Ok(json_response(StatusCode::OK, &call.presentation.object(&obj)));
+                return Ok(call.presentation.respond(StatusCode::OK, &obj));
             }
             HttpVerb::Update => {
                 let obj = self.object_body(&parts, body, call.def, call.path).await?;
@@ -87,7 +87,7 @@ impl Server {
                     .await?
             }
         };
-        Ok(json_response(StatusCode::OK, &call.presentation.written(&written)))
+        Ok(call.presentation.respond_written(StatusCode::OK, &written))
     }
 
     async fn scale(&self, call: &SubresourceCall<'_>, parts: Parts, body: Body) -> Result<Response, ApiError> {

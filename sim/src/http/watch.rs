@@ -1,5 +1,5 @@
-//! Watches over HTTP: one chunked response of JSON watch events, one per line, in resourceVersion
-//! order, that ends when the client's `timeoutSeconds` passes, an injected drop fires, the type
+//! Watches over HTTP: one chunked response of watch events in resourceVersion order (JSON, one per
+//! line, or protobuf frames, as [negotiated](super::represent)), that ends when the client's `timeoutSeconds` passes, an injected drop fires, the type
 //! stops being served, or the server stops.
 //!
 //! The events come from the store's watch ([`SimCluster::watch_objects`]), filtered by the
@@ -22,13 +22,12 @@
 //! [`SimCluster::watch_objects`]: crate::SimCluster::watch_objects
 
 use super::list_options::Start;
-use super::represent::{failure, Presentation};
+use super::represent::Presentation;
 use super::request::{Params, ResourcePath};
 use crate::{SimCluster, WatchStart};
 use axum::body::Body;
 use futures::{FutureExt, StreamExt};
-use kube_gc::api::{ApiError, WatchEvent, WatchEventType, WatchStream, INITIAL_EVENTS_END};
-use serde_json::{json, Value};
+use kube_gc::api::{ApiError, WatchEvent, WatchEventType, WatchStream};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -95,7 +94,9 @@ pub(super) fn open(
     let end_marker = start == Start::InitialEvents && params.allow_bookmarks && limits.initial_events_end;
     let start = match cluster.watch_objects(&path.gvr, &from) {
         Ok(start) => start,
-        Err(e) if e.reason() == Some(kube_gc::api::StatusReason::Gone) => return Ok(error_body(&e)),
+        Err(e) if e.reason() == Some(kube_gc::api::StatusReason::Gone) => {
+            return Ok(Body::from(presentation.error_event(&e)));
+        }
         Err(e) => return Err(e),
     };
     let WatchStart {
@@ -134,45 +135,35 @@ pub(super) fn open(
 /// of its own.
 const CHUNK_BYTES: usize = 64 * 1024;
 
-/// A body holding one ERROR event for `err`.
-fn error_body(err: &ApiError) -> Body {
-    Body::from(line(&json!({"type": "ERROR", "object": failure(err)})))
-}
-
-fn line(value: &Value) -> String {
-    let mut text = value.to_string();
-    text.push('\n');
-    text
-}
-
 impl Watch {
     /// The next lines to send, or `None` when the watch ends: the next line, then every line
     /// ready at once after it, up to [`CHUNK_BYTES`]. A real API server flushes its response only
     /// when no further event is waiting, so a watch-list's initial events travel in large writes,
     /// not one per object. Dropping a [`Watch::next_line`] that is not ready loses nothing: each of
     /// its waits can be cancelled and started again.
-    async fn next_chunk(&mut self) -> Option<String> {
+    async fn next_chunk(&mut self) -> Option<Vec<u8>> {
         let mut chunk = self.next_line().await?;
         while chunk.len() < CHUNK_BYTES {
             match self.next_line().now_or_never() {
-                Some(Some(line)) => chunk.push_str(&line),
+                Some(Some(line)) => chunk.extend_from_slice(&line),
                 Some(None) | None => break,
             }
         }
         Some(chunk)
     }
 
-    /// The next line to send, or `None` when the watch ends.
-    async fn next_line(&mut self) -> Option<String> {
+    /// The next line (or frame) to send, or `None` when the watch ends.
+    async fn next_line(&mut self) -> Option<Vec<u8>> {
         loop {
             if self.done || self.events_left == Some(0) {
                 return None;
             }
             if self.end_marker && self.initial_left == 0 {
                 self.end_marker = false;
-                let mut object = self.presentation.bookmark(&self.api_version, &self.kind, self.current);
-                object["metadata"]["annotations"] = json!({ INITIAL_EVENTS_END: "true" });
-                return Some(line(&json!({"type": "BOOKMARK", "object": object})));
+                return Some(
+                    self.presentation
+                        .bookmark_event(&self.api_version, &self.kind, self.current, true),
+                );
             }
             tokio::select! {
                 () = self.stopping.cancelled() => return None,
@@ -192,7 +183,7 @@ impl Watch {
                     }
                     Some(Err(e)) => {
                         self.done = true;
-                        return Some(line(&json!({"type": "ERROR", "object": failure(&e)})));
+                        return Some(self.presentation.error_event(&e));
                     }
                     Some(Ok(event)) => {
                         if let Some(text) = self.deliver(event) {
@@ -205,13 +196,15 @@ impl Watch {
     }
 
     /// Accounts for `event` and presents it, unless the request's filters leave it out.
-    fn deliver(&mut self, event: WatchEvent) -> Option<String> {
+    fn deliver(&mut self, event: WatchEvent) -> Option<Vec<u8>> {
         let rv: u64 = event.object.metadata.resource_version.parse().unwrap_or(0);
         self.current = self.current.max(rv);
         if event.event_type == WatchEventType::Bookmark {
             let send = self.params.allow_bookmarks && self.initial_left == 0;
-            let object = self.presentation.bookmark(&self.api_version, &self.kind, self.current);
-            return send.then(|| line(&json!({"type": "BOOKMARK", "object": object})));
+            return send.then(|| {
+                self.presentation
+                    .bookmark_event(&self.api_version, &self.kind, self.current, false)
+            });
         }
         self.initial_left = self.initial_left.saturating_sub(1);
         let meta = &event.object.metadata;
@@ -225,8 +218,7 @@ impl Watch {
         if let Some(left) = &mut self.events_left {
             *left -= 1;
         }
-        let object = self.presentation.object(&event.object);
-        Some(line(&json!({"type": event.event_type, "object": object})))
+        Some(self.presentation.event(event.event_type, &event.object))
     }
 }
 
