@@ -7,7 +7,7 @@
 //! - [`replay`]: a stream applied to the graph builders alone, or to the whole collector against
 //!   the in-memory cluster, measured in a [`report`];
 //! - [`curve`]: builder replays of several stream sizes, as a table, a JSON report and an SVG;
-//! - [`perf_gate`]: CI's scaling and Go-model checks, ratios measured in one run;
+//! - [`perf_gate`]: CI's checks against the Go model and of scaling, ratios measured in one run;
 //! - [`sync`]: `kube-gc run` syncing a simulated cluster over HTTP, timed and measured;
 //! - [`plan`]: a running collector's plans of a large cascade, timed, and what they cost its
 //!   graph builders;
