@@ -143,13 +143,18 @@ impl KubeApi {
 
     /// The metadata of one object, as a GET, PATCH or apply answers it.
     async fn object(&self, gvr: &Gvr, request: Request<Vec<u8>>) -> Result<PartialObjectMeta, ApiError> {
-        let answer = self.fetch(request).await?;
-        let object = if answer.protobuf {
-            super::protobuf::decode_object(&answer.body).map_err(transport)?
-        } else {
-            serde_json::from_slice(&answer.body).map_err(transport)?
-        };
+        let object = self.fetch(request).await?.object()?;
         Ok(self.stamp(gvr, object))
+    }
+
+    /// A list page as read through `gvr`.
+    fn object_list(&self, gvr: &Gvr, page: MetadataList) -> ObjectList {
+        ObjectList {
+            items: page.items.into_iter().map(|o| self.stamp(gvr, o)).collect(),
+            resource_version: page.metadata.resource_version,
+            continue_token: page.metadata.continue_token,
+            shard_selector: page.metadata.shard_info.map(|info| info.selector),
+        }
     }
 
     /// `obj` as read through `gvr`.
@@ -237,6 +242,33 @@ fn request(
 struct Answer {
     body: bytes::Bytes,
     protobuf: bool,
+}
+
+impl Answer {
+    /// The one object the body holds, in its encoding.
+    fn object(&self) -> Result<PartialObjectMeta, ApiError> {
+        if self.protobuf {
+            super::protobuf::decode_object(&self.body).map_err(transport)
+        } else {
+            serde_json::from_slice(&self.body).map_err(transport)
+        }
+    }
+
+    /// The list page the body holds, in its encoding.
+    fn page(&self) -> Result<MetadataList, ApiError> {
+        if !self.protobuf {
+            return serde_json::from_slice(&self.body).map_err(transport);
+        }
+        let (items, meta) = super::protobuf::decode_list(&self.body).map_err(transport)?;
+        Ok(MetadataList {
+            metadata: ListMeta {
+                resource_version: meta.resource_version,
+                continue_token: meta.continue_token,
+                shard_info: None,
+            },
+            items,
+        })
+    }
 }
 
 fn is_protobuf(response: &http::Response<Body>) -> bool {
@@ -414,26 +446,8 @@ impl ClusterApi for KubeApi {
             Some(_) => ACCEPT_METADATA_LIST,
             None => self.wire.accept_list(),
         };
-        let answer = self.fetch(request(Method::GET, &uri, accept, None)?).await?;
-        let page = if answer.protobuf {
-            let (items, meta) = super::protobuf::decode_list(&answer.body).map_err(transport)?;
-            MetadataList {
-                metadata: ListMeta {
-                    resource_version: meta.resource_version,
-                    continue_token: meta.continue_token,
-                    shard_info: None,
-                },
-                items,
-            }
-        } else {
-            serde_json::from_slice(&answer.body).map_err(transport)?
-        };
-        Ok(ObjectList {
-            items: page.items.into_iter().map(|o| self.stamp(gvr, o)).collect(),
-            resource_version: page.metadata.resource_version,
-            continue_token: page.metadata.continue_token,
-            shard_selector: page.metadata.shard_info.map(|info| info.selector),
-        })
+        let page = self.fetch(request(Method::GET, &uri, accept, None)?).await?.page()?;
+        Ok(self.object_list(gvr, page))
     }
 
     async fn watch(
@@ -481,12 +495,7 @@ impl ClusterApi for KubeApi {
     async fn list_whole(&self, gvr: &Gvr) -> Result<ObjectList, ApiError> {
         let req = request(Method::GET, &path(gvr, "", None)?, "application/json", None)?;
         let list: MetadataList = self.send(req).await?;
-        Ok(ObjectList {
-            items: list.items.into_iter().map(|o| self.stamp(gvr, o)).collect(),
-            resource_version: list.metadata.resource_version,
-            continue_token: list.metadata.continue_token,
-            shard_selector: None,
-        })
+        Ok(self.object_list(gvr, list))
     }
 
     async fn get_whole(&self, gvr: &Gvr, name: &str) -> Result<PartialObjectMeta, ApiError> {
