@@ -271,6 +271,10 @@ struct ReplayArgs {
     /// events/s of each and the ratio of the last to the first.
     #[arg(long, value_delimiter = ',', conflicts_with = "partitions", value_parser = clap::value_parser!(u16).range(1..=256))]
     compare_partitions: Vec<u16>,
+    /// Builder mode: decode and apply the stream in segments of this many events, so that the
+    /// decoded events held at once stay bounded on a stream of any size.
+    #[arg(long, default_value_t = loadgen::replay::builder::SEGMENT, value_parser = clap::value_parser!(u64).range(1..))]
+    segment_events: u64,
     /// Full mode: collector workers (also `--concurrent-gc-syncs`, kube-controller-manager's name).
     #[arg(long, visible_alias = "concurrent-gc-syncs", default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..))]
     workers: u16,
@@ -689,6 +693,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     };
     let options = ReplayOptions {
         partitions,
+        segment_events: args.segment_events,
         skip_bad: args.skip_bad,
         quiet: args.quiet,
     };

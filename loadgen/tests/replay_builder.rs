@@ -16,6 +16,7 @@ fn write_small(path: &Path) -> loadgen::generate::Summary {
 fn options(partitions: &[usize]) -> ReplayOptions {
     ReplayOptions {
         partitions: partitions.to_vec(),
+        segment_events: loadgen::replay::builder::SEGMENT,
         skip_bad: false,
         quiet: true,
     }
@@ -61,4 +62,24 @@ fn builder_replay_comparing_partitions_should_report_each_run() {
         (floor..=floor + summary.deletions["Background"] as u64).contains(&nodes),
         "{nodes} nodes, {floor} expected at least"
     );
+}
+
+#[test]
+fn builder_replay_in_segments_should_leave_the_graph_one_segment_leaves() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("small.jsonl.zst");
+    let summary = write_small(&path);
+    let whole = builder_mode(&path, &options(&[1])).expect("replay");
+    // About eleven segments: owners and their dependents fall in different ones.
+    let segmented = ReplayOptions {
+        segment_events: 1000,
+        ..options(&[1])
+    };
+    let report = builder_mode(&path, &segmented).expect("replay in segments");
+    assert!(summary.events_by_type.values().sum::<usize>() > 10 * 1000);
+    assert_eq!(report.events, whole.events);
+    assert_eq!(report.objects, whole.objects);
+    assert_eq!(report.graph_nodes, whole.graph_nodes);
+    assert_eq!(report.virtual_nodes, whole.virtual_nodes);
+    assert!(report.events_per_sec.is_some_and(|r| r > 0.0));
 }

@@ -43,6 +43,7 @@ fn replay_migrating(
 ) -> Report {
     let options = ReplayOptions {
         partitions: vec![2],
+        segment_events: loadgen::replay::builder::SEGMENT,
         skip_bad: false,
         quiet: true,
     };

@@ -1,9 +1,9 @@
 //! `loadgen curve`: the graph builders' speed, latency and memory against the cluster's size, one
 //! builder replay per size and partition count.
 //!
-//! Invariant: one replay at a time, each a [`builder::run`] on a fresh graph that drops its
-//! decoded stream before it returns, so a curve up to 5M objects needs the memory of one 5M
-//! replay, not of the whole curve.
+//! Invariant: one replay at a time, each a [`builder::run`] on a fresh graph that decodes its
+//! stream a segment at a time and drops it before it returns, so a curve up to 50M objects needs
+//! the memory of one 50M graph and one segment, not of the whole curve or of a decoded stream.
 //!
 //! Each size is replayed by [`measure_size`] in a process of its own (`loadgen curve` runs
 //! itself once per size), so that its resident memory is counted from a fresh process's: in one
@@ -26,10 +26,14 @@
 //! size's, not a row's: the warm-up's, the one replay of a fresh process and the only one that
 //! measures memory (see [`builder::run`]).
 //!
-//! The per-event cost of a size is one second over the median events/s of its first partition
-//! count (1 by default): one thread's cost, with no contention in it. DESIGN §5 asks both it and
-//! the bytes per object to stay flat within [`FLAT_WITHIN_PCT`] from 1M to 5M objects; the curve
-//! compares its two largest sizes and flags a change beyond that.
+//! The per-event cost of a size is one second over the median events/s of a partition count: at
+//! the first (1 by default) one thread's cost, with no contention in it, and at the last (2) the
+//! wall time the partitions take together. DESIGN §5 asks the per-event cost and the bytes per
+//! object to stay flat within [`FLAT_WITHIN_PCT`] from 1M objects up; the curve compares its
+//! smallest size of at least a million objects with its largest (or, below a million, its two
+//! largest), judges the last partition count's cost and the bytes, and flags a change beyond
+//! that. Each size also reports its process's peak resident memory (`VmHWM`): the whole replay,
+//! decoding included.
 
 pub mod plot;
 
@@ -133,8 +137,15 @@ pub struct SizeSummary {
     pub ratio: Option<f64>,
     /// Nanoseconds per event at the first partition count (module docs).
     pub ns_per_event: f64,
+    /// Wall nanoseconds per event at the last partition count (module docs).
+    #[serde(default)]
+    pub ns_per_event_last: f64,
     /// Resident bytes per graph node, measured by the size's warm-up, a fresh process's first run.
     pub rss_bytes_per_object: Option<f64>,
+    /// The peak resident bytes (`VmHWM`) of the size's process, over all its replays, when `/proc`
+    /// tells.
+    #[serde(default)]
+    pub peak_resident_bytes: Option<u64>,
 }
 
 /// How the per-event cost and the memory moved from one size to the next larger one.
@@ -146,11 +157,14 @@ pub struct Change {
     pub to: String,
     /// Change of [`SizeSummary::ns_per_event`], in percent of the smaller size's.
     pub ns_per_event_pct: f64,
+    /// Change of [`SizeSummary::ns_per_event_last`], in percent; with the bytes, what is judged.
+    #[serde(default)]
+    pub ns_per_event_last_pct: f64,
     /// Change of [`SizeSummary::rss_bytes_per_object`], in percent, when both are known.
     pub bytes_per_object_pct: Option<f64>,
     /// The bound both changes are held to ([`FLAT_WITHIN_PCT`]).
     pub flat_within_pct: f64,
-    /// Whether both changes are within it.
+    /// Whether the last partition count's cost and the bytes are within it.
     pub flat: bool,
 }
 
@@ -158,18 +172,31 @@ impl Change {
     /// The change from `from` to `to`.
     pub fn between(from: &SizeSummary, to: &SizeSummary) -> Change {
         let pct = |a: f64, b: f64| (b - a) / a * 100.0;
-        let ns_per_event_pct = pct(from.ns_per_event, to.ns_per_event);
+        let ns_per_event_last_pct = pct(from.ns_per_event_last, to.ns_per_event_last);
         let bytes_per_object_pct =
             Option::zip(from.rss_bytes_per_object, to.rss_bytes_per_object).map(|(a, b)| pct(a, b));
         let within = |p: f64| p.abs() <= FLAT_WITHIN_PCT;
         Change {
             from: from.size.clone(),
             to: to.size.clone(),
-            ns_per_event_pct,
+            ns_per_event_pct: pct(from.ns_per_event, to.ns_per_event),
+            ns_per_event_last_pct,
             bytes_per_object_pct,
             flat_within_pct: FLAT_WITHIN_PCT,
-            flat: within(ns_per_event_pct) && bytes_per_object_pct.is_none_or(within),
+            flat: within(ns_per_event_last_pct) && bytes_per_object_pct.is_none_or(within),
         }
+    }
+
+    /// The change a curve judges among `sizes`, smallest first (module docs), when there are two.
+    pub fn judged(sizes: &[SizeSummary]) -> Option<Change> {
+        let [.., second_largest, largest] = sizes else {
+            return None;
+        };
+        let from = sizes[..sizes.len() - 1]
+            .iter()
+            .find(|s| s.objects >= 1_000_000)
+            .unwrap_or(second_largest);
+        Some(Change::between(from, largest))
     }
 }
 
@@ -186,7 +213,7 @@ pub struct Curve {
     pub rows: Vec<Row>,
     /// One entry per size, smallest first.
     pub sizes: Vec<SizeSummary>,
-    /// From the second largest size to the largest, when there are two.
+    /// From the smallest size of a million objects or more to the largest ([`Change::judged`]).
     pub change: Option<Change>,
 }
 
@@ -219,10 +246,7 @@ pub fn measure(
         rows.extend(size_rows);
         summaries.push(summary);
     }
-    let change = match summaries.as_slice() {
-        [.., from, to] => Some(Change::between(from, to)),
-        _ => None,
-    };
+    let change = Change::judged(&summaries);
     Ok(Curve {
         seed: options.seed,
         runs: options.runs,
@@ -263,7 +287,7 @@ pub fn measure_size(path: &Path, label: &str, options: &CurveOptions) -> anyhow:
     anyhow::ensure!(options.runs > 0, "--runs must be at least 1");
     let first = options.partitions[0];
     note(options.quiet, format_args!("{label}: warm-up replay at P = {first}"));
-    let warm_up = builder::run(path, first, false, options.quiet, true)?;
+    let warm_up = builder::run(path, first, builder::SEGMENT, false, options.quiet, true)?;
     let per_node = per_node(&warm_up);
     // runs[i][r]: partition count i, round r.
     let mut runs: Vec<Vec<BuilderRun>> = options.partitions.iter().map(|_| Vec::new()).collect();
@@ -273,7 +297,7 @@ pub fn measure_size(path: &Path, label: &str, options: &CurveOptions) -> anyhow:
                 options.quiet,
                 format_args!("{label}: round {}/{} at P = {p}", round + 1, options.runs),
             );
-            runs[i].push(builder::run(path, p, false, options.quiet, false)?);
+            runs[i].push(builder::run(path, p, builder::SEGMENT, false, options.quiet, false)?);
         }
     }
     let rows: Vec<Row> = runs.iter().map(|r| row(label, r)).collect();
@@ -281,12 +305,15 @@ pub fn measure_size(path: &Path, label: &str, options: &CurveOptions) -> anyhow:
         [first, .., last] => Some(last.events_per_sec / first.events_per_sec),
         _ => None,
     };
+    let ns_per_event = |row: &Row| 1e9 / row.events_per_sec.max(f64::MIN_POSITIVE);
     let summary = SizeSummary {
         size: label.into(),
         objects: warm_up.added,
         ratio,
-        ns_per_event: 1e9 / rows[0].events_per_sec.max(f64::MIN_POSITIVE),
+        ns_per_event: ns_per_event(&rows[0]),
+        ns_per_event_last: ns_per_event(&rows[rows.len() - 1]),
         rss_bytes_per_object: per_node,
+        peak_resident_bytes: crate::sync::status_bytes(std::process::id(), "VmHWM").ok(),
     };
     Ok((rows, summary))
 }
@@ -406,10 +433,16 @@ impl fmt::Display for Curve {
         for s in &self.sizes {
             writeln!(
                 f,
-                "{}: {:.0} ns/event at P = {first}, {} resident bytes per node (its warm-up, in a fresh process)",
+                "{}: {:.0} ns/event at P = {first}, {:.0} at P = {last}, {} resident bytes per node (its \
+                 warm-up, in a fresh process), peak resident {}",
                 s.size,
                 s.ns_per_event,
+                s.ns_per_event_last,
                 s.rss_bytes_per_object.map_or("unknown".into(), |b| format!("{b:.0}")),
+                s.peak_resident_bytes.map_or("unknown".into(), |b| format!(
+                    "{:.2} GiB",
+                    b as f64 / f64::from(1 << 30)
+                )),
             )?;
         }
         match &self.change {
@@ -430,9 +463,10 @@ impl fmt::Display for Change {
         };
         write!(
             f,
-            "{} → {}: ns/event {}, bytes per object {} ({})",
+            "{} → {}: ns/event {} at the last partition count ({} at the first), bytes per object {} ({})",
             self.from,
             self.to,
+            flag(self.ns_per_event_last_pct),
             flag(self.ns_per_event_pct),
             self.bytes_per_object_pct.map_or("unknown".into(), flag),
             if self.flat {
@@ -453,9 +487,35 @@ mod tests {
             size: size.into(),
             objects: 0,
             ratio: None,
-            ns_per_event,
+            ns_per_event: ns_per_event / 2.0,
+            ns_per_event_last: ns_per_event,
             rss_bytes_per_object: Some(bytes),
+            peak_resident_bytes: None,
         }
+    }
+
+    fn sized(size: &str, objects: u64) -> SizeSummary {
+        SizeSummary {
+            objects,
+            ..summary(size, 500.0, 200.0)
+        }
+    }
+
+    #[test]
+    fn the_change_judged_should_run_from_the_first_million_to_the_largest() {
+        let sizes = [
+            sized("small", 10_000),
+            sized("1m", 1_000_000),
+            sized("5m", 5_000_000),
+            sized("50m", 50_000_000),
+        ];
+        let change = Change::judged(&sizes).expect("two sizes");
+        assert_eq!((change.from.as_str(), change.to.as_str()), ("1m", "50m"));
+        let below = Change::judged(&sizes[..1]);
+        assert!(below.is_none());
+        let small = [sized("a", 10), sized("b", 20), sized("c", 30)];
+        let change = Change::judged(&small).expect("two sizes");
+        assert_eq!((change.from.as_str(), change.to.as_str()), ("b", "c"));
     }
 
     #[test]

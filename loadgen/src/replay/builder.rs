@@ -11,10 +11,10 @@
 //!
 //! # What is measured
 //!
-//! - Decoding is not timed: the whole stream is read into [`GraphEvent`]s, pre-split per
-//!   partition, before the clock starts.
+//! - Decoding is not timed: a segment of the stream is read into [`GraphEvent`]s, pre-split per
+//!   partition, before the clock starts (below, "Segments").
 //! - Throughput: events applied over the wall time from the first partition thread's start to
-//!   the last one's end, each thread reading the clock itself. (Timing from the reading thread's
+//!   the last one's end, summed over the segments, each thread reading the clock itself. (Timing from the reading thread's
 //!   release instead counted nothing at all when that thread was descheduled past the barrier
 //!   and the partitions finished first, as happens on a busy machine with a small stream.)
 //! - Latency: an [`Instant`] around each `process_graph_changes`, recorded in one histogram per
@@ -29,6 +29,14 @@
 //!   builders enqueued (virtual owners, suspicious dependents) are counted too, as they would be
 //!   in the collector. Both readings are taken after the allocator returned its free pages to the
 //!   system, so they count memory in use.
+//!
+//! # Segments
+//!
+//! A stream of 50M objects decoded whole would hold about 8 GB of events beside a 10 GB graph,
+//! so the stream is taken in segments of [`SEGMENT`] events: the reader decodes one while the
+//! partition threads convert it, everyone meets at the start barrier, the threads apply it timed,
+//! and everyone meets again before the next segment is read. Nothing is decoded while the clock
+//! runs, and the graph and its queues carry over from segment to segment, as a watch's would.
 
 use super::{cpu_time, resident_bytes_in_use};
 use crate::progress;
@@ -44,7 +52,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::{Arc, Barrier, Mutex, PoisonError};
+use std::sync::{Barrier, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -75,17 +83,20 @@ pub struct BuilderRun {
     pub graph_bytes: Option<u64>,
 }
 
-/// Decodes `path` and applies it with `partitions` builder threads on a fresh graph; measures the
-/// graph's resident bytes when `measure_memory` (module docs), which only a process's first run
-/// can do: the allocator gives the system back what it holds free in order to measure, so a later
-/// run would pay the first-touch page faults again.
+/// Decodes `path` and applies it with `partitions` builder threads on a fresh graph, in segments
+/// of `segment` events (module docs); measures the graph's resident bytes when `measure_memory`
+/// (module docs), which only a process's first run can do: the allocator gives the system back
+/// what it holds free in order to measure, so a later run would pay the first-touch page faults
+/// again.
 pub fn run(
     path: &Path,
     partitions: usize,
+    segment: u64,
     skip_bad: bool,
     quiet: bool,
     measure_memory: bool,
 ) -> anyhow::Result<BuilderRun> {
+    anyhow::ensure!(segment > 0, "a segment must hold at least one event");
     // Only a measuring run asks the allocator for its free pages back (module docs).
     let resident = || measure_memory.then(resident_bytes_in_use).flatten();
     let before = resident();
@@ -97,6 +108,8 @@ pub fn run(
         builder: &builder,
         path,
         start: Barrier::new(partitions + 1),
+        done: Barrier::new(partitions + 1),
+        segment,
         abort: AtomicBool::new(false),
     };
     let applied = shared.run(partitions, skip_bad, quiet)?;
@@ -130,57 +143,32 @@ const CHANNEL_CAPACITY: usize = 16;
 /// the allocator); chunks of 64 to 8192 events all gave 595–609 bytes per node.
 const CHUNK: usize = 8192;
 
+/// The stream is decoded and applied in segments of this many events (module docs, "Segments"):
+/// about 160 bytes a decoded event, so a segment holds about 650 MB beside the graph, whatever the
+/// stream's size. The `1m` preset's stream is one segment.
+pub const SEGMENT: u64 = 1 << 22;
+
 /// One event for a partition thread: its line in the file, its type and its object.
 type Raw = (usize, EventType, PartialObjectMeta);
 
-/// Reads the stream and sends each event to its partition's thread, in batches; returns the ADDED
-/// events and the skipped values.
-fn read_stream(
-    path: &Path,
-    skip_bad: bool,
-    quiet: bool,
-    senders: &[SyncSender<Vec<Raw>>],
-) -> anyhow::Result<(u64, usize)> {
-    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let bar = progress::bytes(size, quiet, "decoding");
-    let reader_bar = bar.clone();
-    let mut reader = StreamReader::open(path, skip_bad, move |f| Box::new(reader_bar.wrap_read(f)))?;
-    let mut added = 0;
-    let mut batches: Vec<Vec<Raw>> = senders.iter().map(|_| Vec::with_capacity(BATCH)).collect();
-    for record in reader.by_ref() {
-        let record = record?;
-        let Some(event_type) = EventType::of_watch(record.event.event_type) else {
-            continue;
-        };
-        added += u64::from(event_type == EventType::Add);
-        let metadata = &record.event.object.metadata;
-        let p = partition(&metadata.namespace, &Uid::parse(&metadata.uid), senders.len());
-        batches[p].push((record.line, event_type, record.event.object));
-        if batches[p].len() == BATCH {
-            let full = std::mem::replace(&mut batches[p], Vec::with_capacity(BATCH));
-            if senders[p].send(full).is_err() {
-                // The thread stopped on an error of its own, which its join reports.
-                break;
-            }
-        }
-    }
-    for (sender, rest) in senders.iter().zip(batches) {
-        // As above: a stopped thread reports its own error.
-        let _ = sender.send(rest);
-    }
-    bar.finish_and_clear();
-    Ok((added, reader.skipped()))
-}
+/// What the reader sends a partition thread: a batch of its events, or `None` at the end of a
+/// segment. The channel's closing ends the last segment.
+type Message = Option<Vec<Raw>>;
 
 /// What the partition threads share.
 struct Shared<'a> {
     graph: &'a Graph,
     builder: &'a GraphBuilder,
     path: &'a Path,
-    /// Every partition thread and the reader meet here once decoding is done; the clock starts
+    /// Events per segment.
+    segment: u64,
+    /// Every partition thread and the reader meet here once a segment is decoded; the clock starts
     /// when they are released.
     start: Barrier,
-    /// Set before the release when reading failed: the threads then skip applying.
+    /// And here once the segment is applied, before the reader decodes the next one.
+    done: Barrier,
+    /// Set when reading or converting failed: the threads then apply nothing more, and the reader
+    /// stops.
     abort: AtomicBool,
 }
 
@@ -195,34 +183,38 @@ struct Applied {
     latency_by_type: [Histogram<u64>; 3],
 }
 
-/// What one partition's thread applied, and when it started and ended.
+/// What one partition's thread applied, and when it started and ended applying each segment.
 struct PartitionRun {
     events: u64,
     cpu: Duration,
     latency_by_type: [Histogram<u64>; 3],
-    span: (Instant, Instant),
+    spans: Vec<(Instant, Instant)>,
 }
 
 impl Shared<'_> {
-    /// Starts one thread per partition, feeds them the stream, releases them together and
-    /// waits for them.
+    /// Starts one thread per partition, feeds them the stream a segment at a time, releases them
+    /// together on each and waits for them.
     fn run(&self, partitions: usize, skip_bad: bool, quiet: bool) -> anyhow::Result<Applied> {
+        let names = Names {
+            graph: self.graph,
+            table: Mutex::default(),
+        };
         thread::scope(|s| {
-            // Each thread drops its reference once it has converted its events, so the table is
-            // gone before the clock starts.
-            let names = Arc::new(Names::default());
             let (senders, threads): (Vec<_>, Vec<_>) = (0..partitions)
                 .map(|_| {
                     let (tx, rx) = mpsc::sync_channel(CHANNEL_CAPACITY);
-                    let names = names.clone();
-                    (tx, s.spawn(move || self.partition(rx, names)))
+                    let names = &names;
+                    (tx, s.spawn(move || self.partition(&rx, names)))
                 })
                 .unzip();
-            drop(names);
-            let read = read_stream(self.path, skip_bad, quiet, &senders);
+            let read = self.read_stream(skip_bad, quiet, &senders, &names);
+            if read.is_err() {
+                self.abort.store(true, Ordering::SeqCst);
+            }
+            // The last segment: whatever the reader sent since the previous one.
             drop(senders);
-            self.abort.store(read.is_err(), Ordering::SeqCst);
             self.start.wait();
+            self.done.wait();
             let results: Vec<_> = threads.into_iter().map(thread::ScopedJoinHandle::join).collect();
             let (added, skipped_bad) = read?;
             let mut merged = Applied {
@@ -234,99 +226,212 @@ impl Shared<'_> {
                 latency: new_histogram(),
                 latency_by_type: new_histograms(),
             };
-            let mut span: Option<(Instant, Instant)> = None;
+            let mut segments: Vec<(Instant, Instant)> = Vec::new();
             for result in results {
                 let applied = result.map_err(|_| anyhow::anyhow!("a builder thread panicked"))??;
-                let (began, ended) = applied.span;
-                span = Some(span.map_or((began, ended), |(b, e)| (b.min(began), e.max(ended))));
+                for (i, &(began, ended)) in applied.spans.iter().enumerate() {
+                    match segments.get_mut(i) {
+                        Some((b, e)) => (*b, *e) = ((*b).min(began), (*e).max(ended)),
+                        None => segments.push((began, ended)),
+                    }
+                }
                 merged.add(applied)?;
             }
-            merged.elapsed = span.map_or(Duration::ZERO, |(began, ended)| ended - began);
+            merged.elapsed = segments.iter().map(|&(began, ended)| ended - began).sum();
             Ok(merged)
         })
     }
 
-    /// One partition's thread: converts the events it is sent into [`GraphEvent`]s, waits for the
-    /// release, then applies them in order, dropping each event once applied and each chunk once
-    /// done (module docs, "Memory").
-    fn partition(&self, events: Receiver<Vec<Raw>>, names: Arc<Names>) -> anyhow::Result<PartitionRun> {
-        let converted = self.convert(events, &names);
-        drop(names);
-        let mut latency = new_histograms();
-        self.start.wait();
-        let began = Instant::now();
-        let events = converted?;
-        if self.abort.load(Ordering::SeqCst) {
-            return Ok(PartitionRun {
-                events: 0,
-                cpu: Duration::ZERO,
-                latency_by_type: latency,
-                span: (began, began),
-            });
+    /// Reads the stream and sends each event to its partition's thread, in batches, ending a
+    /// segment every `self.segment` events; returns the ADDED events and the skipped values.
+    fn read_stream(
+        &self,
+        skip_bad: bool,
+        quiet: bool,
+        senders: &[SyncSender<Message>],
+        names: &Names,
+    ) -> anyhow::Result<(u64, usize)> {
+        let size = std::fs::metadata(self.path).map(|m| m.len()).unwrap_or(0);
+        let bar = progress::bytes(size, quiet, "decoding");
+        let reader_bar = bar.clone();
+        let mut reader = StreamReader::open(self.path, skip_bad, move |f| Box::new(reader_bar.wrap_read(f)))?;
+        let mut added = 0;
+        let mut in_segment = 0;
+        let mut batches: Vec<Vec<Raw>> = senders.iter().map(|_| Vec::with_capacity(BATCH)).collect();
+        for record in reader.by_ref() {
+            if self.abort.load(Ordering::SeqCst) {
+                break;
+            }
+            let record = record?;
+            let Some(event_type) = EventType::of_watch(record.event.event_type) else {
+                continue;
+            };
+            added += u64::from(event_type == EventType::Add);
+            let metadata = &record.event.object.metadata;
+            let p = partition(&metadata.namespace, &Uid::parse(&metadata.uid), senders.len());
+            batches[p].push((record.line, event_type, record.event.object));
+            if batches[p].len() == BATCH {
+                send(&senders[p], &mut batches[p]);
+            }
+            in_segment += 1;
+            if in_segment == self.segment {
+                in_segment = 0;
+                for (sender, batch) in senders.iter().zip(&mut batches) {
+                    send(sender, batch);
+                    // As in `send`: a stopped thread reports its own error.
+                    let _ = sender.send(None);
+                }
+                self.start.wait();
+                self.done.wait();
+                names.forget_segment();
+            }
         }
-        let count = events.iter().map(Vec::len).sum::<usize>() as u64;
+        for (sender, batch) in senders.iter().zip(&mut batches) {
+            send(sender, batch);
+        }
+        bar.finish_and_clear();
+        Ok((added, reader.skipped()))
+    }
+
+    /// One partition's thread, segment by segment: converts the events it is sent into
+    /// [`GraphEvent`]s, waits for the release, then applies them in order, dropping each event
+    /// once applied and each chunk once done (module docs, "Memory").
+    fn partition(&self, events: &Receiver<Message>, names: &Names) -> anyhow::Result<PartitionRun> {
+        let mut run = PartitionRun {
+            events: 0,
+            cpu: Duration::ZERO,
+            latency_by_type: new_histograms(),
+            spans: Vec::new(),
+        };
+        let mut failed = None;
+        loop {
+            let (converted, last) = self.convert_segment(events, names);
+            let chunks = converted.unwrap_or_else(|e| {
+                self.abort.store(true, Ordering::SeqCst);
+                failed.get_or_insert(e);
+                Vec::new()
+            });
+            self.start.wait();
+            if !self.abort.load(Ordering::SeqCst) {
+                self.apply(chunks, &mut run);
+            }
+            self.done.wait();
+            if last {
+                return failed.map_or(Ok(run), Err);
+            }
+        }
+    }
+
+    /// Applies one segment's events through a lookahead, as the collector's builders take theirs,
+    /// timing each and the whole.
+    fn apply(&self, chunks: Vec<Vec<GraphEvent>>, run: &mut PartitionRun) {
+        let began = Instant::now();
         let cpu_before = cpu_time(libc::CLOCK_THREAD_CPUTIME_ID);
-        let apply = |event: GraphEvent, latency: &mut [Histogram<u64>; 3]| {
+        run.events += chunks.iter().map(Vec::len).sum::<usize>() as u64;
+        let latency = &mut run.latency_by_type;
+        let mut apply = |event: GraphEvent| {
             let of_type = &mut latency[type_index(event.event_type)];
             let began = Instant::now();
             self.builder.process_graph_changes(event);
             let nanos = u64::try_from(began.elapsed().as_nanos()).unwrap_or(u64::MAX);
             of_type.saturating_record(nanos);
         };
-        // As the collector's builders do, each takes its events through a lookahead.
         let mut ahead = Lookahead::default();
-        for event in events.into_iter().flatten() {
+        for event in chunks.into_iter().flatten() {
             ahead.push(self.graph, event);
-            let due = if ahead.is_full() { ahead.pop() } else { None };
-            if let Some(event) = due {
-                apply(event, &mut latency);
+            if let Some(event) = ahead.is_full().then(|| ahead.pop()).flatten() {
+                apply(event);
             }
         }
         while let Some(event) = ahead.pop() {
-            apply(event, &mut latency);
+            apply(event);
         }
-        Ok(PartitionRun {
-            events: count,
-            cpu: cpu_time(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu_before),
-            latency_by_type: latency,
-            span: (began, Instant::now()),
-        })
+        run.cpu += cpu_time(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu_before);
+        run.spans.push((began, Instant::now()));
     }
 
-    fn convert(&self, events: Receiver<Vec<Raw>>, names: &Names) -> anyhow::Result<Vec<Vec<GraphEvent>>> {
+    /// Converts the batches of one segment; true with them when the segment was the last. After
+    /// a failure it still takes the rest of the segment's batches, so the reader never waits on a
+    /// full channel.
+    fn convert_segment(
+        &self,
+        events: &Receiver<Message>,
+        names: &Names,
+    ) -> (anyhow::Result<Vec<Vec<GraphEvent>>>, bool) {
         let mut chunks: Vec<Vec<GraphEvent>> = Vec::new();
-        for (line, event_type, object) in events.into_iter().flatten() {
-            let event = GraphEvent::observed(names, event_type, &object.metadata, &object.api_version, &object.kind)
-                .with_context(|| format!("{}:{line}", self.path.display()))?;
-            match chunks.last_mut() {
-                Some(last) if last.len() < CHUNK => last.push(event),
-                _ => {
-                    let mut next = Vec::with_capacity(CHUNK);
-                    next.push(event);
-                    chunks.push(next);
+        let mut failed = None;
+        let last = loop {
+            let batch = match events.recv() {
+                Ok(Some(batch)) => batch,
+                Ok(None) => break false,
+                Err(_) => break true,
+            };
+            if failed.is_some() {
+                continue;
+            }
+            for (line, event_type, object) in batch {
+                let converted =
+                    GraphEvent::observed(names, event_type, &object.metadata, &object.api_version, &object.kind)
+                        .with_context(|| format!("{}:{line}", self.path.display()));
+                let event = match converted {
+                    Ok(event) => event,
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                };
+                match chunks.last_mut() {
+                    Some(last) if last.len() < CHUNK => last.push(event),
+                    _ => {
+                        let mut next = Vec::with_capacity(CHUNK);
+                        next.push(event);
+                        chunks.push(next);
+                    }
                 }
             }
-        }
-        Ok(chunks)
+        };
+        (failed.map_or(Ok(chunks), Err), last)
     }
 }
 
-/// The names of the objects decoded so far, by UID, so that decoded events share names as the
-/// collector's do: there a dependent's ownerReference takes the name of its owner's node
-/// ([`SharedNames`]), but the graph is still empty while the stream is decoded. Without it each
-/// dependent would keep a copy of its owner's name, memory the collector does not spend.
-///
-/// The entries live in the map's own arrays, freed whole when decoding ends. A map that boxes each
-/// entry (papaya's) left a million small blocks in the size classes of the owners' names, which
-/// the graph keeps: freed, they kept about a million names' pages partly used, counted as the
-/// graph's memory (see the module docs, "Memory").
-#[derive(Default)]
-struct Names(Mutex<HashMap<Uid, Name>>);
+/// Sends `batch` when it holds any event, leaving it empty.
+fn send(sender: &SyncSender<Message>, batch: &mut Vec<Raw>) {
+    if batch.is_empty() {
+        return;
+    }
+    let full = std::mem::replace(batch, Vec::with_capacity(BATCH));
+    // A thread that stopped sending reports its own error when joined.
+    let _ = sender.send(Some(full));
+}
 
-impl SharedNames for Names {
+/// The names of the objects decoded in this segment, by UID, and before them the graph's, so that
+/// decoded events share names as the collector's do: there a dependent's ownerReference takes the
+/// name of its owner's node ([`SharedNames`]), but an owner decoded in the same segment is not in
+/// the graph yet. Without the table each such dependent would keep a copy of its owner's name,
+/// memory the collector does not spend.
+///
+/// The entries live in the map's own arrays, emptied at each segment's end and freed whole with
+/// the replay. A map that boxes each entry (papaya's) left a million small blocks in the size
+/// classes of the owners' names, which the graph keeps: freed, they kept about a million names'
+/// pages partly used, counted as the graph's memory (see the module docs, "Memory").
+struct Names<'g> {
+    graph: &'g Graph,
+    table: Mutex<HashMap<Uid, Name>>,
+}
+
+impl Names<'_> {
+    /// Called between segments, when no thread converts: the graph now holds what the table did.
+    fn forget_segment(&self) {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+}
+
+impl SharedNames for Names<'_> {
     fn shared_name(&self, uid: &Uid, name: &str) -> Name {
-        let mut names = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let held = names.entry(uid.clone()).or_insert_with(|| Name::new(name));
+        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = table
+            .entry(uid.clone())
+            .or_insert_with(|| self.graph.shared_name(uid, name));
         if **held == *name {
             held.clone()
         } else {

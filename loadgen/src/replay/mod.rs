@@ -23,6 +23,8 @@ pub struct ReplayOptions {
     /// Graph builder partitions; more than one (builder mode only) runs the replay once per
     /// count, each on a fresh graph, and reports the scaling.
     pub partitions: Vec<usize>,
+    /// Builder mode: events decoded and applied at a time ([`builder::SEGMENT`] by default).
+    pub segment_events: u64,
     /// Malformed values are skipped and counted instead of ending the replay.
     pub skip_bad: bool,
     /// No progress bars.
@@ -38,13 +40,27 @@ pub fn builder_mode(path: &Path, options: &ReplayOptions) -> anyhow::Result<Repo
     // run pays the kernel's first-touch page faults, which flatters whichever partition count
     // runs later. The warm-up is also the run whose resident memory is a fresh process's.
     let warm_up = match (compared, options.partitions.first()) {
-        (true, Some(&p)) => Some(builder::run(path, p, options.skip_bad, options.quiet, true)?),
+        (true, Some(&p)) => Some(builder::run(
+            path,
+            p,
+            options.segment_events,
+            options.skip_bad,
+            options.quiet,
+            true,
+        )?),
         _ => None,
     };
     let mut runs = Vec::new();
     for &p in &options.partitions {
         let first = warm_up.is_none() && runs.is_empty();
-        runs.push(builder::run(path, p, options.skip_bad, options.quiet, first)?);
+        runs.push(builder::run(
+            path,
+            p,
+            options.segment_events,
+            options.skip_bad,
+            options.quiet,
+            first,
+        )?);
     }
     let Some(last) = runs.last() else {
         anyhow::bail!("no partition count to replay with");
