@@ -9,6 +9,7 @@ use crate::api::{self, validate_owner_references, InvalidOwnerReference, ObjectM
 use crate::graph::{
     Graph, Identity, Name, Observation, ObservedFinalizers, OwnerRef, OwnerRefs, ResourceVersion, Sym, TypeMeta, Uid,
 };
+use std::cell::RefCell;
 use thiserror::Error;
 
 /// What happened to the object.
@@ -162,7 +163,7 @@ impl GraphEvent {
             name: meta.name.clone(),
             source,
         })?;
-        let owners = meta.owner_references.iter().map(|r| owner_ref(graph, r)).collect();
+        let owners = owner_refs(graph, &meta.owner_references);
         let uid = Uid::parse(&meta.uid);
         Ok(GraphEvent {
             event_type,
@@ -216,6 +217,61 @@ impl GraphEvent {
             namespace: self.object.namespace.clone(),
         }
     }
+}
+
+/// Lists [`owner_refs`] remembers on each thread, by a hash of their first owner's UID.
+const RECENT_OWNER_REFS: usize = 1024;
+
+thread_local! {
+    /// The owner lists this thread made last ([`owner_refs`]). Each slot keeps at most one list
+    /// alive after the graph dropped it: a bounded cost, of 1024 lists a thread.
+    static RECENT: RefCell<Box<[Option<OwnerRefs>]>> = RefCell::new(vec![None; RECENT_OWNER_REFS].into());
+}
+
+/// The graph's form of an object's ownerReferences: the list this thread made last for equal
+/// wire refs, when the slot of their first owner's UID still holds it, else a new list of
+/// [`owner_ref`]s, which takes the slot.
+///
+/// Siblings (a ReplicaSet's pods, a Job's) come one after another in a LIST, which is in name
+/// order, and mostly in a watch, so they share one list: each node spends 8 bytes on its owners
+/// instead of a list of its own, and a sibling after the first costs no interning and no lookup
+/// of its owner's name. Equal wire refs make equal lists, so which list an event gets never
+/// changes what the graph decides.
+pub fn owner_refs(graph: &impl SharedNames, refs: &[api::OwnerReference]) -> OwnerRefs {
+    let Some(first) = refs.first() else {
+        return OwnerRefs::default();
+    };
+    let slot = slot_of(&first.uid);
+    RECENT.with(|recent| {
+        let mut recent = recent.borrow_mut();
+        if let Some(list) = recent[slot].as_ref().filter(|list| same_refs(list, refs)) {
+            return list.clone();
+        }
+        let list: OwnerRefs = refs.iter().map(|r| owner_ref(graph, r)).collect();
+        recent[slot] = Some(list.clone());
+        list
+    })
+}
+
+/// The slot of a UID's text in [`RECENT`]: FNV-1a, enough to spread random UIDs.
+fn slot_of(uid: &str) -> usize {
+    let hash = uid.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash as usize) % RECENT_OWNER_REFS
+}
+
+/// True when [`owner_ref`] would make exactly `list` of `refs`.
+fn same_refs(list: &[OwnerRef], refs: &[api::OwnerReference]) -> bool {
+    list.len() == refs.len()
+        && list.iter().zip(refs).all(|(r, w)| {
+            *r.name == *w.name
+                && **r.kind() == *w.kind
+                && **r.api_version() == *w.api_version
+                && r.controller() == w.controller
+                && r.block_owner_deletion() == w.block_owner_deletion
+                && r.uid == Uid::parse(&w.uid)
+        })
 }
 
 /// The graph's form of a wire owner reference: strings interned, and the name shared with the
@@ -289,6 +345,57 @@ mod tests {
         assert_eq!(deleted.identity(), updated.identity());
         assert_eq!(deleted.object.owners, updated.object.owners);
         assert_eq!(deleted.object.owners.as_slice()[0].name.as_str(), "web-0000-l6lcpphwrk");
+    }
+
+    #[test]
+    fn siblings_should_share_one_owner_list_and_any_difference_should_make_another() {
+        let graph = crate::graph::GraphWriter::new();
+        let convert = |meta: &ObjectMeta| {
+            GraphEvent::observed(&*graph, EventType::Add, meta, "v1", "Pod")
+                .expect("a readable object")
+                .object
+                .owners
+        };
+        let first = convert(&pod());
+        let sibling = ObjectMeta {
+            name: "web-0000-l6lcpphwrk-x2x9z".into(),
+            uid: "3b2fa9a4-1d8e-4c1e-9d0e-5c6a7b8c9d0e".into(),
+            ..pod()
+        };
+        assert!(
+            OwnerRefs::ptr_eq(&first, &convert(&sibling)),
+            "a sibling shares the list"
+        );
+        let changes: [fn(&mut OwnerReference); 6] = [
+            |r| r.name.push('x'),
+            |r| r.kind = "StatefulSet".into(),
+            |r| r.api_version = "apps/v2".into(),
+            |r| r.controller = None,
+            |r| r.block_owner_deletion = Some(false),
+            |r| r.uid = RS_UID.replace('8', "9"),
+        ];
+        for change in changes {
+            let mut other = pod();
+            change(&mut other.owner_references[0]);
+            let owners = convert(&other);
+            assert_ne!(owners, first, "{:?}", other.owner_references);
+            assert_eq!(owners.as_slice(), [owner_ref(&*graph, &other.owner_references[0])]);
+            assert!(
+                OwnerRefs::ptr_eq(&owners, &convert(&other)),
+                "the changed list is shared in turn"
+            );
+        }
+        let mut two = pod();
+        two.owner_references.push(two.owner_references[0].clone());
+        two.owner_references[1].uid = RS_UID.replace('8', "7");
+        two.owner_references[1].controller = None;
+        assert_eq!(convert(&two).len(), 2, "a longer list is another list");
+        assert_eq!(convert(&pod()), first);
+        let none = ObjectMeta {
+            owner_references: Vec::new(),
+            ..pod()
+        };
+        assert!(convert(&none).is_empty());
     }
 
     #[test]

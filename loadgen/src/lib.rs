@@ -11,10 +11,13 @@
 //! - [`sync`]: `kube-gc run` syncing a simulated cluster over HTTP, timed and measured;
 //! - [`plan`]: a running collector's plans of a large cascade, timed, and what they cost its
 //!   graph builders;
-//! - [`progress`]: progress bars for the long steps.
+//! - [`progress`]: progress bars for the long steps;
+//! - `heap_profile` (with the `heap-profile` feature): the live heap by block size, counted.
 
 pub mod curve;
 pub mod generate;
+#[cfg(feature = "heap-profile")]
+pub mod heap_profile;
 pub mod hostile;
 pub mod perf_gate;
 pub mod plan;

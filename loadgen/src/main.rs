@@ -17,8 +17,14 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// The allocator of the `kube-gc` binary, so that speed and memory figures are the ones it shows.
+#[cfg(not(feature = "heap-profile"))]
 #[global_allocator]
 static GLOBAL: kube_gc::allocator::Allocator = kube_gc::allocator::Allocator;
+
+/// The same, counting its blocks by size (`loadgen::heap_profile`).
+#[cfg(feature = "heap-profile")]
+#[global_allocator]
+static GLOBAL: loadgen::heap_profile::Counting = loadgen::heap_profile::Counting;
 
 /// Generate Kubernetes watch streams for kube-gc.
 ///

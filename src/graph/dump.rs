@@ -342,7 +342,7 @@ mod tests {
         /// Inserts `id` owned by `owners` and registers it with those owners already present.
         fn node(&self, id: Identity, owners: &[&Identity]) -> Handle {
             let refs: Vec<OwnerRef> = owners.iter().map(|o| owner_ref(o)).collect();
-            let handle = Handle::new(id, &refs, false);
+            let handle = Handle::new(id, refs.as_slice(), false);
             for owner in owners {
                 if let Some(owner) = self.graph.get(&owner.uid) {
                     owner.add_dependent(handle.clone());

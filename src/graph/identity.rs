@@ -8,6 +8,7 @@ use super::raw::intern::{Sym, TaggedTypeMeta, TypeMeta, TypeMetaRef};
 use super::raw::name::Name;
 use super::raw::uid::Uid;
 use std::fmt;
+use triomphe::ThinArc;
 
 /// One `metadata.ownerReferences` entry, stored verbatim (controller and blockOwnerDeletion too),
 /// in 32 bytes: the two optional flags ride in the low bits of the type's pointer
@@ -121,32 +122,37 @@ impl fmt::Debug for OwnerRef {
     }
 }
 
-/// An ownerReferences list as the graph and its events keep it: inline when it has one entry, as
-/// almost every object's has, so that the list costs no allocation of its own. Derefs to a slice.
-#[derive(Clone, PartialEq, Eq)]
-pub struct OwnerRefs(Repr);
-
-#[derive(Clone, PartialEq, Eq)]
-enum Repr {
-    One(OwnerRef),
-    Other(Box<[OwnerRef]>),
-}
+/// An ownerReferences list as the graph and its events keep it: one pointer, to an immutable
+/// list that every holder of an equal list may share, or none for an empty list. A node thus
+/// costs 8 bytes for its owners, not the 32 of one ref inline, and the pods of a ReplicaSet hold
+/// one list between them when they were converted through [`crate::event::owner_refs`], which
+/// hands out a list it recently made for equal wire refs. Derefs to a slice.
+#[derive(Clone, Default)]
+pub struct OwnerRefs(Option<ThinArc<(), OwnerRef>>);
 
 impl OwnerRefs {
     /// The refs, in order.
     pub fn as_slice(&self) -> &[OwnerRef] {
-        match &self.0 {
-            Repr::One(r) => std::slice::from_ref(r),
-            Repr::Other(refs) => refs,
+        self.0.as_ref().map_or(&[], |list| &list.slice)
+    }
+
+    /// True when both hold the same list, not only equal ones.
+    pub fn ptr_eq(a: &OwnerRefs, b: &OwnerRefs) -> bool {
+        match (&a.0, &b.0) {
+            (Some(a), Some(b)) => a.ptr() == b.ptr(),
+            (None, None) => true,
+            _ => false,
         }
     }
 }
 
-impl Default for OwnerRefs {
-    fn default() -> Self {
-        OwnerRefs(Repr::Other(Box::default()))
+impl PartialEq for OwnerRefs {
+    fn eq(&self, other: &Self) -> bool {
+        OwnerRefs::ptr_eq(self, other) || self.as_slice() == other.as_slice()
     }
 }
+
+impl Eq for OwnerRefs {}
 
 impl std::ops::Deref for OwnerRefs {
     type Target = [OwnerRef];
@@ -163,24 +169,29 @@ impl fmt::Debug for OwnerRefs {
 
 impl From<&[OwnerRef]> for OwnerRefs {
     fn from(refs: &[OwnerRef]) -> Self {
-        match refs {
-            [r] => OwnerRefs(Repr::One(r.clone())),
-            _ => OwnerRefs(Repr::Other(refs.into())),
-        }
+        refs.iter().cloned().collect()
+    }
+}
+
+impl<const N: usize> From<&[OwnerRef; N]> for OwnerRefs {
+    fn from(refs: &[OwnerRef; N]) -> Self {
+        refs.as_slice().into()
+    }
+}
+
+impl From<&OwnerRefs> for OwnerRefs {
+    fn from(refs: &OwnerRefs) -> Self {
+        refs.clone()
     }
 }
 
 impl FromIterator<OwnerRef> for OwnerRefs {
     fn from_iter<I: IntoIterator<Item = OwnerRef>>(iter: I) -> Self {
-        let mut iter = iter.into_iter();
-        match (iter.next(), iter.next()) {
-            (None, _) => OwnerRefs::default(),
-            (Some(r), None) => OwnerRefs(Repr::One(r)),
-            (Some(a), Some(b)) => {
-                let refs: Vec<OwnerRef> = [a, b].into_iter().chain(iter).collect();
-                OwnerRefs(Repr::Other(refs.into_boxed_slice()))
-            }
+        let refs: Vec<OwnerRef> = iter.into_iter().collect();
+        if refs.is_empty() {
+            return OwnerRefs(None);
         }
+        OwnerRefs(Some(ThinArc::from_header_and_iter((), refs.into_iter())))
     }
 }
 

@@ -128,7 +128,7 @@ mod tests {
     /// Inserts an observed node `uid` owned by `owners`, without touching the owners' nodes.
     fn insert(graph: &GraphWriter, uid: &str, owners: &[&str]) -> Handle {
         let refs: Vec<OwnerRef> = owners.iter().map(|o| owner_ref(o)).collect();
-        let handle = Handle::new(identity(uid), &refs, false);
+        let handle = Handle::new(identity(uid), refs.as_slice(), false);
         graph.insert(handle.clone());
         handle
     }
@@ -174,7 +174,10 @@ mod tests {
     #[test]
     fn check_should_report_a_dependent_without_a_reference_to_its_owner() {
         let (graph, _, dependent) = consistent_graph();
-        dependent.observe(Some(&[]), crate::graph::Observation::default());
+        dependent.observe(
+            Some(&crate::graph::OwnerRefs::default()),
+            crate::graph::Observation::default(),
+        );
         let violations = check(&graph);
         assert_eq!(violations.len(), 1, "{violations:?}");
         assert!(violations[0].contains("has no owner reference to it"));
@@ -184,7 +187,7 @@ mod tests {
     fn check_should_report_a_virtual_node_with_owners() {
         let graph = GraphWriter::new();
         let refs = vec![owner_ref("absent-owner")];
-        graph.insert(Handle::new(identity("ghost"), &refs, true));
+        graph.insert(Handle::new(identity("ghost"), refs.as_slice(), true));
         let violations = check(&graph);
         assert_eq!(violations.len(), 1, "{violations:?}");
         assert!(violations[0].contains("is virtual"));

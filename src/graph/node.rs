@@ -10,9 +10,9 @@
 //! and without a graph-wide lock, so a reader may see `owners`, `dependents` and flags from
 //! slightly different moments (spec §11); the re-queue rules, not locking, make that safe.
 //!
-//! Layout: a graph holds millions of nodes, so a node is one 96-byte allocation (a test keeps it
-//! so): the identity (UID, interned strings, a shared name), one state word, and the owners
-//! (inline when there is one) and the dependents (one pointer until there are any). The state
+//! Layout: a graph holds millions of nodes, so a node is one 72-byte allocation (a test keeps it
+//! so): the identity (UID, interned strings, a shared name), one state word, and the owners (a
+//! pointer to a list that siblings share) and the dependents (one pointer until there are any). The state
 //! word holds the flags in its low byte, above them the resourceVersion the object was last
 //! observed at, and in its two top bits the lock over the owners and dependents
 //! ([`WordLock`]): neither the version nor the lock costs a byte of its own. The `retired` mark of
@@ -145,7 +145,7 @@ pub struct Handle(pub(in crate::graph) Arc<Node>);
 
 impl Handle {
     /// A new observed or virtual node with no dependents.
-    pub fn new(identity: Identity, owners: &[OwnerRef], is_virtual: bool) -> Handle {
+    pub fn new(identity: Identity, owners: impl Into<OwnerRefs>, is_virtual: bool) -> Handle {
         let flags = if is_virtual { bit::VIRTUAL } else { 0 };
         Handle::assemble(identity, u64::from(flags), owners.into(), Dependents::default())
     }
@@ -161,7 +161,7 @@ impl Handle {
     /// copy is not in the graph; builders replace a node with [`super::GraphWriter::replace`].
     pub fn clone_with_identity(&self, identity: Identity) -> Handle {
         let edges = self.state.lock();
-        self.clone_with(identity, &edges.dependents, edges.owners.as_slice())
+        self.clone_with(identity, &edges.dependents, &edges.owners)
     }
 
     /// True when both handles point at the same node.
@@ -272,10 +272,10 @@ impl Node {
 
     /// Records an observation, and the owners it listed when they changed, in one
     /// critical section of the edges lock (module docs). beingDeleted is never cleared.
-    pub(super) fn observe(&self, owners: Option<&[OwnerRef]>, seen: Observation) {
+    pub(super) fn observe(&self, owners: Option<&OwnerRefs>, seen: Observation) {
         let mut edges = self.state.lock();
         if let Some(owners) = owners {
-            edges.owners = owners.into();
+            edges.owners = owners.clone();
         }
         let deleted = if seen.being_deleted { bit::BEING_DELETED } else { 0 };
         let new = (seen.resource_version.bits() << bit::FLAGS) | u64::from(seen.finalizers.bits() | deleted);
@@ -347,15 +347,15 @@ impl Node {
     pub(super) fn retire_into_clone(&self, identity: Identity, publish: impl FnOnce(&Handle)) -> Handle {
         let edges = self.state.lock();
         self.mark_retired();
-        let clone = self.clone_with(identity, &edges.dependents, edges.owners.as_slice());
+        let clone = self.clone_with(identity, &edges.dependents, &edges.owners);
         publish(&clone);
         clone
     }
 
     /// A handle on a copy of this node with another identity and not retired.
-    fn clone_with(&self, identity: Identity, dependents: &Dependents, owners: &[OwnerRef]) -> Handle {
+    fn clone_with(&self, identity: Identity, dependents: &Dependents, owners: &OwnerRefs) -> Handle {
         let state = self.state.load(Ordering::Relaxed) & !u64::from(bit::RETIRED);
-        Handle::assemble(identity, state, owners.into(), dependents.duplicate())
+        Handle::assemble(identity, state, owners.clone(), dependents.duplicate())
     }
 
     fn mark_retired(&self) {
@@ -390,13 +390,10 @@ mod tests {
 
     #[test]
     fn node_should_fit_the_layout_its_memory_budget_assumes() {
-        // The handle's allocation is the node plus one reference count.
-        assert!(std::mem::size_of::<Node>() + 8 <= 96, "{}", std::mem::size_of::<Node>());
-        assert_eq!(
-            std::mem::size_of::<OwnerRefs>(),
-            std::mem::size_of::<OwnerRef>(),
-            "one owner inline"
-        );
+        // The handle's allocation is the node plus one reference count: 72 bytes, in the
+        // allocator's 80-byte class.
+        assert!(std::mem::size_of::<Node>() + 8 <= 72, "{}", std::mem::size_of::<Node>());
+        assert_eq!(std::mem::size_of::<OwnerRefs>(), 8, "a pointer to a shared list");
         assert_eq!(std::mem::size_of::<OwnerRef>(), 32);
         assert_eq!(std::mem::size_of::<Dependents>(), 8);
         assert_eq!(std::mem::size_of::<Handle>(), 8);
@@ -446,7 +443,7 @@ mod tests {
             None,
         );
         node.observe(
-            Some(std::slice::from_ref(&owner)),
+            Some(&std::slice::from_ref(&owner).into()),
             seen("4", false, &["foregroundDeletion"]),
         );
         let observed = node.observed().expect("observed at a known version");

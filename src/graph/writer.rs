@@ -15,7 +15,7 @@
 //! graph.remove(&Uid::parse("a"));
 //! ```
 
-use super::{Graph, Handle, Node, Observation, OwnerRef, Uid};
+use super::{Graph, Handle, Node, Observation, OwnerRefs, Uid};
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -69,7 +69,7 @@ impl GraphWriter {
     /// Records an observation of `node`, and the owners it listed when they changed, in one
     /// critical section of the node's edges lock. beingDeleted is never cleared.
     #[inline]
-    pub fn observe(&self, node: &Node, owners: Option<&[OwnerRef]>, seen: Observation) {
+    pub fn observe(&self, node: &Node, owners: Option<&OwnerRefs>, seen: Observation) {
         node.observe(owners, seen);
     }
 

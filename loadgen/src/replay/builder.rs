@@ -100,6 +100,8 @@ pub fn run(
     // Only a measuring run asks the allocator for its free pages back (module docs).
     let resident = || measure_memory.then(resident_bytes_in_use).flatten();
     let before = resident();
+    #[cfg(feature = "heap-profile")]
+    let heap_before = crate::heap_profile::Snapshot::now();
     let writer = GraphWriter::new();
     let graph = writer.graph().clone();
     let builder = GraphBuilder::detached(writer);
@@ -114,6 +116,13 @@ pub fn run(
     };
     let applied = shared.run(partitions, skip_bad, quiet)?;
     let graph_bytes = Option::zip(before, resident()).map(|(b, a)| a.saturating_sub(b));
+    #[cfg(feature = "heap-profile")]
+    if measure_memory {
+        eprintln!(
+            "{}",
+            crate::heap_profile::Snapshot::growth_since(&heap_before, graph.len())
+        );
+    }
     Ok(BuilderRun {
         partitions,
         events: applied.events,
