@@ -173,6 +173,12 @@ impl From<&[OwnerRef]> for OwnerRefs {
     }
 }
 
+impl From<&Vec<OwnerRef>> for OwnerRefs {
+    fn from(refs: &Vec<OwnerRef>) -> Self {
+        refs.as_slice().into()
+    }
+}
+
 impl<const N: usize> From<&[OwnerRef; N]> for OwnerRefs {
     fn from(refs: &[OwnerRef; N]) -> Self {
         refs.as_slice().into()

@@ -5,8 +5,9 @@
 //! identity. Cloning is a reference-count increment; the bytes go with the last holder.
 //!
 //! Layout: one allocation, an 8-byte header (a 32-bit reference count and the 32-bit length) then
-//! the bytes. A graph holds about one name per object, and the allocator rounds blocks to 8 bytes,
-//! so a 26-character pod name takes a 40-byte block, where a header of two words took 48.
+//! the bytes. A graph holds about one name per object; mimalloc serves small blocks in steps of
+//! 16 bytes, so a 26-character pod name (34 bytes) takes a 48-byte block, and a ReplicaSet's
+//! 19-character name a 32-byte one, where a header of two words took 48.
 //!
 //! Invariants: the bytes are written once, before the pointer is shared, and never again; the
 //! count is the number of `Name`s holding the allocation, and the last one to drop frees it.
