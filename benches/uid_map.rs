@@ -17,7 +17,7 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use kube_gc::api::{ObjectMeta, OwnerReference};
 use kube_gc::builder::GraphBuilder;
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::{Graph, GraphWriter, Handle, Identity, Name, Sym, TypeMeta, Uid};
+use kube_gc::graph::{Graph, GraphWriter, Handle, Identity, Name, OwnerRefs, Sym, TypeMeta, Uid};
 use parking_lot::RwLock;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -127,7 +127,7 @@ impl Syms {
             uid: key(thread, index),
             namespace: self.namespace.clone(),
         };
-        Handle::new(identity, &[], false)
+        Handle::new(identity, OwnerRefs::NONE, false)
     }
 }
 

@@ -219,7 +219,7 @@ impl GraphEvent {
     }
 }
 
-/// Lists [`owner_refs`] remembers on each thread, by a hash of their first owner's UID.
+/// Lists [`owner_refs`] remembers on each thread, by their first owner's UID.
 const RECENT_OWNER_REFS: usize = 1024;
 
 thread_local! {
@@ -238,46 +238,51 @@ thread_local! {
 /// of its owner's name. Equal wire refs make equal lists, so which list an event gets never
 /// changes what the graph decides.
 pub fn owner_refs(graph: &impl SharedNames, refs: &[api::OwnerReference]) -> OwnerRefs {
-    let Some(first) = refs.first() else {
-        return OwnerRefs::default();
+    let Some((first, rest)) = refs.split_first() else {
+        return OwnerRefs::NONE;
     };
-    let slot = slot_of(&first.uid);
+    let first_uid = Uid::parse(&first.uid);
+    let slot = (first_uid.hash64() as usize) % RECENT_OWNER_REFS;
     RECENT.with(|recent| {
         let mut recent = recent.borrow_mut();
-        if let Some(list) = recent[slot].as_ref().filter(|list| same_refs(list, refs)) {
+        if let Some(list) = recent[slot].as_ref().filter(|list| same_refs(list, refs, &first_uid)) {
             return list.clone();
         }
-        let list: OwnerRefs = refs.iter().map(|r| owner_ref(graph, r)).collect();
+        let first = owner_ref_of(graph, first, first_uid);
+        let list: OwnerRefs = std::iter::once(first)
+            .chain(rest.iter().map(|r| owner_ref(graph, r)))
+            .collect();
         recent[slot] = Some(list.clone());
         list
     })
 }
 
-/// The slot of a UID's text in [`RECENT`]: FNV-1a, enough to spread random UIDs.
-fn slot_of(uid: &str) -> usize {
-    let hash = uid.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    (hash as usize) % RECENT_OWNER_REFS
-}
-
-/// True when [`owner_ref`] would make exactly `list` of `refs`.
-fn same_refs(list: &[OwnerRef], refs: &[api::OwnerReference]) -> bool {
+/// True when [`owner_ref`] would make exactly `list` of `refs`, the first of whose UIDs is
+/// `first_uid`.
+fn same_refs(list: &[OwnerRef], refs: &[api::OwnerReference], first_uid: &Uid) -> bool {
     list.len() == refs.len()
-        && list.iter().zip(refs).all(|(r, w)| {
+        && list.iter().zip(refs).enumerate().all(|(i, (r, w))| {
             *r.name == *w.name
                 && **r.kind() == *w.kind
                 && **r.api_version() == *w.api_version
                 && r.controller() == w.controller
                 && r.block_owner_deletion() == w.block_owner_deletion
-                && r.uid == Uid::parse(&w.uid)
+                && if i == 0 {
+                    r.uid == *first_uid
+                } else {
+                    r.uid == Uid::parse(&w.uid)
+                }
         })
 }
 
 /// The graph's form of a wire owner reference: strings interned, and the name shared with the
 /// owner's node when the graph has it.
 pub fn owner_ref(graph: &impl SharedNames, r: &api::OwnerReference) -> OwnerRef {
-    let uid = Uid::parse(&r.uid);
+    owner_ref_of(graph, r, Uid::parse(&r.uid))
+}
+
+/// [`owner_ref`], with `r`'s UID already parsed.
+fn owner_ref_of(graph: &impl SharedNames, r: &api::OwnerReference, uid: Uid) -> OwnerRef {
     OwnerRef::new(
         TypeMeta::new(Sym::new(&r.api_version), Sym::new(&r.kind)),
         graph.shared_name(&uid, &r.name),

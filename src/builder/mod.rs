@@ -19,7 +19,9 @@ pub use metrics::{GraphEventMetrics, GraphEventStats};
 
 use crate::event::{EventObject, EventType, GraphEvent};
 use crate::graph::AbsentOwnerCache;
-use crate::graph::{Graph, GraphWriter, Handle, Linked, Node, Observation, ObservedFinalizers, OwnerRef, Uid};
+use crate::graph::{
+    Graph, GraphWriter, Handle, Linked, Node, Observation, ObservedFinalizers, OwnerRef, OwnerRefs, Uid,
+};
 use crate::journal::{witness::Change, Journal};
 use crate::queue::{RateLimiterConfig, WorkQueue};
 use crate::recorder::EventRecorder;
@@ -278,7 +280,7 @@ impl GraphBuilder {
     fn add_dependent_to_owners<'r>(&self, node: &Handle, refs: impl IntoIterator<Item = &'r OwnerRef>) {
         let mut suspicious = false;
         for r in refs {
-            let virtual_owner = || Handle::new(r.identity_in(&node.identity().namespace), &[], true);
+            let virtual_owner = || Handle::new(r.identity_in(&node.identity().namespace), OwnerRefs::NONE, true);
             let check = |owner: &Node| !suspicious && self.is_suspicious_ref(node, owner, r);
             match self.graph.link(&r.uid, node, virtual_owner, check) {
                 Linked::CreatedVirtual(owner) => self.attempt_to_delete.add(owner),

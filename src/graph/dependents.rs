@@ -108,7 +108,7 @@ impl Dependents {
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
-    use crate::graph::{Identity, Name, Sym, TypeMeta, Uid};
+    use crate::graph::{Identity, Name, OwnerRefs, Sym, TypeMeta, Uid};
 
     fn handle(i: usize) -> Handle {
         let identity = Identity {
@@ -117,7 +117,7 @@ mod tests {
             uid: Uid::parse(&format!("p{i}")),
             namespace: Sym::new("ns"),
         };
-        Handle::new(identity, &[], false)
+        Handle::new(identity, OwnerRefs::NONE, false)
     }
 
     #[test]

@@ -311,7 +311,7 @@ const PRIVATE_USE: [(u32, u32); 3] = [(0xE000, 0xF8FF), (0xF_0000, 0xF_FFFD), (0
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
-    use crate::graph::{GraphWriter, Identity, Sym, TypeMeta};
+    use crate::graph::{GraphWriter, Identity, OwnerRefs, Sym, TypeMeta};
 
     /// Builds graphs by hand: identities with explicit coordinates, and owner references that
     /// copy the owner's identity.
@@ -462,7 +462,11 @@ mod tests {
         let owner = b.node(b.identity("v1", "Secret", "ns", "s", "owner"), &[]);
         b.node(b.identity("v1", "Pod", "ns", "p", "pod"), &[owner.identity()]);
         owner.mark_deleting_dependents();
-        let virtual_owner = Handle::new(b.identity("v1", "ConfigMap", "ns", "c", "virtual"), &[], true);
+        let virtual_owner = Handle::new(
+            b.identity("v1", "ConfigMap", "ns", "c", "virtual"),
+            OwnerRefs::NONE,
+            true,
+        );
         b.graph.insert(virtual_owner.clone());
         b.node(b.identity("v1", "Pod", "ns", "q", "pod2"), &[virtual_owner.identity()]);
 

@@ -220,7 +220,7 @@ impl Graph {
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
-    use crate::graph::{Name, Sym, TypeMeta};
+    use crate::graph::{Name, OwnerRefs, Sym, TypeMeta};
 
     fn identity(uid: &str) -> Identity {
         Identity {
@@ -234,10 +234,10 @@ mod tests {
     #[test]
     fn link_should_land_on_the_clone_when_the_owner_was_replaced() {
         let graph = GraphWriter::new();
-        let owner = Handle::new(identity("o"), &[], true);
+        let owner = Handle::new(identity("o"), OwnerRefs::NONE, true);
         graph.insert(owner.clone());
         let clone = graph.replace(&owner, identity("o"));
-        let dep = Handle::new(identity("d"), &[], false);
+        let dep = Handle::new(identity("d"), OwnerRefs::NONE, false);
         assert!(
             matches!(graph.link(&Uid::parse("o"), &dep, || unreachable!(), Node::handle), Linked::Existing(h) if h == clone)
         );
@@ -248,11 +248,11 @@ mod tests {
     #[test]
     fn link_should_create_a_virtual_owner_when_the_owner_was_removed() {
         let graph = GraphWriter::new();
-        let owner = Handle::new(identity("o"), &[], false);
+        let owner = Handle::new(identity("o"), OwnerRefs::NONE, false);
         graph.insert(owner.clone());
         assert!(graph.remove_node(&owner).is_empty());
-        let dep = Handle::new(identity("d"), &[], false);
-        let virtual_owner = || Handle::new(identity("o"), &[], true);
+        let dep = Handle::new(identity("d"), OwnerRefs::NONE, false);
+        let virtual_owner = || Handle::new(identity("o"), OwnerRefs::NONE, true);
         let Linked::CreatedVirtual(created) = graph.link(&Uid::parse("o"), &dep, virtual_owner, Node::handle) else {
             panic!("expected a new virtual owner");
         };
@@ -266,9 +266,9 @@ mod tests {
         // The owner goes with a dependent that keeps its reference (held by a finalizer, say);
         // another dependent's reference then makes a virtual owner for the same UID.
         let graph = GraphWriter::new();
-        let owner = Handle::new(identity("o"), &[], false);
+        let owner = Handle::new(identity("o"), OwnerRefs::NONE, false);
         graph.insert(owner.clone());
-        let (held, self_owned) = (Handle::new(identity("held"), &[], false), owner.clone());
+        let (held, self_owned) = (Handle::new(identity("held"), OwnerRefs::NONE, false), owner.clone());
         assert!(owner.add_dependent(held.clone()) && owner.add_dependent(self_owned));
         assert_eq!(graph.remove_node(&owner).len(), 2, "every dependent is returned");
         assert_eq!(
@@ -277,8 +277,8 @@ mod tests {
             "the removed node is not"
         );
 
-        let newcomer = Handle::new(identity("new"), &[], false);
-        let virtual_owner = || Handle::new(identity("o"), &[], true);
+        let newcomer = Handle::new(identity("new"), OwnerRefs::NONE, false);
+        let virtual_owner = || Handle::new(identity("o"), OwnerRefs::NONE, true);
         let Linked::CreatedVirtual(created) = graph.link(&Uid::parse("o"), &newcomer, virtual_owner, Node::handle)
         else {
             panic!("expected a new virtual owner");
@@ -292,26 +292,26 @@ mod tests {
     #[test]
     fn an_observed_node_should_take_the_edges_left_adrift_for_its_uid() {
         let graph = GraphWriter::new();
-        let owner = Handle::new(identity("o"), &[], true);
+        let owner = Handle::new(identity("o"), OwnerRefs::NONE, true);
         graph.insert(owner.clone());
-        let dep = Handle::new(identity("d"), &[], false);
+        let dep = Handle::new(identity("d"), OwnerRefs::NONE, false);
         assert!(owner.add_dependent(dep.clone()));
         graph.remove_node(&owner);
 
-        let observed = Handle::new(identity("o"), &[], false);
+        let observed = Handle::new(identity("o"), OwnerRefs::NONE, false);
         assert!(graph.insert_if_absent(&observed));
         assert_eq!(observed.dependents(), [dep]);
-        assert!(!graph.insert_if_absent(&Handle::new(identity("o"), &[], false)));
+        assert!(!graph.insert_if_absent(&Handle::new(identity("o"), OwnerRefs::NONE, false)));
     }
 
     #[test]
     fn unlink_and_relink_should_edit_the_edges_adrift_when_the_owner_has_no_node() {
         let graph = GraphWriter::new();
-        let owner = Handle::new(identity("o"), &[], false);
+        let owner = Handle::new(identity("o"), OwnerRefs::NONE, false);
         graph.insert(owner.clone());
         let (stays, goes) = (
-            Handle::new(identity("stays"), &[], false),
-            Handle::new(identity("goes"), &[], false),
+            Handle::new(identity("stays"), OwnerRefs::NONE, false),
+            Handle::new(identity("goes"), OwnerRefs::NONE, false),
         );
         assert!(owner.add_dependent(stays.clone()) && owner.add_dependent(goes.clone()));
         graph.remove_node(&owner);
@@ -334,9 +334,9 @@ mod tests {
         // on a node that was removed after the edge was written (and was returned by remove_node).
         let graph = GraphWriter::new();
         let uid = Uid::parse("o");
-        graph.insert(Handle::new(identity("o"), &[], false));
+        graph.insert(Handle::new(identity("o"), OwnerRefs::NONE, false));
         let deps: Vec<Handle> = (0..20_000)
-            .map(|i| Handle::new(identity(&format!("d{i}")), &[], false))
+            .map(|i| Handle::new(identity(&format!("d{i}")), OwnerRefs::NONE, false))
             .collect();
         let start = std::sync::Barrier::new(2);
         let removals = std::sync::atomic::AtomicUsize::new(0);
@@ -347,7 +347,7 @@ mod tests {
                 // raced it a few times, within a bounded number of rounds.
                 for _ in 0..1_000 {
                     for d in &deps {
-                        graph.link(&uid, d, || Handle::new(identity("o"), &[], true), |_| ());
+                        graph.link(&uid, d, || Handle::new(identity("o"), OwnerRefs::NONE, true), |_| ());
                     }
                     if removals.load(std::sync::atomic::Ordering::Relaxed) >= 20 {
                         break;

@@ -131,6 +131,9 @@ impl fmt::Debug for OwnerRef {
 pub struct OwnerRefs(Option<ThinArc<(), OwnerRef>>);
 
 impl OwnerRefs {
+    /// No owners: a root's, or a virtual node's.
+    pub const NONE: OwnerRefs = OwnerRefs(None);
+
     /// The refs, in order.
     pub fn as_slice(&self) -> &[OwnerRef] {
         self.0.as_ref().map_or(&[], |list| &list.slice)
@@ -170,18 +173,6 @@ impl fmt::Debug for OwnerRefs {
 impl From<&[OwnerRef]> for OwnerRefs {
     fn from(refs: &[OwnerRef]) -> Self {
         refs.iter().cloned().collect()
-    }
-}
-
-impl From<&Vec<OwnerRef>> for OwnerRefs {
-    fn from(refs: &Vec<OwnerRef>) -> Self {
-        refs.as_slice().into()
-    }
-}
-
-impl<const N: usize> From<&[OwnerRef; N]> for OwnerRefs {
-    fn from(refs: &[OwnerRef; N]) -> Self {
-        refs.as_slice().into()
     }
 }
 

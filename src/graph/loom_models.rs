@@ -15,7 +15,7 @@
 //! its builder (which re-queues it), and never written to a handle after it was retired.
 
 use super::raw::table::{self, UidTable};
-use super::{GraphWriter, Handle, Identity, Linked, Name, Node, Sym, TypeMeta, Uid};
+use super::{GraphWriter, Handle, Identity, Linked, Name, Node, OwnerRefs, Sym, TypeMeta, Uid};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -43,12 +43,12 @@ fn identity(uid: &str, kind: &str) -> Identity {
 
 /// An observed node with no owners.
 fn observed(uid: &str) -> Handle {
-    Handle::new(identity(uid, "ConfigMap"), &[], false)
+    Handle::new(identity(uid, "ConfigMap"), OwnerRefs::NONE, false)
 }
 
 /// The virtual owner `link` creates when the owner is absent, as the builder's factory does.
 fn virtual_owner() -> Handle {
-    Handle::new(identity(OWNER, "ConfigMap"), &[], true)
+    Handle::new(identity(OWNER, "ConfigMap"), OwnerRefs::NONE, true)
 }
 
 /// The factory for a `link` whose owner is in the map throughout, so must never be called.

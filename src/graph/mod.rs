@@ -279,7 +279,7 @@ mod tests {
             uid: Uid::parse(&uid),
             namespace: Sym::new("ns"),
         };
-        Handle::new(identity, &[], false)
+        Handle::new(identity, OwnerRefs::NONE, false)
     }
 
     #[test]

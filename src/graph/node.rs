@@ -419,7 +419,7 @@ mod tests {
 
     #[test]
     fn observe_should_replace_version_and_finalizers_and_keep_the_other_flags() {
-        let node = Handle::new(identity("u"), &[], true);
+        let node = Handle::new(identity("u"), OwnerRefs::NONE, true);
         node.mark_deleting_dependents();
         node.observe(None, seen("7", true, &["orphan", "example.com/hold"]));
         node.observe(None, seen("9", false, &[]));
@@ -431,7 +431,7 @@ mod tests {
 
     #[test]
     fn observed_should_pair_owners_with_their_version_and_know_nothing_of_virtual_nodes() {
-        let node = Handle::new(identity("u"), &[], true);
+        let node = Handle::new(identity("u"), OwnerRefs::NONE, true);
         node.observe(None, seen("3", false, &[]));
         assert_eq!(node.observed(), None, "a virtual node was never observed");
         node.mark_observed();

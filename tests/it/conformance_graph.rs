@@ -56,7 +56,7 @@ use kube_gc::api::{
 use kube_gc::builder::references::alternate_owner_identity;
 use kube_gc::collector::{CollectError, CollectorConfig};
 use kube_gc::event::{EventType, GraphEvent};
-use kube_gc::graph::{Graph, Handle, Identity, OwnerRef, Sym, TypeMeta, Uid};
+use kube_gc::graph::{Graph, Handle, Identity, OwnerRef, OwnerRefs, Sym, TypeMeta, Uid};
 use kube_gc::queue::QueueState;
 use kube_gc_sim::{ApiCalls, SimCluster, TypeDef};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -813,7 +813,7 @@ impl Scenario {
     async fn attempt(&mut self, id: Id, is_virtual: bool) {
         let recorder = Arc::new(Recorder::new(self.rig.cluster.clone()));
         let collector = self.rig.collector_over(recorder.clone()).await;
-        let item = Handle::new(id.identity(), &[], is_virtual);
+        let item = Handle::new(id.identity(), OwnerRefs::NONE, is_virtual);
         collector
             .attempt_to_delete_item(&item)
             .await
@@ -2051,7 +2051,7 @@ fn s42_alternate_owner_identity_cases() {
         let deps: Vec<Handle> = deps
             .iter()
             .map(|(child, owners)| {
-                let refs: Vec<OwnerRef> = owners
+                let refs: OwnerRefs = owners
                     .iter()
                     .map(|o| {
                         let o = identity(*o);
@@ -2064,7 +2064,7 @@ fn s42_alternate_owner_identity_cases() {
                         )
                     })
                     .collect();
-                Handle::new(identity(*child), &refs, false)
+                Handle::new(identity(*child), refs, false)
             })
             .collect();
         let got = alternate_owner_identity(&deps, &identity(*absent));

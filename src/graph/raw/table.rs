@@ -478,7 +478,7 @@ impl<A> Drop for UidTable<A> {
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
-    use crate::graph::{Identity, Name, Sym, TypeMeta};
+    use crate::graph::{Identity, Name, OwnerRefs, Sym, TypeMeta};
     use std::sync::atomic::AtomicBool;
 
     fn handle(uid: &Uid) -> Handle {
@@ -488,7 +488,7 @@ mod tests {
             uid: uid.clone(),
             namespace: Sym::new("ns"),
         };
-        Handle::new(identity, &[], false)
+        Handle::new(identity, OwnerRefs::NONE, false)
     }
 
     /// Entries per test: Miri interprets every access, so it gets fewer (still several resizes).
