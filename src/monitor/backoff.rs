@@ -4,9 +4,10 @@
 //!
 //! Invariant: a wait is never shorter than the current step nor longer than twice [`MAX`]; the
 //! step only grows through failures and only shrinks through [`Backoff::reset`]. Progress, not
-//! time, resets it: a page that arrived, or a watch that delivered an event or stayed open
-//! (`SHORT_WATCH` in the monitor). Without that, a
-//! 12-page list under a 20 % error rate, whose backoff only a complete list reset, crept to
+//! time, resets it: a page that arrived, a watch that delivered an event or stayed open
+//! (`SHORT_WATCH` in the monitor), or one the server ended with 410, whose new read must not
+//! inherit the step the watch reached through an outage. Were the step reset only by a complete
+//! list, a 12-page list under a 20 % error rate, whose backoff only a complete list reset, crept to
 //! 30 s between pages and almost never completed.
 //!
 //! The jitter adds up to one step again (a wait of `step × [1, 2)`), so that the monitors of a

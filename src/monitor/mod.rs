@@ -37,7 +37,9 @@
 //!   seen (bookmarks included), so nothing is read again; only a 410 (history expired) leads
 //!   to a new read, during which the view counts as incomplete ([`MonitorStatus::is_relisting`]).
 //! - Failures wait out a jittered, doubling [`Backoff`] that any progress resets: a page, an
-//!   event, or a watch that stayed open (a quiet resource's watch that the server closes on time).
+//!   event, a watch that stayed open (a quiet resource's watch that the server closes on time),
+//!   or a watch that ended with 410: that is the server's answer, and the new read starts from
+//!   the first step.
 //!
 //! Like an informer with resync period 0, a monitor forwards every update, unfiltered (spec §12.1).
 //!

@@ -20,7 +20,7 @@
 //!   own continue token, a watch from the last resourceVersion seen, bookmarks included. Only a
 //!   410 goes back further: to the list's first page, or, for a watch, to a new read.
 //! - Progress ([`Action::Progress`]) comes before anything else the step does: a page, a
-//!   watch-list's first object, a watch that delivered an event or stayed open.
+//!   watch-list's first object, a watch that delivered an event, stayed open or ended with 410.
 //! - Once the server refused a watch-list, every read is by list: no state whose `mode` is
 //!   [`SyncMode::List`] leads to a watch-list.
 
@@ -456,13 +456,19 @@ fn watch_ended(resource_version: String, mode: SyncMode, delivered: bool, ended:
     let healthy = ended
         .as_ref()
         .is_ok_and(|open_for| delivered || *open_for >= SHORT_WATCH);
+    // A 410 is the server's answer, not a failure: it ends the run of failures of this watch,
+    // which the new read must not inherit. (A read after a restart, whose watch had backed off
+    // through the outage, otherwise began its list at a step of 3–6 s, and a few injected 500s
+    // on that one-page list took the step to 30 s while every item that needed the view
+    // waited.)
+    let expired = ended.as_ref().is_err_and(ApiError::is_gone);
     let mut actions = Vec::new();
-    if delivered || healthy {
+    if delivered || healthy || expired {
         actions.push(Action::Progress);
     }
     let reopen = Request::Watch { resource_version, mode };
     match ended {
-        Err(error) if error.is_gone() => {
+        Err(_) if expired => {
             actions.push(Action::HistoryExpired);
             read(mode, actions)
         }
@@ -685,7 +691,12 @@ mod tests {
             let (_, actions) = step(state, Input::Failed(error(StatusReason::Gone)));
             assert_eq!(
                 actions,
-                [Action::HistoryExpired, Action::ReadStarted, list_page("")],
+                [
+                    Action::Progress,
+                    Action::HistoryExpired,
+                    Action::ReadStarted,
+                    list_page("")
+                ],
                 "the next read lists: watch-list is never asked for again"
             );
         }
@@ -789,7 +800,12 @@ mod tests {
             let (_, actions) = step(state, Input::Failed(error(StatusReason::Expired)));
             assert_eq!(
                 actions,
-                [Action::HistoryExpired, Action::ReadStarted, Action::OpenWatchList],
+                [
+                    Action::Progress,
+                    Action::HistoryExpired,
+                    Action::ReadStarted,
+                    Action::OpenWatchList
+                ],
                 "the next read tries watch-list again"
             );
         }
@@ -985,7 +1001,15 @@ mod tests {
 
         let (state, actions) = step(state, Input::Failed(error(StatusReason::Gone)));
         apply(&actions);
-        assert_eq!(actions, [Action::HistoryExpired, Action::ReadStarted, list_page("")]);
+        assert_eq!(
+            actions,
+            [
+                Action::Progress,
+                Action::HistoryExpired,
+                Action::ReadStarted,
+                list_page("")
+            ]
+        );
         assert!(
             status.is_relisting() && status.relists() == 1,
             "the view is incomplete while it is read again"
@@ -1007,19 +1031,55 @@ mod tests {
         assert!(status.is_complete(), "the read is over");
     }
 
+    /// The waits a run of `actions` asks for, from `backoff`.
+    fn back_off_as(backoff: &mut Backoff, actions: &[Action], waits: &mut Vec<Duration>) {
+        for action in actions {
+            match action {
+                Action::BackOff => waits.push(backoff.next_wait()),
+                Action::Progress => backoff.reset(),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn a_read_after_an_expired_watch_should_back_off_from_the_first_step_whatever_the_watch_went_through() {
+        let mut backoff = Backoff::default();
+        let mut waits = Vec::new();
+        // The server restarts: the watch fails while it is down, then on an injected 500.
+        let mut state = watching("5", 3, SyncMode::List);
+        let outage = || ApiError::Transport {
+            source: crate::api::TransportError::new(std::io::Error::other("connection refused")),
+        };
+        for error in [outage(), outage(), error(StatusReason::InternalError)] {
+            let actions;
+            (state, actions) = step(state, Input::Failed(error));
+            back_off_as(&mut backoff, &actions, &mut waits);
+            (state, _) = step(state, Input::BackoffElapsed);
+        }
+        assert!(
+            waits[2] >= backoff::FIRST * 4,
+            "the watch backed off through the outage"
+        );
+        // Back up, the server has no history before its restart: the watch opens, then ends 410.
+        let (state, _) = step(state, Input::Opened);
+        let (state, actions) = step(state, Input::Failed(error(StatusReason::Gone)));
+        back_off_as(&mut backoff, &actions, &mut waits);
+        // The new read's first page fails.
+        let (_, actions) = step(state, Input::Failed(error(StatusReason::InternalError)));
+        back_off_as(&mut backoff, &actions, &mut waits);
+        let wait = waits[3];
+        assert!(
+            wait >= backoff::FIRST && wait < backoff::FIRST * 2,
+            "the read waits the first step, not the watch's: {wait:?}"
+        );
+    }
+
     #[test]
     fn the_backoff_should_grow_on_failures_and_reset_on_progress() {
         let mut backoff = Backoff::default();
         let mut waits = Vec::new();
-        let mut apply = |actions: &[Action], waits: &mut Vec<Duration>| {
-            for action in actions {
-                match action {
-                    Action::BackOff => waits.push(backoff.next_wait()),
-                    Action::Progress => backoff.reset(),
-                    _ => {}
-                }
-            }
-        };
+        let mut apply = |actions: &[Action], waits: &mut Vec<Duration>| back_off_as(&mut backoff, actions, waits);
         let mut state = asking_page("t1", Some("5"), SyncMode::List);
         for _ in 0..3 {
             let actions;

@@ -30,14 +30,18 @@ impl Child {
         Child::spawn(Command::new(env!("CARGO_BIN_EXE_kube-gc")).args(args), log)
     }
 
-    /// Starts `command`, its stderr written to `log`.
+    /// Starts `command`, its stderr written to `log`, logging warnings and errors, or what
+    /// `KUBE_GC_TEST_LOG` asks for (a `RUST_LOG` filter, such as `warn,kube_gc::monitor=debug`).
     pub fn spawn(command: &mut Command, log: &Path) -> Child {
         let file = std::fs::File::create(log).expect("create the log file");
         let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(file)
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("KUBE_GC_TEST_LOG").as_deref().unwrap_or("warn"),
+            )
             .spawn()
             .expect("start the program");
         Child {
