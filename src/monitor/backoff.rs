@@ -7,8 +7,8 @@
 //! time, resets it: a page that arrived, a watch that delivered an event or stayed open
 //! (`SHORT_WATCH` in the monitor), or one the server ended with 410, whose new read must not
 //! inherit the step the watch reached through an outage. Were the step reset only by a complete
-//! list, a 12-page list under a 20 % error rate, whose backoff only a complete list reset, crept to
-//! 30 s between pages and almost never completed.
+//! list, a 12-page list under a 20 % error rate would creep to 30 s between pages and almost never
+//! complete.
 //!
 //! The jitter adds up to one step again (a wait of `step × [1, 2)`), so that the monitors of a
 //! cluster that failed together (an API server restart) do not come back in one wave.
