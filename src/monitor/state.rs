@@ -584,6 +584,12 @@ mod tests {
         }
     }
 
+    /// What a watch that ended with 410 leads to: progress, then a new read that starts with
+    /// `first`.
+    fn expired_then(first: Action) -> Vec<Action> {
+        vec![Action::Progress, Action::HistoryExpired, Action::ReadStarted, first]
+    }
+
     fn watching(resource_version: &str, events: u64, mode: SyncMode) -> State {
         State::Watching {
             resource_version: resource_version.into(),
@@ -691,12 +697,7 @@ mod tests {
             let (_, actions) = step(state, Input::Failed(error(StatusReason::Gone)));
             assert_eq!(
                 actions,
-                [
-                    Action::Progress,
-                    Action::HistoryExpired,
-                    Action::ReadStarted,
-                    list_page("")
-                ],
+                expired_then(list_page("")),
                 "the next read lists: watch-list is never asked for again"
             );
         }
@@ -800,12 +801,7 @@ mod tests {
             let (_, actions) = step(state, Input::Failed(error(StatusReason::Expired)));
             assert_eq!(
                 actions,
-                [
-                    Action::Progress,
-                    Action::HistoryExpired,
-                    Action::ReadStarted,
-                    Action::OpenWatchList
-                ],
+                expired_then(Action::OpenWatchList),
                 "the next read tries watch-list again"
             );
         }
@@ -1001,15 +997,7 @@ mod tests {
 
         let (state, actions) = step(state, Input::Failed(error(StatusReason::Gone)));
         apply(&actions);
-        assert_eq!(
-            actions,
-            [
-                Action::Progress,
-                Action::HistoryExpired,
-                Action::ReadStarted,
-                list_page("")
-            ]
-        );
+        assert_eq!(actions, expired_then(list_page("")));
         assert!(
             status.is_relisting() && status.relists() == 1,
             "the view is incomplete while it is read again"
