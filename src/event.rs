@@ -261,17 +261,14 @@ pub fn owner_refs(graph: &impl SharedNames, refs: &[api::OwnerReference]) -> Own
 /// `first_uid`.
 fn same_refs(list: &[OwnerRef], refs: &[api::OwnerReference], first_uid: &Uid) -> bool {
     list.len() == refs.len()
+        && list.first().is_some_and(|r| r.uid == *first_uid)
         && list.iter().zip(refs).enumerate().all(|(i, (r, w))| {
             *r.name == *w.name
                 && **r.kind() == *w.kind
                 && **r.api_version() == *w.api_version
                 && r.controller() == w.controller
                 && r.block_owner_deletion() == w.block_owner_deletion
-                && if i == 0 {
-                    r.uid == *first_uid
-                } else {
-                    r.uid == Uid::parse(&w.uid)
-                }
+                && (i == 0 || r.uid == Uid::parse(&w.uid))
         })
 }
 
@@ -394,7 +391,15 @@ mod tests {
         two.owner_references.push(two.owner_references[0].clone());
         two.owner_references[1].uid = RS_UID.replace('8', "7");
         two.owner_references[1].controller = None;
-        assert_eq!(convert(&two).len(), 2, "a longer list is another list");
+        let with_two = convert(&two);
+        assert_eq!(with_two.len(), 2, "a longer list is another list");
+        two.owner_references[1].uid = RS_UID.replace('8', "6");
+        let second_changed = convert(&two);
+        assert!(
+            !OwnerRefs::ptr_eq(&with_two, &second_changed),
+            "a change in the second owner's UID makes another list"
+        );
+        assert_eq!(second_changed[1].uid, Uid::parse(&two.owner_references[1].uid));
         assert_eq!(convert(&pod()), first);
         let none = ObjectMeta {
             owner_references: Vec::new(),
