@@ -1726,6 +1726,57 @@ async fn a_write_still_in_flight_when_serve_returns_should_be_refused_not_lost()
 }
 
 #[tokio::test]
+async fn the_audit_log_should_mark_the_requests_an_injected_fault_failed_and_no_others() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("audit.jsonl");
+    let options = ServerOptions {
+        audit: Some(http::AuditLog::create(&path).expect("the audit log is created")),
+        faults: HttpFaults {
+            error_rates: vec![
+                "list=1".parse().expect("an error rate"),
+                "delete=1:429".parse().unwrap(),
+            ],
+            ..HttpFaults::default()
+        },
+        ..ServerOptions::default()
+    };
+    let server = TestServer::start_with(SimCluster::new(), options).await;
+    let config = config_for(server.addr, false).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(Client::try_from(config).unwrap());
+    status_of(cms.list(&ListParams::default()).await, 500, "InternalError");
+    status_of(cms.get("missing").await, 404, "NotFound");
+    status_of(
+        cms.delete("missing", &DeleteParams::default()).await,
+        429,
+        "TooManyRequests",
+    );
+    cms.create(&PostParams::default(), &config_map("a", &[])).await.unwrap();
+
+    let marked: Vec<(String, u64, bool)> = support::audit_lines(&path)
+        .iter()
+        .map(|l| {
+            let injected = l.get("injected").map(|v| v.as_bool().expect("a boolean"));
+            assert_ne!(injected, Some(false), "only a marked line has the field: {l}");
+            (
+                l["verb"].as_str().expect("a verb").to_string(),
+                l["code"].as_u64().expect("a code"),
+                injected.is_some(),
+            )
+        })
+        .collect();
+    let line = |verb: &str, code, injected| (verb.to_string(), code, injected);
+    assert_eq!(
+        marked,
+        [
+            line("list", 500, true),
+            line("get", 404, false),
+            line("delete", 429, true),
+            line("create", 201, false)
+        ]
+    );
+}
+
+#[tokio::test]
 async fn the_audit_log_should_record_each_answered_request_with_its_verb_code_and_user_agent() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("audit.jsonl");

@@ -30,6 +30,8 @@
 //! - `userAgent`: the request's `User-Agent` header verbatim (bytes that are not UTF-8 replaced),
 //!   empty when it has none.
 //! - `committedResourceVersion`: only on a request that wrote (a failed or dry-run one did not).
+//! - `injected`: `true` only on a request an injected fault failed (an error rate or the QPS
+//!   ceiling of [`super::faults`]), so that a failure of the server's own stands out.
 
 use super::request::{Call, Target};
 use axum::http::{header, HeaderMap, Method, StatusCode};
@@ -73,6 +75,18 @@ struct Line<'a> {
     user_agent: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     committed_resource_version: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    injected: bool,
+}
+
+/// How the server answered a request: what its line logs beside the request.
+pub(super) struct Answer {
+    /// The response's status.
+    pub(super) code: StatusCode,
+    /// The cluster's resourceVersion once the request's last write was applied, if it wrote.
+    pub(super) committed: Option<u64>,
+    /// True when an injected fault failed it ([`super::faults`]).
+    pub(super) injected: bool,
 }
 
 impl AuditLog {
@@ -87,9 +101,8 @@ impl AuditLog {
         })
     }
 
-    /// Logs the request `call` sent by `user_agent` as answered with `code`, its writes committed
-    /// at `committed`.
-    pub(super) fn record(&self, call: &Call, user_agent: &str, code: StatusCode, committed: Option<u64>) {
+    /// Logs the request `call` sent by `user_agent` as answered by `answer`.
+    pub(super) fn record(&self, call: &Call, user_agent: &str, answer: &Answer) {
         let verb = verb(call);
         let (group, resource, namespace, name) = match &call.target {
             Target::Resource(path) => (
@@ -113,9 +126,10 @@ impl AuditLog {
             resource,
             namespace,
             name,
-            code: code.as_u16(),
+            code: answer.code.as_u16(),
             user_agent,
-            committed_resource_version: committed,
+            committed_resource_version: answer.committed,
+            injected: answer.injected,
         };
         writer.next_seq += 1;
         if let Err(e) = writer.write(&line) {

@@ -4,7 +4,9 @@
 //!
 //! Faults are decided before a request reaches the store, so a failed request changes nothing,
 //! as with a real server that failed before admission. Each knob parses from the command-line
-//! syntax documented on its parser, and a bad value is an error naming the flag's syntax.
+//! syntax documented on its parser, and a bad value is an error naming the flag's syntax. A
+//! request failed by a fault is marked ([`INJECTED`]), so that its audit line tells it from a
+//! failure of the server's own.
 
 use super::request::HttpVerb;
 use kube_gc::api::{ApiError, StatusReason};
@@ -14,6 +16,18 @@ use parking_lot::Mutex;
 use rand::Rng;
 use std::str::FromStr;
 use std::time::Duration;
+
+tokio::task_local! {
+    /// Set when admission failed the request being served with an injected fault (an error rate
+    /// or the QPS ceiling): what its audit line says.
+    pub(super) static INJECTED: std::cell::Cell<bool>;
+}
+
+/// Marks the request being served as failed by an injected fault, and returns `err`.
+fn injected(err: ApiError) -> ApiError {
+    let _ = INJECTED.try_with(|injected| injected.set(true));
+    err
+}
 
 /// How long a request waits before it is served.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -179,29 +193,30 @@ impl Admission {
             .error_rates
             .iter()
             .find(|r| r.verb.is_none_or(|v| v == verb) && rand::thread_rng().gen::<f64>() < r.rate);
-        match drawn.map(|r| r.error) {
-            None => Ok(()),
-            Some(InjectedError::Internal) => Err(ApiError::status(
+        let error = match drawn.map(|r| r.error) {
+            None => return Ok(()),
+            Some(InjectedError::Internal) => ApiError::status(
                 StatusReason::InternalError,
                 "an error on the server (\"injected fault\") has prevented the request from succeeding",
-            )),
-            Some(InjectedError::Throttled) => Err(too_many_requests()),
+            ),
+            Some(InjectedError::Throttled) => too_many_requests(),
             Some(InjectedError::Timeout) => {
                 tokio::time::sleep(self.faults.timeout).await;
-                Err(ApiError::status(
+                ApiError::status(
                     StatusReason::Timeout,
                     "the server was unable to return a response in the time allotted, but may still be processing \
                      the request",
-                ))
+                )
             }
-        }
+        };
+        Err(injected(error))
     }
 
     fn take_token(&self) -> Result<(), ApiError> {
         if self.bucket.lock().try_take(tokio::time::Instant::now()) {
             Ok(())
         } else {
-            Err(too_many_requests())
+            Err(injected(too_many_requests()))
         }
     }
 }

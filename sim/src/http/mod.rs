@@ -232,11 +232,17 @@ async fn handle(State(server): State<Arc<Server>>, request: Request) -> Response
             Ok(response) => response,
             Err(e) => error_response(&e, errors),
         };
-        (response, COMMITTED.with(std::cell::Cell::get))
+        let answer = audit::Answer {
+            code: response.status(),
+            committed: COMMITTED.with(std::cell::Cell::get),
+            injected: faults::INJECTED.with(std::cell::Cell::get),
+        };
+        (response, answer)
     };
-    let (response, committed) = COMMITTED.scope(std::cell::Cell::new(None), served).await;
+    let served = faults::INJECTED.scope(std::cell::Cell::new(false), served);
+    let (response, answer) = COMMITTED.scope(std::cell::Cell::new(None), served).await;
     if let (Some(audit), Some(user_agent)) = (&server.options.audit, user_agent) {
-        audit.record(&call, &user_agent, response.status(), committed);
+        audit.record(&call, &user_agent, &answer);
     }
     response
 }
