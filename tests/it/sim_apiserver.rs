@@ -1725,22 +1725,29 @@ async fn a_write_still_in_flight_when_serve_returns_should_be_refused_not_lost()
     );
 }
 
-#[tokio::test]
-async fn the_audit_log_should_mark_the_requests_an_injected_fault_failed_and_no_others() {
+/// A server with `faults` that writes its audit log to the returned path, in the returned
+/// directory (removed when it drops).
+async fn audited_server(faults: HttpFaults) -> (TestServer, tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("audit.jsonl");
     let options = ServerOptions {
         audit: Some(http::AuditLog::create(&path).expect("the audit log is created")),
-        faults: HttpFaults {
-            error_rates: vec![
-                "list=1".parse().expect("an error rate"),
-                "delete=1:429".parse().unwrap(),
-            ],
-            ..HttpFaults::default()
-        },
+        faults,
         ..ServerOptions::default()
     };
-    let server = TestServer::start_with(SimCluster::new(), options).await;
+    (TestServer::start_with(SimCluster::new(), options).await, dir, path)
+}
+
+#[tokio::test]
+async fn the_audit_log_should_mark_the_requests_an_injected_fault_failed_and_no_others() {
+    let faults = HttpFaults {
+        error_rates: vec![
+            "list=1".parse().expect("an error rate"),
+            "delete=1:429".parse().unwrap(),
+        ],
+        ..HttpFaults::default()
+    };
+    let (server, _dir, path) = audited_server(faults).await;
     let config = config_for(server.addr, false).await;
     let cms: Api<ConfigMap> = Api::default_namespaced(Client::try_from(config).unwrap());
     status_of(cms.list(&ListParams::default()).await, 500, "InternalError");
@@ -1778,13 +1785,7 @@ async fn the_audit_log_should_mark_the_requests_an_injected_fault_failed_and_no_
 
 #[tokio::test]
 async fn the_audit_log_should_record_each_answered_request_with_its_verb_code_and_user_agent() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let path = dir.path().join("audit.jsonl");
-    let options = ServerOptions {
-        audit: Some(http::AuditLog::create(&path).expect("the audit log is created")),
-        ..ServerOptions::default()
-    };
-    let server = TestServer::start_with(SimCluster::new(), options).await;
+    let (server, _dir, path) = audited_server(HttpFaults::default()).await;
     let mut config = config_for(server.addr, false).await;
     config
         .headers
