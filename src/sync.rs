@@ -23,7 +23,7 @@ pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ato
 /// values, which process-wide tables hold. They are `std`'s in every build, loom's included
 /// (loom's atomics live and die with one model's execution); Miri checks their protocols.
 pub(crate) mod process_wide {
-    pub(crate) use std::sync::atomic::{fence, AtomicU32, Ordering};
+    pub(crate) use std::sync::atomic::{fence, AtomicU16, AtomicU32, Ordering};
 }
 
 /// A mutex whose `lock` returns the guard directly, as `parking_lot`'s does; never held across an
