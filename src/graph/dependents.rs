@@ -27,6 +27,14 @@ enum Set {
 }
 
 impl Dependents {
+    /// No dependents.
+    pub(super) const EMPTY: Dependents = Dependents(None);
+
+    /// True when there are none.
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// Adds `d`; false if it was there already.
     pub(super) fn insert(&mut self, d: Handle) -> bool {
         let set = self.0.get_or_insert_with(|| Box::new(Set::Few(Vec::new())));

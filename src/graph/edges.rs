@@ -143,7 +143,7 @@ impl GraphWriter {
         }
         if let Some(set) = adrift.0.get_mut(owner_uid) {
             f(set);
-            if set.len() == 0 {
+            if set.is_empty() {
                 adrift.0.remove(owner_uid);
             }
         }
@@ -188,7 +188,7 @@ impl GraphWriter {
             let dependents: Vec<Handle> = set.iter().cloned().collect();
             // A self-owned node would otherwise keep itself alive.
             set.remove(node);
-            if set.len() > 0 {
+            if !set.is_empty() {
                 let kept = adrift.0.entry(uid.clone()).or_default();
                 for d in set.iter() {
                     kept.insert(d.clone());

@@ -127,7 +127,10 @@ impl fmt::Debug for OwnerRef {
 /// costs 8 bytes for its owners, not the 32 of one ref inline, and the pods of a ReplicaSet hold
 /// one list between them when they were converted through [`crate::event::owner_refs`], which
 /// hands out a list it recently made for equal wire refs. Derefs to a slice.
+///
+/// `repr(transparent)`: a node's edges word holds it bit for bit (`raw::links`).
 #[derive(Clone, Default)]
+#[repr(transparent)]
 pub struct OwnerRefs(Option<ThinArc<(), OwnerRef>>);
 
 impl OwnerRefs {
@@ -137,6 +140,12 @@ impl OwnerRefs {
     /// The refs, in order.
     pub fn as_slice(&self) -> &[OwnerRef] {
         self.0.as_ref().map_or(&[], |list| &list.slice)
+    }
+
+    /// Holders of the list; 1 for no owners.
+    #[cfg(test)]
+    pub(in crate::graph) fn strong_count(&self) -> usize {
+        self.0.as_ref().map_or(1, ThinArc::strong_count)
     }
 
     /// True when both hold the same list, not only equal ones.

@@ -10,10 +10,10 @@
 //! and without a graph-wide lock, so a reader may see `owners`, `dependents` and flags from
 //! slightly different moments (spec §11); the re-queue rules, not locking, make that safe.
 //!
-//! Layout: a graph holds millions of nodes, so a node is one 72-byte allocation (a test keeps it
-//! so): the identity (UID, interned strings, a shared name), one state word, and the owners (a
-//! pointer to a list that siblings share) and the dependents (one pointer until there are any). The state
-//! word holds the flags in its low byte, above them the resourceVersion the object was last
+//! Layout: a graph holds millions of nodes, so a node is one 64-byte allocation (a test keeps it
+//! so): the identity (UID, interned strings, a shared name), one state word, and one word for the
+//! owners and dependents ([`Links`]: the owners list, which siblings share, until the node has
+//! dependents, then a pointer to both). The state word holds the flags in its low byte, above them the resourceVersion the object was last
 //! observed at, and in its two top bits the lock over the owners and dependents
 //! ([`WordLock`]): neither the version nor the lock costs a byte of its own. The `retired` mark of
 //! the edge protocol is a flag bit, written and read under that lock.
@@ -26,6 +26,7 @@
 
 use super::dependents::Dependents;
 use super::identity::{Identity, OwnerRef, OwnerRefs};
+use super::raw::links::Links;
 use super::resource_version::ResourceVersion;
 use crate::sync::{Ordering, WordLock};
 use std::fmt;
@@ -128,14 +129,9 @@ pub struct Node {
     /// the edge protocol sound. The flags are read and written with Relaxed because no other
     /// memory is published through them: owners and dependents have the lock, which also orders
     /// [`bit::RETIRED`] and the observation that [`Node::observe`] writes.
-    state: WordLock<Edges>,
-}
-
-struct Edges {
-    /// Last observed ownerReferences; empty for virtual nodes.
-    owners: OwnerRefs,
-    /// Dependents, by handle identity.
-    dependents: Dependents,
+    /// Under the lock: the last observed ownerReferences (empty for virtual nodes) and the
+    /// dependents, by handle identity, in one word ([`Links`]).
+    state: WordLock<Links>,
 }
 
 /// A shared pointer to a node; equality and hashing are by pointer (spec §1.2, "queue identity is
@@ -153,7 +149,7 @@ impl Handle {
     fn assemble(identity: Identity, state: u64, owners: OwnerRefs, dependents: Dependents) -> Handle {
         Handle(Arc::new(Node {
             identity,
-            state: WordLock::new(state, Edges { owners, dependents }),
+            state: WordLock::new(state, Links::new(owners, dependents)),
         }))
     }
 
@@ -161,7 +157,7 @@ impl Handle {
     /// copy is not in the graph; builders replace a node with [`super::GraphWriter::replace`].
     pub fn clone_with_identity(&self, identity: Identity) -> Handle {
         let edges = self.state.lock();
-        self.clone_with(identity, &edges.dependents, &edges.owners)
+        self.clone_with(identity, edges.dependents(), edges.owners())
     }
 
     /// True when both handles point at the same node.
@@ -256,7 +252,7 @@ impl Node {
         let observation = self.observation();
         (!self.is_virtual() && observation.resource_version.is_known()).then(|| Observed {
             observation,
-            owners: edges.owners.as_slice().to_vec(),
+            owners: edges.owners().to_vec(),
         })
     }
 
@@ -275,7 +271,7 @@ impl Node {
     pub(super) fn observe(&self, owners: Option<&OwnerRefs>, seen: Observation) {
         let mut edges = self.state.lock();
         if let Some(owners) = owners {
-            edges.owners = owners.clone();
+            edges.set_owners(owners.clone());
         }
         let deleted = if seen.being_deleted { bit::BEING_DELETED } else { 0 };
         let new = (seen.resource_version.bits() << bit::FLAGS) | u64::from(seen.finalizers.bits() | deleted);
@@ -292,17 +288,17 @@ impl Node {
 
     /// Runs `f` over the owners without copying them.
     pub fn with_owners<R>(&self, f: impl FnOnce(&[OwnerRef]) -> R) -> R {
-        f(self.state.lock().owners.as_slice())
+        f(self.state.lock().owners())
     }
 
     /// A snapshot of the dependents.
     pub fn dependents(&self) -> Vec<Handle> {
-        self.state.lock().dependents.iter().cloned().collect()
+        self.state.lock().dependents().iter().cloned().collect()
     }
 
     /// Number of dependents.
     pub fn dependents_len(&self) -> usize {
-        self.state.lock().dependents.len()
+        self.state.lock().dependents().len()
     }
 
     /// True for a virtual node that no dependent names any more: a placeholder for nothing, which
@@ -331,14 +327,14 @@ impl Node {
     /// Runs `f` on the dependents unless the node is retired.
     pub(super) fn with_live_dependents<R>(&self, f: impl FnOnce(&mut Dependents) -> R) -> Option<R> {
         let mut edges = self.state.lock();
-        (!self.has(bit::RETIRED)).then(|| f(&mut edges.dependents))
+        (!self.has(bit::RETIRED)).then(|| edges.with_dependents_mut(f))
     }
 
     /// Retires the node while `f` runs under its edges lock with its dependents.
     pub(super) fn retire<R>(&self, f: impl FnOnce(&mut Dependents) -> R) -> R {
         let mut edges = self.state.lock();
         self.mark_retired();
-        f(&mut edges.dependents)
+        edges.with_dependents_mut(f)
     }
 
     /// Retires the node and makes its clone with `identity`, which `publish` receives while the
@@ -347,7 +343,7 @@ impl Node {
     pub(super) fn retire_into_clone(&self, identity: Identity, publish: impl FnOnce(&Handle)) -> Handle {
         let edges = self.state.lock();
         self.mark_retired();
-        let clone = self.clone_with(identity, &edges.dependents, &edges.owners);
+        let clone = self.clone_with(identity, edges.dependents(), edges.owners());
         publish(&clone);
         clone
     }
@@ -390,12 +386,12 @@ mod tests {
 
     #[test]
     fn node_should_fit_the_layout_its_memory_budget_assumes() {
-        // The handle's allocation is the node plus one reference count: 72 bytes, in the
-        // allocator's 80-byte class.
-        assert!(std::mem::size_of::<Node>() + 8 <= 72, "{}", std::mem::size_of::<Node>());
+        // The handle's allocation is the node plus one reference count: 64 bytes, the
+        // allocator's 64-byte class.
+        assert!(std::mem::size_of::<Node>() + 8 <= 64, "{}", std::mem::size_of::<Node>());
         assert_eq!(std::mem::size_of::<OwnerRefs>(), 8, "a pointer to a shared list");
         assert_eq!(std::mem::size_of::<OwnerRef>(), 32);
-        assert_eq!(std::mem::size_of::<Dependents>(), 8);
+        assert_eq!(std::mem::size_of::<Links>(), 8, "owners and dependents in one word");
         assert_eq!(std::mem::size_of::<Handle>(), 8);
     }
 

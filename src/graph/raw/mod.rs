@@ -8,6 +8,7 @@
 //! - [`handle`]: node handles as the raw pointers the table's slots hold;
 //! - [`uid`]: a UID packed into 128 bits, or an index into the table of other strings;
 //! - [`name`]: an object's name in one block with its count and length;
+//! - [`links`]: a node's owners and dependents in one word;
 //! - [`intern`]: interned strings and (apiVersion, kind) pairs, counted by their holders.
 //!
 //! Their atomics come from [`crate::sync`], so that the loom models (`graph::loom_models`)
@@ -18,6 +19,7 @@
 
 pub(in crate::graph) mod handle;
 pub(in crate::graph) mod intern;
+pub(in crate::graph) mod links;
 pub(in crate::graph) mod name;
 pub(in crate::graph) mod reclaim;
 pub(in crate::graph) mod table;
