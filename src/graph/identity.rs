@@ -143,7 +143,7 @@ impl OwnerRefs {
     }
 
     /// Holders of the list; 1 for no owners.
-    #[cfg(test)]
+    #[cfg(all(test, not(feature = "loom")))]
     pub(in crate::graph) fn strong_count(&self) -> usize {
         self.0.as_ref().map_or(1, ThinArc::strong_count)
     }
