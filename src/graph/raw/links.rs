@@ -79,18 +79,35 @@ impl Links {
         self.both().map_or(&NO_DEPENDENTS, |both| &both.dependents)
     }
 
-    /// Replaces the owners.
-    pub(in crate::graph) fn set_owners(&mut self, owners: OwnerRefs) {
-        let dependents = self.take_dependents();
-        *self = Links::new(owners, dependents);
+    fn both_mut(&mut self) -> Option<&mut Both> {
+        // SAFETY: as in `both`, and `&mut self` makes the access exclusive.
+        (self.0.addr() & BOTH != 0).then(|| unsafe { &mut *self.0.map_addr(|a| a & !BOTH).cast::<Both>() })
     }
 
-    /// Runs `f` on the dependents, which may add or remove any.
+    /// Replaces the owners.
+    pub(in crate::graph) fn set_owners(&mut self, owners: OwnerRefs) {
+        match self.both_mut() {
+            Some(both) => both.owners = owners,
+            None => *self = Links::of_owners(owners),
+        }
+    }
+
+    /// Runs `f` on the dependents, which may add or remove any. The shared block is made when
+    /// the first dependent arrives and freed when the last goes, and not otherwise.
     pub(in crate::graph) fn with_dependents_mut<R>(&mut self, f: impl FnOnce(&mut Dependents) -> R) -> R {
-        let mut dependents = self.take_dependents();
+        if let Some(both) = self.both_mut() {
+            let result = f(&mut both.dependents);
+            if both.dependents.is_empty() {
+                drop(self.take_dependents());
+            }
+            return result;
+        }
+        let mut dependents = Dependents::EMPTY;
         let result = f(&mut dependents);
-        let owners = self.take_owners();
-        *self = Links::new(owners, dependents);
+        if !dependents.is_empty() {
+            let owners = self.take_owners();
+            *self = Links::new(owners, dependents);
+        }
         result
     }
 
