@@ -1,9 +1,12 @@
-//! The dependents of one node: a set of handles that costs one pointer when empty.
+//! The dependents of one node: a set of handles that allocates nothing while empty.
 //!
 //! Most objects (pods above all) have no dependents, and most owners have a handful, so the set is
-//! nothing until its first dependent, a small vector searched linearly up to [`FEW`] entries, and
+//! an empty vector until its first dependent, a vector searched linearly up to [`FEW`] entries, and
 //! a hash set beyond, so that an owner of a hundred thousand objects still adds and removes in
-//! constant time. It becomes nothing again when its last dependent goes.
+//! constant time. It is an unallocated vector again when its last dependent goes.
+//!
+//! The set is held inline, 24 bytes, in the block a node with dependents keeps beside its owners
+//! ([`super::raw::links`]): no block of its own between the node and its dependents' pointers.
 
 use super::Handle;
 use std::collections::HashSet;
@@ -11,47 +14,52 @@ use std::collections::HashSet;
 /// Largest set kept as a vector; a linear scan of this many pointers beats hashing.
 const FEW: usize = 16;
 
-/// A set of handles, compared by pointer.
-#[derive(Default)]
-pub(super) struct Dependents(Option<Box<Set>>);
-
-/// Boxed again when large, so that the small form's allocation is a vector's 24 bytes.
+/// A set of handles, compared by pointer. A clone (for a node's clone) copies the set.
 #[derive(Clone)]
 #[allow(
     clippy::box_collection,
-    reason = "keeps the common, small form's allocation at 24 bytes"
+    reason = "a hash set inline would make every owner's set 40 bytes, not a vector's 24"
 )]
-enum Set {
+pub(super) enum Dependents {
+    /// Up to [`FEW`] handles; empty and unallocated for no dependents.
     Few(Vec<Handle>),
+    /// More than [`FEW`] handles. Boxed, so that the set stays a vector's 24 bytes.
     Many(Box<HashSet<Handle, foldhash::fast::FixedState>>),
+}
+
+const _: () = assert!(size_of::<Dependents>() == 24);
+
+impl Default for Dependents {
+    fn default() -> Self {
+        Dependents::EMPTY
+    }
 }
 
 impl Dependents {
     /// No dependents.
-    pub(super) const EMPTY: Dependents = Dependents(None);
+    pub(super) const EMPTY: Dependents = Dependents::Few(Vec::new());
 
     /// True when there are none.
     pub(super) fn is_empty(&self) -> bool {
-        self.0.is_none()
+        self.len() == 0
     }
 
     /// Adds `d`; false if it was there already.
     pub(super) fn insert(&mut self, d: Handle) -> bool {
-        let set = self.0.get_or_insert_with(|| Box::new(Set::Few(Vec::new())));
-        match set.as_mut() {
-            Set::Many(many) => many.insert(d),
-            Set::Few(few) if few.contains(&d) => false,
-            Set::Few(few) if few.len() < FEW => {
+        match self {
+            Dependents::Many(many) => many.insert(d),
+            Dependents::Few(few) if few.contains(&d) => false,
+            Dependents::Few(few) if few.len() < FEW => {
                 // Grown one slot at a time: most owners keep a handful of dependents for life.
                 few.reserve_exact(1);
                 few.push(d);
                 true
             }
-            Set::Few(few) => {
+            Dependents::Few(few) => {
                 let mut many: Box<HashSet<_, _>> = Box::default();
                 many.extend(few.drain(..));
                 many.insert(d);
-                **set = Set::Many(many);
+                *self = Dependents::Many(many);
                 true
             }
         }
@@ -59,21 +67,12 @@ impl Dependents {
 
     /// Removes `d`; false if it was not there.
     pub(super) fn remove(&mut self, d: &Handle) -> bool {
-        let Some(set) = self.0.as_deref_mut() else {
-            return false;
+        let removed = match self {
+            Dependents::Few(few) => few.iter().position(|x| x == d).map(|i| few.swap_remove(i)).is_some(),
+            Dependents::Many(many) => many.remove(d),
         };
-        let (removed, now_empty) = match set {
-            Set::Few(few) => match few.iter().position(|x| x == d) {
-                Some(i) => {
-                    few.swap_remove(i);
-                    (true, few.is_empty())
-                }
-                None => (false, false),
-            },
-            Set::Many(many) => (many.remove(d), many.is_empty()),
-        };
-        if now_empty {
-            self.0 = None;
+        if removed && self.is_empty() {
+            *self = Dependents::EMPTY;
         }
         removed
     }
@@ -90,26 +89,19 @@ impl Dependents {
 
     /// Number of dependents.
     pub(super) fn len(&self) -> usize {
-        match self.0.as_deref() {
-            None => 0,
-            Some(Set::Few(few)) => few.len(),
-            Some(Set::Many(many)) => many.len(),
+        match self {
+            Dependents::Few(few) => few.len(),
+            Dependents::Many(many) => many.len(),
         }
     }
 
     /// The dependents, in no particular order.
     pub(super) fn iter(&self) -> impl Iterator<Item = &Handle> {
-        let (few, many) = match self.0.as_deref() {
-            None => (None, None),
-            Some(Set::Few(few)) => (Some(few.iter()), None),
-            Some(Set::Many(many)) => (None, Some(many.iter())),
+        let (few, many) = match self {
+            Dependents::Few(few) => (Some(few.iter()), None),
+            Dependents::Many(many) => (None, Some(many.iter())),
         };
         few.into_iter().flatten().chain(many.into_iter().flatten())
-    }
-
-    /// A copy of the set, for a node's clone.
-    pub(super) fn duplicate(&self) -> Dependents {
-        Dependents(self.0.clone())
     }
 }
 
@@ -150,6 +142,9 @@ mod tests {
         );
         let last = set.iter().next().cloned().expect("one left");
         assert!(set.remove(&last));
-        assert!(set.0.is_none(), "an emptied set frees its storage");
+        assert!(
+            matches!(&set, Dependents::Few(few) if few.capacity() == 0),
+            "an emptied set frees its storage"
+        );
     }
 }

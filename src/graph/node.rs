@@ -143,7 +143,7 @@ impl Handle {
     /// A new observed or virtual node with no dependents.
     pub fn new(identity: Identity, owners: impl Into<OwnerRefs>, is_virtual: bool) -> Handle {
         let flags = if is_virtual { bit::VIRTUAL } else { 0 };
-        Handle::assemble(identity, u64::from(flags), owners.into(), Dependents::default())
+        Handle::assemble(identity, u64::from(flags), owners.into(), Dependents::EMPTY)
     }
 
     fn assemble(identity: Identity, state: u64, owners: OwnerRefs, dependents: Dependents) -> Handle {
@@ -351,7 +351,7 @@ impl Node {
     /// A handle on a copy of this node with another identity and not retired.
     fn clone_with(&self, identity: Identity, dependents: &Dependents, owners: &OwnerRefs) -> Handle {
         let state = self.state.load(Ordering::Relaxed) & !u64::from(bit::RETIRED);
-        Handle::assemble(identity, state, owners.clone(), dependents.duplicate())
+        Handle::assemble(identity, state, owners.clone(), dependents.clone())
     }
 
     fn mark_retired(&self) {

@@ -5,7 +5,8 @@
 //! from then on it points, tagged in its low bit, to a block that holds both the owners and the
 //! [`Dependents`], and when the last dependent goes it is the owners alone again. A node thus
 //! spends one word on its edges where two fields took two, which brings it to the 64-byte block
-//! class; a node with dependents pays a 16-byte block beside its dependents' own storage.
+//! class; a node with dependents pays a 32-byte block (its owners and the set of
+//! [`Dependents`] inline), beside the set's own vector.
 //!
 //! Invariants:
 //! - tag 0: the word is an `OwnerRefs`, bit for bit (the type is `repr(transparent)` over a
@@ -60,9 +61,15 @@ impl Links {
         Links(unsafe { std::mem::transmute::<OwnerRefs, *mut u8>(owners) })
     }
 
+    /// The block's pointer, when the word is tagged (tag 1): an owned `Box<Both>`'s, alive while
+    /// `self` is and reached only through `self`.
+    fn both_ptr(&self) -> Option<*mut Both> {
+        (self.0.addr() & BOTH != 0).then(|| self.0.map_addr(|a| a & !BOTH).cast::<Both>())
+    }
+
     fn both(&self) -> Option<&Both> {
-        // SAFETY: a tagged word is an owned `Box<Both>`'s pointer (tag 1), alive while `self` is.
-        (self.0.addr() & BOTH != 0).then(|| unsafe { &*self.0.map_addr(|a| a & !BOTH).cast::<Both>() })
+        // SAFETY: `both_ptr` is a live `Box<Both>` owned by `self`, borrowed as `self` is.
+        self.both_ptr().map(|both| unsafe { &*both })
     }
 
     /// The owners.
@@ -81,7 +88,7 @@ impl Links {
 
     fn both_mut(&mut self) -> Option<&mut Both> {
         // SAFETY: as in `both`, and `&mut self` makes the access exclusive.
-        (self.0.addr() & BOTH != 0).then(|| unsafe { &mut *self.0.map_addr(|a| a & !BOTH).cast::<Both>() })
+        self.both_ptr().map(|both| unsafe { &mut *both })
     }
 
     /// Replaces the owners.
@@ -113,13 +120,12 @@ impl Links {
 
     /// Takes the dependents out, leaving the owners alone in the word.
     fn take_dependents(&mut self) -> Dependents {
-        if self.0.addr() & BOTH == 0 {
+        let Some(both) = self.both_ptr() else {
             return Dependents::EMPTY;
-        }
-        // SAFETY: a tagged word is an owned `Box<Both>` (tag 1); the word takes over its owners at
-        // once, so the box is freed once and its owners owned once.
-        let both = unsafe { Box::from_raw(self.0.map_addr(|a| a & !BOTH).cast::<Both>()) };
-        let Both { owners, dependents } = *both;
+        };
+        // SAFETY: `both_ptr` is an owned `Box<Both>`; the word takes over its owners at once, so
+        // the box is freed once and its owners owned once.
+        let Both { owners, dependents } = *unsafe { Box::from_raw(both) };
         self.0 = std::mem::ManuallyDrop::new(Links::of_owners(owners)).0;
         dependents
     }
