@@ -62,6 +62,13 @@ impl Line {
     pub fn by_collector(&self) -> bool {
         self.user_agent.contains("kube-gc/")
     }
+
+    /// A write the server applied: it committed a resourceVersion. A request it refused (a
+    /// precondition that no longer held, an object already gone) or that changed nothing wrote
+    /// nothing, whoever sent it.
+    pub fn wrote(&self) -> bool {
+        self.is_write() && self.committed_resource_version.is_some()
+    }
 }
 
 /// Every line of the logs, in order.
@@ -111,9 +118,12 @@ pub fn collector_requests(lines: &[Line]) -> usize {
 }
 
 /// A pair of replicas whose writes interleave, if any: once a replica has written after another,
-/// the other must never write again.
+/// the other must never write again. Only applied writes count ([`Line::wrote`]): a replica
+/// stopped (SIGSTOP) between its fence's check and the request leaving its socket sends that
+/// request when it wakes, after its successor's writes; the server must refuse it or find it
+/// changes nothing, and this is where the suite checks that it did.
 pub fn interleaved_writes(lines: &[Line]) -> Option<String> {
-    let writes: Vec<&Line> = lines.iter().filter(|l| l.by_collector() && l.is_write()).collect();
+    let writes: Vec<&Line> = lines.iter().filter(|l| l.by_collector() && l.wrote()).collect();
     interleaved(writes)
 }
 
@@ -124,7 +134,7 @@ pub fn interleaved_writes_per_object(lines: &[Line]) -> Option<String> {
     // A create names no object in its path (each replica creates its own Lease).
     for l in lines
         .iter()
-        .filter(|l| l.by_collector() && l.is_write() && !l.name.is_empty())
+        .filter(|l| l.by_collector() && l.wrote() && !l.name.is_empty())
     {
         by_object.entry(l.key()).or_default().push(l);
     }
@@ -153,4 +163,44 @@ fn interleaved(writes: Vec<&Line>) -> Option<String> {
         current = Some(agent);
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(seq: u64, agent: &str, verb: &str, code: u16, committed: Option<u64>) -> Line {
+        Line {
+            seq,
+            verb: verb.into(),
+            group: String::new(),
+            resource: "configmaps".into(),
+            namespace: "fs-ns-1".into(),
+            name: "fs-multi-1".into(),
+            code,
+            user_agent: format!("kube-gc/0.1.0 ({agent})"),
+            committed_resource_version: committed,
+            incarnation: 0,
+        }
+    }
+
+    #[test]
+    fn a_request_sent_after_a_takeover_should_count_only_if_the_server_applied_it() {
+        let before = [
+            line(1, "a", "patch", 200, Some(10)),
+            line(2, "b", "delete", 200, Some(11)),
+        ];
+        let refused = [line(3, "a", "patch", 404, None)];
+        let unchanged = [line(3, "a", "patch", 200, None)];
+        let applied = [line(3, "a", "patch", 200, Some(12))];
+        for (after, interleaves) in [(&refused, false), (&unchanged, false), (&applied, true)] {
+            let lines: Vec<Line> = before.iter().chain(after).cloned().collect();
+            assert_eq!(
+                interleaved_writes_per_object(&lines).is_some(),
+                interleaves,
+                "{after:?}"
+            );
+            assert_eq!(interleaved_writes(&lines).is_some(), interleaves, "{after:?}");
+        }
+    }
 }
