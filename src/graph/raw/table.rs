@@ -5,14 +5,11 @@
 //! address leaves unused: the 3 low bits that the node's alignment keeps zero and the 16 high bits
 //! above a user-space address (below 2^48 on x86-64 and AArch64 Linux, checked when a slot is
 //! written). Eight slots fill a cache line; linear probing, at most 3/4 full counting removed
-//! slots and half full after a resize. A table has any whole number of cache lines of slots, not a
-//! power of two, so that it grows by half, not by double: at a million objects it is 54 % full
-//! where the next power of two would be 48 % full. A slot owns one strong reference to its node
+//! slots and at least 3/8 full after a resize. A slot owns one strong reference to its node
 //! (`Handle::into_raw`). The fragment is bits 6..25 of the UID's [`Uid::hash64`] (bits 0..6 pick
-//! the shard), and a lookup starts at the slot those same bits give, scaled to the table's size
-//! (a multiply and a shift), so a resize moves the entries of a table of up to 2^19 slots (about
-//! 25 million objects over the 64 shards) without reading a single node; beyond, it reads each
-//! node's UID for the bits its slot lacks.
+//! the shard), and a lookup starts at the slot those same bits give, so a resize moves the entries
+//! of a table of up to 2^19 slots (about 25 million objects over the 64 shards) without reading a
+//! single node; beyond, it reads each node's UID for the bits its slot lacks.
 //!
 //! Concurrency. Writers (builders) hold the shard's lock; readers take no lock. Readers are
 //! protected by deferred reclamation ([`super::reclaim`]): a writer that takes a node out of a
@@ -42,7 +39,7 @@ use crate::sync::{AtomicPtr, AtomicUsize, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 use std::ptr::NonNull;
 
-/// Smallest table, in whole cache lines of slots. Loom models use the smallest,
+/// Smallest table; a power of two, at least a cache line of slots. Loom models use the smallest,
 /// so that a few inserts make the table resize.
 #[cfg(not(all(test, feature = "loom")))]
 const MIN_SLOTS: usize = 16;
@@ -90,21 +87,10 @@ pub(in crate::graph) fn fragment(hash: u64) -> u32 {
     ((hash >> 6) & ((1 << FRAGMENT_BITS) - 1)) as u32
 }
 
-/// Slots of a cache line; a table has whole lines of them.
-const LINE_SLOTS: usize = 8;
-
-/// The slot a lookup of a UID hashed to `hash` starts from in a table of `len` slots: the
-/// fragment, or in a table too large for it the hash's bits above the shard's, read as a fraction
-/// and scaled to the table. A table of up to 2^19 slots thus needs only a slot's fragment to place
-/// its entry ([`Table::home_of`]).
-pub(in crate::graph) fn home(hash: u64, len: usize) -> usize {
-    let bits = if len <= 1 << FRAGMENT_BITS {
-        FRAGMENT_BITS
-    } else {
-        u64::BITS - 6
-    };
-    let fraction = (hash >> 6) & ((1 << bits) - 1);
-    ((u128::from(fraction) * len as u128) >> bits) as usize
+/// The slot a lookup of a UID hashed to `hash` starts from in a table of `mask + 1` slots: the
+/// fragment's low bits, and the hash's next bits in a table too large for the fragment.
+fn home(hash: u64, mask: usize) -> usize {
+    (hash >> 6) as usize & mask
 }
 
 /// `node` with `fragment` in its unused bits.
@@ -154,29 +140,30 @@ fn prefetch_line(p: *const i8) {
 
 /// The slots of one table: each null (empty), a tombstone, or a tagged node pointer.
 struct Table {
+    mask: usize,
     slots: Box<[AtomicPtr<Node>]>,
 }
 
 impl Table {
     fn new(slots: usize) -> Table {
         Table {
+            mask: slots - 1,
             slots: (0..slots).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
         }
     }
 
     fn len(&self) -> usize {
-        self.slots.len()
+        self.mask + 1
     }
 
     /// The slots a lookup of a UID hashed to `hash` visits, in order; the table always has an
     /// empty slot, so a probe that stops at the first null ends.
     fn probe(&self, hash: u64) -> impl Iterator<Item = &AtomicPtr<Node>> + '_ {
-        self.probe_from(home(hash, self.len()))
+        self.probe_from(home(hash, self.mask))
     }
 
     fn probe_from(&self, start: usize) -> impl Iterator<Item = &AtomicPtr<Node>> + '_ {
-        let len = self.len();
-        (start..len).chain(0..start).map(move |i| &self.slots[i])
+        (0..self.len()).map(move |i| &self.slots[(start + i) & self.mask])
     }
 
     /// Where a lookup of the node in tagged slot `slot` starts in this table; reads the node only
@@ -185,14 +172,12 @@ impl Table {
     /// # Safety
     /// `slot` is a tagged pointer to a node that stays alive during the call.
     unsafe fn home_of(&self, slot: *mut Node) -> usize {
-        let hash = if self.len() <= 1 << FRAGMENT_BITS {
-            // `home` reads no other bits of the hash for a table this size.
-            u64::from(fragment_of(slot)) << 6
+        if self.mask >> FRAGMENT_BITS == 0 {
+            fragment_of(slot) as usize & self.mask
         } else {
             // SAFETY: the caller keeps the node alive.
-            unsafe { &*untag(slot) }.identity().uid.hash64()
-        };
-        home(hash, self.len())
+            home(unsafe { &*untag(slot) }.identity().uid.hash64(), self.mask)
+        }
     }
 }
 
@@ -267,7 +252,7 @@ impl<A> UidTable<A> {
         let guard = self.retired.enter();
         // SAFETY: as in `find_raw`.
         let table = unsafe { &*guard.protect(&self.table, Ordering::Acquire) };
-        prefetch_line(std::ptr::from_ref(&table.slots[home(hash, table.len())]).cast());
+        prefetch_line(std::ptr::from_ref(&table.slots[home(hash, table.mask)]).cast());
     }
 
     /// Starts loading the node a lookup of a UID hashed to `hash` would find: the first node in
@@ -442,7 +427,7 @@ impl<A> UidTable<A> {
         Slot::Vacant(reusable.expect("a table is never full"))
     }
 
-    /// Moves every entry to a table half full, drops the tombstones, and retires the old
+    /// Moves every entry to a table at most half full, drops the tombstones, and retires the old
     /// table. Called by a writer holding the lock.
     fn resize(&self, occupancy: &mut Occupancy) -> &Table {
         let old = self.table.load(Ordering::Acquire);
@@ -450,7 +435,7 @@ impl<A> UidTable<A> {
         let old_table = unsafe { &*old };
         // Exact: only writers change it, and the caller holds the writer lock.
         let live = self.live.load(Ordering::Relaxed);
-        let grown = Table::new(((live + 1) * 2).next_multiple_of(LINE_SLOTS).max(MIN_SLOTS));
+        let grown = Table::new(((live + 1) * 2).next_power_of_two().max(MIN_SLOTS));
         for slot in old_table.slots.iter() {
             let p = slot.load(Ordering::Relaxed);
             if p.is_null() || p == tombstone() {
@@ -580,16 +565,15 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "hundreds of thousands of entries")]
     fn a_table_too_large_for_the_fragment_should_resize_by_the_nodes_hashes() {
-        // Entries until the shard grows past 2^19 slots, whose lookups start from hash bits that
-        // no slot keeps: the resize reads them from the nodes, and every entry must still be
-        // found where lookups start.
-        let mut entries = 0;
+        // One more entry than a table of 2^19 slots holds makes the shard grow to 2^20 slots,
+        // whose lookups start from hash bits that no slot keeps: the resize reads them from the
+        // nodes, and every entry must still be found where lookups start.
+        let entries = (1u64 << FRAGMENT_BITS) * 3 / 4 + 1;
         let shard = UidTable::<()>::default();
-        while shard.table_for_writer().len() <= 1 << FRAGMENT_BITS && entries < 1 << FRAGMENT_BITS {
-            assert!(shard.try_insert(&handle(&uid(entries))));
-            entries += 1;
+        for i in 0..entries {
+            assert!(shard.try_insert(&handle(&uid(i))));
         }
-        assert!(shard.table_for_writer().len() > 1 << FRAGMENT_BITS);
+        assert_eq!(shard.table_for_writer().len(), 1 << (FRAGMENT_BITS + 1));
         for i in (0..entries).step_by(97) {
             let found = shard.get(&uid(i)).expect("present after the resize");
             assert_eq!(found.identity().uid, uid(i));
