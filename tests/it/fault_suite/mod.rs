@@ -9,7 +9,8 @@
 //! `cargo test --release --test it fault_suite -- --ignored --nocapture` runs the whole matrix
 //! (`FAULT_SEEDS=1,2,3` and `FAULT_SCENARIOS=a,b` choose; `FAULT_SCALE` sizes the workload),
 //! prints its table and writes it to `target/tmp/fault-suite/report.md`; each run's logs and
-//! audit logs stay in `target/tmp/fault-suite/<scenario>-<seed>/`. The tests that are not
+//! audit logs stay in `target/tmp/fault-suite/<scenario>-<seed>/`, a failed run's in
+//! `<scenario>-<seed>-failed/`, which the next run does not clear. The tests that are not
 //! ignored are the short seeded subset CI runs.
 
 use crate::support;

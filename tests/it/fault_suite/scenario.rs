@@ -586,6 +586,9 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
     }
     let killed = collectors.iter().filter(|c| c.killed).count();
     let explained = unexplained_deletions(&dir, &lines, killed, &mut failures);
+    if !failures.is_empty() {
+        keep_failed_run(&dir, &mut failures);
+    }
     Row {
         scenario: scenario.name.to_string(),
         faults: faults_text(scenario),
@@ -596,6 +599,20 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         requests: audit::collector_requests(&lines),
         slowest_sync,
         failures,
+    }
+}
+
+/// Moves a failed run's logs, audit logs and journals to `<dir>-failed`, where the next run of the
+/// same scenario and seed does not clear them (a failure may take many runs to come back), and
+/// says where they are.
+fn keep_failed_run(dir: &Path, failures: &mut Vec<String>) {
+    let mut kept = dir.as_os_str().to_owned();
+    kept.push("-failed");
+    let kept = PathBuf::from(kept);
+    let _ = std::fs::remove_dir_all(&kept);
+    match std::fs::rename(dir, &kept) {
+        Ok(()) => failures.push(format!("the run's logs are kept in {}", kept.display())),
+        Err(e) => failures.push(format!("the run's logs could not be kept ({e}): {}", dir.display())),
     }
 }
 
