@@ -77,7 +77,9 @@ impl<C: ClusterApi> Collector<C> {
     /// Removes the ref to `owner_uid` from one dependent; returns the failure, if any.
     async fn orphan_one(&self, dep: Handle, owner_uid: &[Uid]) -> Option<String> {
         let id = dep.identity();
-        let smp = delete_owner_refs_smp(&id.uid, owner_uid);
+        // The decision rests on the owner alone; the dependent's last observed version fences it.
+        let seen = ItemState::observed(&dep).map(|s| s.resource_version);
+        let smp = self.fenced_smp(delete_owner_refs_smp(&id.uid, owner_uid), seen.as_deref());
         let merge =
             |current: &ItemState| delete_owner_refs_merge(&current.resource_version, &current.owners, owner_uid);
         let owner: Vec<OwnerRef> =

@@ -54,6 +54,15 @@ pub fn remove_finalizer_merge(resource_version: &str, remaining: &[String]) -> V
     json!({"metadata": {"resourceVersion": resource_version, "finalizers": null_if_empty(remaining)}})
 }
 
+/// `patch` conditioned on `resource_version`, when it is known: the server refuses it (409) once
+/// the object has changed since that version, whatever the patch's type.
+pub fn at_resource_version(mut patch: Value, resource_version: &str) -> Value {
+    if !resource_version.is_empty() {
+        patch["metadata"]["resourceVersion"] = json!(resource_version);
+    }
+    patch
+}
+
 fn unblocked(r: &OwnerRef) -> OwnerReference {
     OwnerReference {
         block_owner_deletion: Some(false),
@@ -138,6 +147,20 @@ mod tests {
         assert_eq!(
             remove_finalizer_merge("5", &[]),
             json!({"metadata": {"resourceVersion": "5", "finalizers": null}})
+        );
+    }
+
+    #[test]
+    fn a_patch_at_a_resource_version_should_carry_it_beside_its_uid_and_only_when_known() {
+        let smp = delete_owner_refs_smp(&Uid::parse("d"), &[Uid::parse("o")]);
+        let at = at_resource_version(smp.clone(), "42");
+        assert_eq!(at["metadata"]["resourceVersion"], json!("42"));
+        assert_eq!(at["metadata"]["uid"], smp["metadata"]["uid"]);
+        assert_eq!(at["metadata"]["ownerReferences"], smp["metadata"]["ownerReferences"]);
+        assert_eq!(
+            at_resource_version(smp.clone(), ""),
+            smp,
+            "an unknown version adds nothing"
         );
     }
 }

@@ -110,6 +110,18 @@ impl<C: ClusterApi> Collector<C> {
             .map_err(|e| super::api_error("delete", identity, e))
     }
 
+    /// A strategic merge patch as this collector sends it. A sharded replica's is conditioned on
+    /// the resourceVersion its decision read: a patch that passed the fence just before the
+    /// process stopped is sent when it wakes, maybe after the replica that took its namespaces
+    /// wrote the object, and the server must then refuse it. An unsharded collector's is upstream's,
+    /// conditioned on the UID alone.
+    pub(super) fn fenced_smp(&self, smp: Value, resource_version: Option<&str>) -> Value {
+        match resource_version {
+            Some(rv) if self.shard.selector().is_some() => super::patch::at_resource_version(smp, rv),
+            _ => smp,
+        }
+    }
+
     /// PATCH `identity` (upstream's `patchObject`); `None` in shadow mode, where nothing is sent.
     pub(super) async fn patch_object(
         &self,

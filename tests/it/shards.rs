@@ -8,8 +8,10 @@
 
 use crate::support::*;
 
-use kube_gc::api::layers::Verb;
-use kube_gc::api::{PartialObjectMeta, PropagationPolicy, StatusReason, FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
+use kube_gc::api::layers::{Layer, Layered, Request, Verb};
+use kube_gc::api::{
+    ApiError, Gvr, PartialObjectMeta, PropagationPolicy, StatusReason, FINALIZER_FOREGROUND, FINALIZER_ORPHAN,
+};
 use kube_gc::controller::{Config, GarbageCollector};
 use kube_gc::event::EventType;
 use kube_gc::graph::Uid;
@@ -347,4 +349,97 @@ async fn a_dependent_seen_after_a_handoff_should_lose_the_ref_to_an_owner_orphan
             "same replica: {same_replica}"
         );
     }
+}
+
+/// Stands for a replica stopped between its write fence and its socket: before its first PATCH of
+/// `gvr` reaches the server, `meanwhile` runs (the write of the replica that took its namespaces
+/// over while it was stopped), and the patch's answer is kept.
+#[derive(Clone)]
+struct LateFirstPatch(Arc<Late>);
+
+struct Late {
+    gvr: Gvr,
+    meanwhile: parking_lot::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    answer: parking_lot::Mutex<Option<Result<(), Option<StatusReason>>>>,
+}
+
+impl LateFirstPatch {
+    fn new(gvr: Gvr, meanwhile: impl FnOnce() + Send + 'static) -> Self {
+        LateFirstPatch(Arc::new(Late {
+            gvr,
+            meanwhile: parking_lot::Mutex::new(Some(Box::new(meanwhile))),
+            answer: parking_lot::Mutex::new(None),
+        }))
+    }
+
+    /// The late patch's answer: `Ok`, or the reason it was refused for.
+    fn answer(&self) -> Option<Result<(), Option<StatusReason>>> {
+        *self.0.answer.lock()
+    }
+}
+
+impl Layer for LateFirstPatch {
+    async fn around<T, F, Fut>(&self, request: Request<'_>, mut call: F) -> Result<T, ApiError>
+    where
+        T: Send,
+        F: FnMut() -> Fut + Send,
+        Fut: std::future::Future<Output = Result<T, ApiError>> + Send,
+    {
+        let first_patch = request.verb == Verb::Patch && request.gvr == Some(&self.0.gvr);
+        let meanwhile = first_patch.then(|| self.0.meanwhile.lock().take()).flatten();
+        let Some(meanwhile) = meanwhile else {
+            return call().await;
+        };
+        meanwhile();
+        let result = call().await;
+        *self.0.answer.lock() = Some(result.as_ref().map(drop).map_err(ApiError::reason));
+        result
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sharded_replicas_late_owner_reference_patch_should_be_refused_once_another_replica_wrote_the_object() {
+    let cluster = Arc::new(SimCluster::new());
+    let half = Ranges::slice(0, 2);
+    let ns = namespace_in(&half);
+    let solid = create_in(&cluster, &configmaps(), meta(&ns, "solid", vec![]));
+    let gone = ref_named("v1", "ConfigMap", "gone", "0000dead-0000-4000-8000-000000000001");
+    let dependent = create_in(
+        &cluster,
+        &configmaps(),
+        meta(&ns, "dependent", vec![ref_to(&solid), gone]),
+    );
+    let successor_writes = {
+        let (cluster, dependent) = (cluster.clone(), dependent.clone());
+        move || {
+            let mut current = cluster
+                .get_object(&configmaps(), &dependent.metadata.namespace, &dependent.metadata.name)
+                .expect("the dependent");
+            current.metadata.labels.insert("written-by".into(), "successor".into());
+            cluster.update(&configmaps(), current).expect("the successor's write");
+        }
+    };
+    let late = LateFirstPatch::new(configmaps(), successor_writes);
+    let config = Config {
+        shard: Arc::new(Shard::new(half)),
+        ..Config::default()
+    };
+    let api = Arc::new(Layered::new(late.clone(), cluster.clone()));
+    let h = Harness::start_over(cluster.clone(), api, config).await;
+    h.eventually("the dangling reference removed", || {
+        h.get(&configmaps(), &dependent)
+            .is_some_and(|d| d.metadata.owner_references.len() == 1)
+    })
+    .await;
+    assert_eq!(
+        late.answer(),
+        Some(Err(Some(StatusReason::Conflict))),
+        "the patch decided before the successor's write is refused"
+    );
+    let now = h.get(&configmaps(), &dependent).expect("the dependent lives");
+    assert_eq!(
+        now.metadata.labels.get("written-by").map(String::as_str),
+        Some("successor")
+    );
+    assert_eq!(now.metadata.owner_references, vec![ref_to(&solid)]);
 }
