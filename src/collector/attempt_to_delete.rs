@@ -126,10 +126,9 @@ impl<C: ClusterApi> Collector<C> {
                 // A dependency cycle through a foreground deletion: unblock, or both wait forever.
                 // The heuristic has false positives and races between workers, as upstream's.
                 let owners = item.owners();
-                let smp = self.fenced_smp(
-                    unblock_owner_refs_smp(&identity.uid, &owners),
-                    Some(&state.resource_version),
-                );
+                let smp = self.fenced_smp(unblock_owner_refs_smp(&identity.uid, &owners), || {
+                    state.resource_version.clone()
+                });
                 let merge = |current: &ItemState| unblock_owner_refs_merge(&current.resource_version, &owners);
                 let blocking: Vec<Uid> = owners
                     .iter()
@@ -173,10 +172,9 @@ impl<C: ClusterApi> Collector<C> {
         uids: &[Uid],
         why: &Why<'_>,
     ) -> Result<ItemState> {
-        let smp = self.fenced_smp(
-            delete_owner_refs_smp(&identity.uid, uids),
-            Some(&state.resource_version),
-        );
+        let smp = self.fenced_smp(delete_owner_refs_smp(&identity.uid, uids), || {
+            state.resource_version.clone()
+        });
         let merge = |current: &ItemState| delete_owner_refs_merge(&current.resource_version, &current.owners, uids);
         let patched = self
             .patch_with_fallback(identity, smp, || state.if_observed(), merge, why)

@@ -78,8 +78,10 @@ impl<C: ClusterApi> Collector<C> {
     async fn orphan_one(&self, dep: Handle, owner_uid: &[Uid]) -> Option<String> {
         let id = dep.identity();
         // The decision rests on the owner alone; the dependent's last observed version fences it.
-        let seen = ItemState::observed(&dep).map(|s| s.resource_version);
-        let smp = self.fenced_smp(delete_owner_refs_smp(&id.uid, owner_uid), seen.as_deref());
+        // (none known for a virtual node: the empty string, which adds no condition).
+        let smp = self.fenced_smp(delete_owner_refs_smp(&id.uid, owner_uid), || {
+            dep.observation().resource_version.to_string()
+        });
         let merge =
             |current: &ItemState| delete_owner_refs_merge(&current.resource_version, &current.owners, owner_uid);
         let owner: Vec<OwnerRef> =

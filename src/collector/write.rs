@@ -114,11 +114,12 @@ impl<C: ClusterApi> Collector<C> {
     /// the resourceVersion its decision read: a patch that passed the fence just before the
     /// process stopped is sent when it wakes, maybe after the replica that took its namespaces
     /// wrote the object, and the server must then refuse it. An unsharded collector's is upstream's,
-    /// conditioned on the UID alone.
-    pub(super) fn fenced_smp(&self, smp: Value, resource_version: Option<&str>) -> Value {
-        match resource_version {
-            Some(rv) if self.shard.selector().is_some() => super::patch::at_resource_version(smp, rv),
-            _ => smp,
+    /// conditioned on the UID alone, and `resource_version` is not read.
+    pub(super) fn fenced_smp(&self, smp: Value, resource_version: impl FnOnce() -> String) -> Value {
+        if self.shard.selector().is_some() {
+            super::patch::at_resource_version(smp, &resource_version())
+        } else {
+            smp
         }
     }
 
