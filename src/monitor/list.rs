@@ -5,8 +5,8 @@
 //! of the objects the list did not show wait for its last page; and every page routed comes from
 //! the snapshot of the list's first page.
 //!
-//! [`State::step`](super::state::State::step) reads a list: each page is routed as it arrives, taking the objects it shows out of those unseen, as updates if known, as adds if
-//! not; once the last page is in, the rest are routed as deletes. A failed page is asked for again
+//! [`State::step`](super::state::State::step) reads a list: each page is routed as it arrives,
+//! taking the objects it shows out of those unseen, as updates if known, as adds if not; once the last page is in, the rest are routed as deletes. A failed page is asked for again
 //! from its own continue token; a 410 means the token expired, and the list starts again from its
 //! first page, with every object it had routed unseen again. So does a page from another snapshot
 //! than the first page's ([`of_snapshot`]).

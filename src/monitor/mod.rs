@@ -22,8 +22,9 @@
 //! Either way, objects are routed as they arrive, the deletes for objects the read did not show
 //! wait for its end, as an informer's replace does, and the monitor reports synced only then. A
 //! read that found objects vanished ends only once the builders caught up with what was routed
-//! before its end (`Watcher::route_vanished`); a first read, with nothing known before it,
-//! never waits.
+//! before its end (`Watcher::route_vanished`). The objects a monitor knows are the graph's
+//! observed nodes of its kind, taken when a read starts, once the builders caught up with what it
+//! routed (`Watcher::unsee_known`); a first read, with nothing known before it, never waits.
 //!
 //! # Keeping the view under faults
 //!
@@ -52,7 +53,7 @@
 //! ([`state::Input`]: an answer, an event, a stream's end, a timer) to the next state and what to
 //! do ([`state::Action`]: a request, a route, a status update, a backoff, a log line). The
 //! [`driver`] performs the actions against the API, the router, the graph and the clock, and
-//! feeds their answers back; it keeps the open stream, the known and unseen UIDs, the backoff and
+//! feeds their answers back; it keeps the open stream, the UIDs a read has not shown yet, the backoff and
 //! the clocks, and decides nothing about what to ask for next, or when.
 
 mod backoff;
@@ -128,13 +129,10 @@ impl Drop for Monitor {
     }
 }
 
-/// The UIDs of the objects a monitor knows. A UID is all it keeps of an object: the name and
-/// namespace a routed delete needs are the graph node's ([`Watcher::route_vanished`]), so an
-/// entry costs 16 bytes and a control byte, where one that also held the name and namespace cost
-/// 32 and one, and took an atomic reference count on the name. UIDs are random, so the set hashes
-/// them with foldhash's fast hasher rather than SipHash, which showed as 1–2 % of a
-/// million-object sync's CPU.
-type KnownSet = HashSet<Uid, foldhash::fast::RandomState>;
+/// The UIDs of the objects a read has not shown yet. A UID is all it keeps of an object: the name
+/// and namespace a routed delete needs are the graph node's ([`Watcher::route_vanished`]). UIDs
+/// are random, so the set hashes them with foldhash's fast hasher rather than SipHash.
+type UidSet = HashSet<Uid, foldhash::fast::RandomState>;
 
 /// Starts a monitor of `gvr`, whose objects are of kind `gvk`, on the current runtime; it reads
 /// its whole resource by `mode` until the server refuses a watch-list. A namespaced resource's
