@@ -71,7 +71,7 @@ impl Change {
         object.kind = kind.to_string();
         WatchEvent {
             event_type: self.event_type,
-            object,
+            object: Box::new(object),
         }
     }
 }

@@ -318,8 +318,10 @@ pub struct WatchEvent {
     /// What happened.
     #[serde(rename = "type")]
     pub event_type: WatchEventType,
-    /// The object after the change (before it, for `DELETED`).
-    pub object: PartialObjectMeta,
+    /// The object after the change (before it, for `DELETED`). Boxed: the event passes by value
+    /// through the stream's layers and the monitor's state machine, and the object is the bulk of
+    /// it (368 bytes), so each of those moves copies a pointer instead.
+    pub object: Box<PartialObjectMeta>,
 }
 
 impl WatchEvent {
@@ -334,7 +336,7 @@ impl WatchEvent {
             .insert(INITIAL_EVENTS_END.to_string(), "true".to_string());
         WatchEvent {
             event_type: WatchEventType::Bookmark,
-            object,
+            object: Box::new(object),
         }
     }
 

@@ -45,20 +45,22 @@ pub fn validate_owner_references(refs: &[OwnerReference]) -> Result<(), InvalidO
 /// Every failure of `refs`, for a caller that reports them with others.
 pub fn owner_reference_errors(refs: &[OwnerReference]) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let mut first_controller: Option<String> = None;
+    // Every valid object's refs pass through here, so the message's text is formatted only for
+    // an invalid one.
+    let mut first_controller: Option<&OwnerReference> = None;
     for r in refs {
         errors.extend(reference_errors(r));
         if r.controller == Some(true) {
-            let this = format!("{}/{}", r.kind, r.name);
-            match &first_controller {
+            match first_controller {
                 Some(first) => errors.push(FieldError::invalid_shown(
                     FIELD,
                     go_syntax_list(refs),
                     format!(
-                        "Only one reference can have Controller set to true. Found \"true\" in references for {first} and {this}"
+                        "Only one reference can have Controller set to true. Found \"true\" in references for {}/{} and {}/{}",
+                        first.kind, first.name, r.kind, r.name
                     ),
                 )),
-                None => first_controller = Some(this),
+                None => first_controller = Some(r),
             }
         }
     }

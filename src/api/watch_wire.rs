@@ -99,7 +99,10 @@ impl Body {
             Ok(Frame::Event(event_type, mut object)) => {
                 object.api_version.clone_from(&self.api_version);
                 object.kind.clone_from(&self.kind);
-                Ok(WatchEvent { event_type, object })
+                Ok(WatchEvent {
+                    event_type,
+                    object: Box::new(object),
+                })
             }
         })
     }
@@ -207,7 +210,10 @@ pub(crate) fn decode(line: &[u8], api_version: &str, kind: &str) -> Result<Decod
         },
         rest: serde_json::Map::new(),
     };
-    Ok(Decoded::Event(WatchEvent { event_type, object }))
+    Ok(Decoded::Event(WatchEvent {
+        event_type,
+        object: Box::new(object),
+    }))
 }
 
 /// `{"type": …, "object": …}`, in either order.

@@ -177,15 +177,15 @@ impl<C: ClusterApi> Watcher<C> {
             Action::AwaitRoom => self.await_room().await,
             Action::RoutePage(items) => {
                 for item in items {
-                    self.route_listed(item.metadata);
+                    self.route_listed(&item.metadata);
                 }
             }
-            Action::RouteListed(object) => self.route_listed(object),
+            Action::RouteListed(object) => self.route_listed(&object.metadata),
             Action::RouteDeleteInRead(object) => {
-                self.unseen.remove(&Uid::parse(&object.uid));
-                self.route(EventType::Delete, object);
+                self.unseen.remove(&Uid::parse(&object.metadata.uid));
+                self.route(EventType::Delete, &object.metadata);
             }
-            Action::Route(event_type, object) => self.route(event_type, object),
+            Action::Route(event_type, object) => self.route(event_type, &object.metadata),
             Action::RouteVanished => self.route_vanished().await,
             Action::ReadStarted => {
                 self.status.list_started();
@@ -316,8 +316,8 @@ impl<C: ClusterApi> Watcher<C> {
     /// Routes an object a whole read shows, taking it out of the unseen: an update if the
     /// monitor knew it before the read, an add if not (the builders apply both alike). The UID is
     /// the event's, so it is parsed once.
-    fn route_listed(&mut self, meta: ObjectMeta) {
-        let Some(mut event) = self.observed(EventType::Add, &meta) else {
+    fn route_listed(&mut self, meta: &ObjectMeta) {
+        let Some(mut event) = self.observed(EventType::Add, meta) else {
             // The read showed it, unreadable as it now is: no delete is routed for it.
             self.unseen.remove(&Uid::parse(&meta.uid));
             return;
@@ -356,7 +356,7 @@ impl<C: ClusterApi> Watcher<C> {
                 uid: uid.to_string(),
                 ..Default::default()
             };
-            self.route(EventType::Delete, meta);
+            self.route(EventType::Delete, &meta);
         }
     }
 
@@ -365,8 +365,8 @@ impl<C: ClusterApi> Watcher<C> {
         self.shard.as_ref().and_then(|s| s.selector())
     }
 
-    fn route(&mut self, event_type: EventType, meta: ObjectMeta) {
-        if let Some(event) = self.observed(event_type, &meta) {
+    fn route(&mut self, event_type: EventType, meta: &ObjectMeta) {
+        if let Some(event) = self.observed(event_type, meta) {
             self.send(event);
         }
     }

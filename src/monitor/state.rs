@@ -27,7 +27,7 @@
 use super::list::of_snapshot;
 use super::watch_list::{self, Refused};
 use super::{SyncMode, ROOM_CHECK_EVERY, SHORT_WATCH};
-use crate::api::{ApiError, ObjectList, ObjectMeta, PartialObjectMeta, WatchEvent};
+use crate::api::{ApiError, ObjectList, PartialObjectMeta, WatchEvent};
 use crate::event::EventType;
 use std::time::Duration;
 
@@ -44,7 +44,7 @@ pub(super) enum State {
     Pacing {
         routed: u64,
         event_type: EventType,
-        object: Box<ObjectMeta>,
+        object: Box<PartialObjectMeta>,
     },
     /// Following a watch that has delivered `events` so far; `resource_version` is the last seen.
     Watching {
@@ -118,11 +118,11 @@ pub(super) enum Action {
     /// Route each object of a page as [`Action::RouteListed`] does.
     RoutePage(Vec<PartialObjectMeta>),
     /// Route an object the read shows: an update if the monitor knew it, an add if not.
-    RouteListed(ObjectMeta),
+    RouteListed(Box<PartialObjectMeta>),
     /// Route the delete of an object the read shows deleted; none follows at the read's end.
-    RouteDeleteInRead(ObjectMeta),
+    RouteDeleteInRead(Box<PartialObjectMeta>),
     /// Route a watch event as the server sent it.
-    Route(EventType, ObjectMeta),
+    Route(EventType, Box<PartialObjectMeta>),
     /// Once the builders caught up, route a delete for every object the read did not show.
     RouteVanished,
     /// A read of the whole resource begins: every known object is unseen until it shows it.
@@ -181,7 +181,7 @@ impl State {
                     object,
                 },
                 Input::Paced(took),
-            ) => paced(routed, event_type, *object, took),
+            ) => paced(routed, event_type, object, took),
             (
                 State::Watching {
                     resource_version,
@@ -371,7 +371,7 @@ fn initial(routed: u64, event: WatchEvent) -> Step {
     let Some(event_type) = EventType::of_watch(event.event_type) else {
         return (State::InitialEvents { routed }, Vec::new());
     };
-    let object = event.object.metadata;
+    let object = event.object;
     if !routed.is_multiple_of(ROOM_CHECK_EVERY) {
         return (
             State::InitialEvents { routed: routed + 1 },
@@ -388,14 +388,14 @@ fn initial(routed: u64, event: WatchEvent) -> Step {
     let pacing = State::Pacing {
         routed,
         event_type,
-        object: Box::new(object),
+        object,
     };
     (pacing, actions)
 }
 
 /// The pace measured before routing an initial object: too slow, the server is taken not to serve
 /// watch-lists; otherwise the object is routed once there is room.
-fn paced(routed: u64, event_type: EventType, object: ObjectMeta, took: Duration) -> Step {
+fn paced(routed: u64, event_type: EventType, object: Box<PartialObjectMeta>, took: Duration) -> Step {
     if took > watch_list::allowed(routed) {
         return refused(Refused::TooSlow(took, routed), vec![Action::CloseStream]);
     }
@@ -404,7 +404,7 @@ fn paced(routed: u64, event_type: EventType, object: ObjectMeta, took: Duration)
 }
 
 /// The route of an object a watch-list's initial events show.
-fn in_read(event_type: EventType, object: ObjectMeta) -> Action {
+fn in_read(event_type: EventType, object: Box<PartialObjectMeta>) -> Action {
     match event_type {
         EventType::Delete => Action::RouteDeleteInRead(object),
         _ => Action::RouteListed(object),
@@ -427,9 +427,9 @@ fn watched(mut resource_version: String, events: u64, mode: SyncMode, input: Inp
         Input::Closed { open_for } => return watch_ended(resource_version, mode, delivered, Ok(open_for)),
         input => unreachable!("a watch observed {input:?}"),
     };
-    let object = event.object.metadata;
-    if !object.resource_version.is_empty() {
-        resource_version.clone_from(&object.resource_version);
+    let object = event.object;
+    if !object.metadata.resource_version.is_empty() {
+        resource_version.clone_from(&object.metadata.resource_version);
     }
     // The room check sums every partition's counts, so it is made once per ROOM_CHECK_EVERY
     // events, which lets each monitor run at most that far past the bound.
@@ -518,21 +518,22 @@ mod tests {
         }
     }
 
-    fn object(uid: &str, resource_version: &str) -> ObjectMeta {
-        ObjectMeta {
+    fn object(uid: &str, resource_version: &str) -> Box<PartialObjectMeta> {
+        let metadata = crate::api::ObjectMeta {
             name: uid.into(),
             namespace: "default".into(),
             uid: uid.into(),
             resource_version: resource_version.into(),
             ..Default::default()
-        }
+        };
+        Box::new(PartialObjectMeta {
+            metadata,
+            ..Default::default()
+        })
     }
 
     fn event(event_type: WatchEventType, uid: &str, resource_version: &str) -> Input {
-        let object = PartialObjectMeta {
-            metadata: object(uid, resource_version),
-            ..Default::default()
-        };
+        let object = object(uid, resource_version);
         Input::Event(WatchEvent { event_type, object })
     }
 
@@ -546,13 +547,7 @@ mod tests {
 
     /// A page of `uids` at `resource_version`; the last of its list if `continue_token` is empty.
     fn page(uids: &[&str], resource_version: &str, continue_token: &str) -> Input {
-        let items = uids
-            .iter()
-            .map(|uid| PartialObjectMeta {
-                metadata: object(uid, resource_version),
-                ..Default::default()
-            })
-            .collect();
+        let items = uids.iter().map(|uid| *object(uid, resource_version)).collect();
         Input::Page(ObjectList {
             items,
             resource_version: resource_version.into(),

@@ -109,7 +109,10 @@ pub fn generate(
         resource_version += 1;
         object.metadata.resource_version = resource_version.to_string();
         *events_by_type.entry(type_name(event_type)).or_default() += 1;
-        out.emit(&WatchEvent { event_type, object })?;
+        out.emit(&WatchEvent {
+            event_type,
+            object: Box::new(object),
+        })?;
         progress.inc(1);
         Ok::<_, StreamError>(())
     };

@@ -52,7 +52,7 @@ impl History {
                 self.written.remove(&object.metadata.uid);
                 emit(WatchEvent {
                     event_type: WatchEventType::Deleted,
-                    object,
+                    object: Box::new(object),
                 });
             }
         }
@@ -76,14 +76,17 @@ impl History {
         for (_, object) in self.written.extract_if(|uid, _| !listed.contains(uid)) {
             emit(WatchEvent {
                 event_type: WatchEventType::Deleted,
-                object,
+                object: Box::new(object),
             });
         }
     }
 
     fn write(&mut self, event_type: WatchEventType, object: PartialObjectMeta, emit: &mut impl FnMut(WatchEvent)) {
         self.written.insert(object.metadata.uid.clone(), object.clone());
-        emit(WatchEvent { event_type, object });
+        emit(WatchEvent {
+            event_type,
+            object: Box::new(object),
+        });
     }
 }
 

@@ -887,7 +887,12 @@ impl<C> Recorder<C> {
         let injected: Vec<_> = self
             .injected_for(gvr)
             .into_iter()
-            .map(|object| Ok(kube_gc::api::WatchEvent { event_type, object }))
+            .map(|object| {
+                Ok(kube_gc::api::WatchEvent {
+                    event_type,
+                    object: Box::new(object),
+                })
+            })
             .collect();
         futures::stream::iter(injected).chain(stream).boxed()
     }
