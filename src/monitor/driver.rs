@@ -23,7 +23,7 @@ use super::watch_list::{Pace, Refused};
 use super::{Backoff, MonitorStatus, SyncMode, UidSet, APPLIED_PATIENCE, LIST_PAGE_SIZE};
 use crate::api::{ClusterApi, Gvk, Gvr, ObjectMeta, WatchStream};
 use crate::event::{EventType, GraphEvent};
-use crate::graph::{Graph, Sym, Uid};
+use crate::graph::{Graph, Sym, TypeMeta, Uid};
 use crate::router::Router;
 use crate::shard::Shard;
 use futures::StreamExt;
@@ -37,8 +37,8 @@ pub(super) struct Watcher<C> {
     graph: Arc<Graph>,
     router: Router,
     gvr: Gvr,
-    api_version: Sym,
-    kind: Sym,
+    /// The kind and apiVersion stamped on the monitor's events, interned once.
+    type_meta: TypeMeta,
     status: Arc<MonitorStatus>,
     /// The collector's shard, for a namespaced resource: its selector goes with every list and
     /// watch, and events outside it are dropped ([`crate::shard`]).
@@ -109,8 +109,7 @@ impl<C: ClusterApi> Watcher<C> {
         shard: Option<Arc<Shard>>,
     ) -> Self {
         Watcher {
-            api_version: Sym::new(&gvk.api_version()),
-            kind: Sym::new(&gvk.kind),
+            type_meta: TypeMeta::new(Sym::new(&gvk.api_version()), Sym::new(&gvk.kind)),
             api,
             graph,
             router,
@@ -304,10 +303,10 @@ impl<C: ClusterApi> Watcher<C> {
             return;
         }
         wait_applied(&self.router, &self.gvr).await;
-        let (api_version, kind, unseen) = (&self.api_version, &self.kind, &mut self.unseen);
+        let (type_meta, unseen) = (&self.type_meta, &mut self.unseen);
         self.graph.for_each_node(|node| {
             let identity = node.identity();
-            if !node.is_virtual() && identity.kind() == kind && identity.api_version() == api_version {
+            if !node.is_virtual() && identity.type_meta == *type_meta {
                 unseen.insert(identity.uid.clone());
             }
         });
@@ -377,7 +376,7 @@ impl<C: ClusterApi> Watcher<C> {
         if self.shard.as_ref().is_some_and(|s| !s.keeps(&meta.namespace)) {
             return None;
         }
-        match GraphEvent::observed(&self.graph, event_type, meta, &self.api_version, &self.kind) {
+        match GraphEvent::observed_as(&self.graph, event_type, meta, &self.type_meta) {
             Ok(event) => Some(event),
             Err(e) => {
                 tracing::warn!(resource = %self.gvr, error = %e, "dropping an unreadable object");
