@@ -238,7 +238,8 @@ impl<C: ClusterApi> Collector<C> {
     }
 
     /// Spec §4.4: DELETE with UID and resourceVersion preconditions. On a conflict, retries once
-    /// with the UID alone if only unrelated fields changed since `rv`.
+    /// with the UID alone if only unrelated fields changed since `rv` (a sharded replica's retry
+    /// keeps the version it read then: [`Collector::fenced_version`]).
     async fn delete_object(
         &self,
         identity: &Identity,
@@ -262,7 +263,8 @@ impl<C: ClusterApi> Collector<C> {
         let meta = &latest.metadata;
         let same_owners = owners_at_rv.iter().map(OwnerRef::to_wire).collect::<Vec<_>>() == meta.owner_references;
         if Uid::parse(&meta.uid) == identity.uid && meta.resource_version != rv && same_owners {
-            return self.send_delete(identity, None, policy, why).await;
+            let fence = self.fenced_version(&meta.resource_version);
+            return self.send_delete(identity, fence, policy, why).await;
         }
         Err(conflict)
     }

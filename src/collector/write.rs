@@ -123,6 +123,14 @@ impl<C: ClusterApi> Collector<C> {
         }
     }
 
+    /// The resourceVersion precondition of a DELETE that upstream conditions on the UID alone
+    /// (spec §4.4's retry after a conflict): `resource_version`, the one just read, for a sharded
+    /// replica, for the reason [`fenced_smp`](Self::fenced_smp) gives; none for an unsharded
+    /// collector.
+    pub(super) fn fenced_version<'a>(&self, resource_version: &'a str) -> Option<&'a str> {
+        self.shard.selector().is_some().then_some(resource_version)
+    }
+
     /// PATCH `identity` (upstream's `patchObject`); `None` in shadow mode, where nothing is sent.
     pub(super) async fn patch_object(
         &self,

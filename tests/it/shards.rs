@@ -17,7 +17,7 @@ use kube_gc::event::EventType;
 use kube_gc::graph::Uid;
 use kube_gc::shard::{Hold, Orphaned, Ranges, Shard};
 use kube_gc_sim::SimCluster;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -351,49 +351,82 @@ async fn a_dependent_seen_after_a_handoff_should_lose_the_ref_to_an_owner_orphan
     }
 }
 
-/// Stands for a replica stopped between its write fence and its socket: before its first PATCH of
-/// `gvr` reaches the server, `meanwhile` runs (the write of the replica that took its namespaces
-/// over while it was stopped), and the patch's answer is kept.
+/// Writes of other parties that reach the server just before this replica's requests of one verb
+/// and resource: before the n-th such request, the n-th write runs, and each request's answer is
+/// kept. The last write stands for the replica that took this one's namespaces over while it was
+/// stopped between its write fence and its socket.
 #[derive(Clone)]
-struct LateFirstPatch(Arc<Late>);
+struct Meanwhile(Arc<Writes>);
 
-struct Late {
+/// A write of another party.
+type Write = Box<dyn FnOnce() + Send>;
+
+struct Writes {
+    verb: Verb,
     gvr: Gvr,
-    meanwhile: parking_lot::Mutex<Option<Box<dyn FnOnce() + Send>>>,
-    answer: parking_lot::Mutex<Option<Result<(), Option<StatusReason>>>>,
+    before: parking_lot::Mutex<VecDeque<Write>>,
+    answers: parking_lot::Mutex<Vec<Result<(), Option<StatusReason>>>>,
 }
 
-impl LateFirstPatch {
-    fn new(gvr: Gvr, meanwhile: impl FnOnce() + Send + 'static) -> Self {
-        LateFirstPatch(Arc::new(Late {
+impl Meanwhile {
+    fn new(verb: Verb, gvr: Gvr, before: Vec<Write>) -> Self {
+        Meanwhile(Arc::new(Writes {
+            verb,
             gvr,
-            meanwhile: parking_lot::Mutex::new(Some(Box::new(meanwhile))),
-            answer: parking_lot::Mutex::new(None),
+            before: parking_lot::Mutex::new(before.into()),
+            answers: parking_lot::Mutex::new(Vec::new()),
         }))
     }
 
-    /// The late patch's answer: `Ok`, or the reason it was refused for.
-    fn answer(&self) -> Option<Result<(), Option<StatusReason>>> {
-        *self.0.answer.lock()
+    /// The answers of the requests that had a write before them: `Ok`, or the reason they were
+    /// refused for.
+    fn answers(&self) -> Vec<Result<(), Option<StatusReason>>> {
+        self.0.answers.lock().clone()
     }
 }
 
-impl Layer for LateFirstPatch {
+impl Layer for Meanwhile {
     async fn around<T, F, Fut>(&self, request: Request<'_>, mut call: F) -> Result<T, ApiError>
     where
         T: Send,
         F: FnMut() -> Fut + Send,
         Fut: std::future::Future<Output = Result<T, ApiError>> + Send,
     {
-        let first_patch = request.verb == Verb::Patch && request.gvr == Some(&self.0.gvr);
-        let meanwhile = first_patch.then(|| self.0.meanwhile.lock().take()).flatten();
-        let Some(meanwhile) = meanwhile else {
+        let matches = request.verb == self.0.verb && request.gvr == Some(&self.0.gvr);
+        let write = matches.then(|| self.0.before.lock().pop_front()).flatten();
+        let Some(write) = write else {
             return call().await;
         };
-        meanwhile();
+        write();
         let result = call().await;
-        *self.0.answer.lock() = Some(result.as_ref().map(drop).map_err(ApiError::reason));
+        self.0
+            .answers
+            .lock()
+            .push(result.as_ref().map(drop).map_err(ApiError::reason));
         result
+    }
+}
+
+/// A write of `dependent` by another party: `change`, applied to its current state.
+fn write_of(
+    cluster: &Arc<SimCluster>,
+    dependent: &PartialObjectMeta,
+    change: impl FnOnce(&mut PartialObjectMeta) + Send + 'static,
+) -> Write {
+    let (cluster, dependent) = (cluster.clone(), dependent.clone());
+    Box::new(move || {
+        let mut current = cluster
+            .get_object(&configmaps(), &dependent.metadata.namespace, &dependent.metadata.name)
+            .expect("the dependent");
+        change(&mut current);
+        cluster.update(&configmaps(), current).expect("another party's write");
+    })
+}
+
+/// A label `key` set on an object.
+fn labelled(key: &'static str, value: &'static str) -> impl FnOnce(&mut PartialObjectMeta) + Send + 'static {
+    move |object| {
+        object.metadata.labels.insert(key.into(), value.into());
     }
 }
 
@@ -409,17 +442,8 @@ async fn a_sharded_replicas_late_owner_reference_patch_should_be_refused_once_an
         &configmaps(),
         meta(&ns, "dependent", vec![ref_to(&solid), gone]),
     );
-    let successor_writes = {
-        let (cluster, dependent) = (cluster.clone(), dependent.clone());
-        move || {
-            let mut current = cluster
-                .get_object(&configmaps(), &dependent.metadata.namespace, &dependent.metadata.name)
-                .expect("the dependent");
-            current.metadata.labels.insert("written-by".into(), "successor".into());
-            cluster.update(&configmaps(), current).expect("the successor's write");
-        }
-    };
-    let late = LateFirstPatch::new(configmaps(), successor_writes);
+    let successor_writes = write_of(&cluster, &dependent, labelled("written-by", "successor"));
+    let late = Meanwhile::new(Verb::Patch, configmaps(), vec![successor_writes]);
     let config = Config {
         shard: Arc::new(Shard::new(half)),
         ..Config::default()
@@ -432,8 +456,8 @@ async fn a_sharded_replicas_late_owner_reference_patch_should_be_refused_once_an
     })
     .await;
     assert_eq!(
-        late.answer(),
-        Some(Err(Some(StatusReason::Conflict))),
+        late.answers(),
+        [Err(Some(StatusReason::Conflict))],
         "the patch decided before the successor's write is refused"
     );
     let now = h.get(&configmaps(), &dependent).expect("the dependent lives");
@@ -442,4 +466,49 @@ async fn a_sharded_replicas_late_owner_reference_patch_should_be_refused_once_an
         Some("successor")
     );
     assert_eq!(now.metadata.owner_references, vec![ref_to(&solid)]);
+}
+
+/// Spec §4.4's retry: a DELETE refused for a change of unrelated fields is sent again once a GET
+/// shows the owners unchanged. Upstream's retry carries the UID alone; a sharded replica's carries
+/// the version that GET read, so that a retry held past a takeover cannot delete what the
+/// successor made live meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_sharded_replicas_delete_retried_after_a_conflict_should_be_refused_once_another_replica_wrote_the_object() {
+    let cluster = Arc::new(SimCluster::new());
+    let half = Ranges::slice(0, 2);
+    let ns = namespace_in(&half);
+    let solid = create_in(&cluster, &configmaps(), meta(&ns, "solid", vec![]));
+    let gone = ref_named("v1", "ConfigMap", "gone", "0000dead-0000-4000-8000-000000000002");
+    let dependent = create_in(&cluster, &configmaps(), meta(&ns, "dependent", vec![gone]));
+    let owner = ref_to(&solid);
+    let writes = vec![
+        // Before the DELETE at the observed version: the collector reads the object live.
+        write_of(&cluster, &dependent, labelled("first", "unrelated")),
+        // Before the DELETE at the live version: §4.4's GET finds the owners unchanged.
+        write_of(&cluster, &dependent, labelled("second", "unrelated")),
+        // Before the retry: the successor gives the dependent a live owner.
+        write_of(&cluster, &dependent, move |object| {
+            object.metadata.owner_references.push(owner);
+        }),
+    ];
+    let meanwhile = Meanwhile::new(Verb::Delete, configmaps(), writes);
+    let config = Config {
+        shard: Arc::new(Shard::new(half)),
+        ..Config::default()
+    };
+    let api = Arc::new(Layered::new(meanwhile.clone(), cluster.clone()));
+    let h = Harness::start_over(cluster.clone(), api, config).await;
+    h.eventually("the three DELETEs answered", || meanwhile.answers().len() == 3)
+        .await;
+    let conflict = Err(Some(StatusReason::Conflict));
+    assert_eq!(
+        meanwhile.answers(),
+        [conflict, conflict, conflict],
+        "the retry, decided before the successor's write, is refused"
+    );
+    h.eventually("the dangling reference removed", || {
+        h.get(&configmaps(), &dependent)
+            .is_some_and(|d| d.metadata.owner_references == [ref_to(&solid)])
+    })
+    .await;
 }
