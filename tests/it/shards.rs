@@ -430,6 +430,20 @@ fn labelled(key: &'static str, value: &'static str) -> impl FnOnce(&mut PartialO
     }
 }
 
+/// A collector of the namespaces in `ranges`, whose requests to `cluster` go through `meanwhile`.
+async fn start_in(
+    ranges: Ranges,
+    cluster: &Arc<SimCluster>,
+    meanwhile: Meanwhile,
+) -> Harness<Layered<Meanwhile, Arc<SimCluster>>> {
+    let config = Config {
+        shard: Arc::new(Shard::new(ranges)),
+        ..Config::default()
+    };
+    let api = Arc::new(Layered::new(meanwhile, cluster.clone()));
+    Harness::start_over(cluster.clone(), api, config).await
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_sharded_replicas_late_owner_reference_patch_should_be_refused_once_another_replica_wrote_the_object() {
     let cluster = Arc::new(SimCluster::new());
@@ -444,12 +458,7 @@ async fn a_sharded_replicas_late_owner_reference_patch_should_be_refused_once_an
     );
     let successor_writes = write_of(&cluster, &dependent, labelled("written-by", "successor"));
     let late = Meanwhile::new(Verb::Patch, configmaps(), vec![successor_writes]);
-    let config = Config {
-        shard: Arc::new(Shard::new(half)),
-        ..Config::default()
-    };
-    let api = Arc::new(Layered::new(late.clone(), cluster.clone()));
-    let h = Harness::start_over(cluster.clone(), api, config).await;
+    let h = start_in(half, &cluster, late.clone()).await;
     h.eventually("the dangling reference removed", || {
         h.get(&configmaps(), &dependent)
             .is_some_and(|d| d.metadata.owner_references.len() == 1)
@@ -492,12 +501,7 @@ async fn a_sharded_replicas_delete_retried_after_a_conflict_should_be_refused_on
         }),
     ];
     let meanwhile = Meanwhile::new(Verb::Delete, configmaps(), writes);
-    let config = Config {
-        shard: Arc::new(Shard::new(half)),
-        ..Config::default()
-    };
-    let api = Arc::new(Layered::new(meanwhile.clone(), cluster.clone()));
-    let h = Harness::start_over(cluster.clone(), api, config).await;
+    let h = start_in(half, &cluster, meanwhile.clone()).await;
     h.eventually("the three DELETEs answered", || meanwhile.answers().len() == 3)
         .await;
     let conflict = Err(Some(StatusReason::Conflict));
