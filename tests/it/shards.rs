@@ -430,6 +430,16 @@ fn labelled(key: &'static str, value: &'static str) -> impl FnOnce(&mut PartialO
     }
 }
 
+/// A cluster, the first half of the namespace ranges, a namespace in it, and there the ConfigMap
+/// `solid`, which lives and can own the late-write tests' dependents.
+fn half_with_a_live_owner() -> (Arc<SimCluster>, Ranges, String, PartialObjectMeta) {
+    let cluster = Arc::new(SimCluster::new());
+    let half = Ranges::slice(0, 2);
+    let ns = namespace_in(&half);
+    let solid = create_in(&cluster, &configmaps(), meta(&ns, "solid", vec![]));
+    (cluster, half, ns, solid)
+}
+
 /// A collector of the namespaces in `ranges`, whose requests to `cluster` go through `meanwhile`.
 async fn start_in(
     ranges: Ranges,
@@ -446,10 +456,7 @@ async fn start_in(
 
 #[tokio::test(start_paused = true)]
 async fn a_sharded_replicas_late_owner_reference_patch_should_be_refused_once_another_replica_wrote_the_object() {
-    let cluster = Arc::new(SimCluster::new());
-    let half = Ranges::slice(0, 2);
-    let ns = namespace_in(&half);
-    let solid = create_in(&cluster, &configmaps(), meta(&ns, "solid", vec![]));
+    let (cluster, half, ns, solid) = half_with_a_live_owner();
     let gone = ref_named("v1", "ConfigMap", "gone", "0000dead-0000-4000-8000-000000000001");
     let dependent = create_in(
         &cluster,
@@ -483,10 +490,7 @@ async fn a_sharded_replicas_late_owner_reference_patch_should_be_refused_once_an
 /// successor made live meanwhile.
 #[tokio::test(start_paused = true)]
 async fn a_sharded_replicas_delete_retried_after_a_conflict_should_be_refused_once_another_replica_wrote_the_object() {
-    let cluster = Arc::new(SimCluster::new());
-    let half = Ranges::slice(0, 2);
-    let ns = namespace_in(&half);
-    let solid = create_in(&cluster, &configmaps(), meta(&ns, "solid", vec![]));
+    let (cluster, half, ns, solid) = half_with_a_live_owner();
     let gone = ref_named("v1", "ConfigMap", "gone", "0000dead-0000-4000-8000-000000000002");
     let dependent = create_in(&cluster, &configmaps(), meta(&ns, "dependent", vec![gone]));
     let owner = ref_to(&solid);
