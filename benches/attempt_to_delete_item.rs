@@ -256,7 +256,10 @@ impl Case {
         };
         assert_eq!(calls, expected, "{}: API calls", self.name);
         let id = self.item.identity();
-        let live = rig.cluster.get_object(&pods(), &id.namespace, &id.name).ok();
+        let live = rig
+            .cluster
+            .get_object(&pods(), id.namespace(), &id.name.to_string())
+            .ok();
         let marked_with = |f| {
             live.as_ref()
                 .is_some_and(|o| o.metadata.deletion_timestamp.is_some() && o.metadata.has_finalizer(f))

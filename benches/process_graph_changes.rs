@@ -154,7 +154,7 @@ fn build(partitions: usize) -> Duration {
     let (builder, graph) = empty();
     let mut split: Vec<Vec<GraphEvent>> = (0..partitions).map(|_| Vec::new()).collect();
     for e in stream(&graph, BUILD_OBJECTS) {
-        split[partition(&e.object.namespace, &e.object.uid, partitions)].push(e);
+        split[partition(e.namespace(), &e.object.uid, partitions)].push(e);
     }
     let began = Instant::now();
     std::thread::scope(|scope| {

@@ -121,12 +121,12 @@ impl Syms {
     }
 
     fn handle(&self, thread: usize, index: u64) -> Handle {
-        let identity = Identity {
-            type_meta: TypeMeta::new(self.api_version.clone(), self.kind.clone()),
-            name: Name::new(&format!("pod-{thread}-{index}")),
-            uid: key(thread, index),
-            namespace: self.namespace.clone(),
-        };
+        let identity = Identity::new(
+            TypeMeta::new(self.api_version.clone(), self.kind.clone()),
+            Name::new(&format!("pod-{thread}-{index}")),
+            key(thread, index),
+            self.namespace.clone(),
+        );
         Handle::new(identity, OwnerRefs::NONE, false)
     }
 }

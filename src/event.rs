@@ -7,7 +7,8 @@
 
 use crate::api::{self, validate_owner_references, InvalidOwnerReference, ObjectMeta};
 use crate::graph::{
-    Graph, Identity, Name, Observation, ObservedFinalizers, OwnerRef, OwnerRefs, ResourceVersion, Sym, TypeMeta, Uid,
+    Graph, Identity, Name, ObjectName, Observation, ObservedFinalizers, OwnerRef, OwnerRefs, ResourceVersion, Scope,
+    Sym, TypeMeta, Uid,
 };
 use std::cell::RefCell;
 use thiserror::Error;
@@ -45,9 +46,7 @@ pub struct EventObject {
     /// UID.
     pub uid: Uid,
     /// Name.
-    pub name: Name,
-    /// Namespace (`""` when cluster-scoped).
-    pub namespace: Sym,
+    pub name: ObjectName,
     /// `metadata.ownerReferences`, verbatim.
     pub owners: OwnerRefs,
     /// resourceVersion, deletionTimestamp and finalizers, as far as the GC tells them apart.
@@ -63,8 +62,9 @@ pub struct GraphEvent {
     pub is_virtual: bool,
     /// The object.
     pub object: EventObject,
-    /// apiVersion and kind: the monitor's (its preferred version), or the virtual identity's.
-    pub type_meta: TypeMeta,
+    /// The namespace (`""` when cluster-scoped), apiVersion and kind: the monitor's type (its
+    /// preferred version), or the virtual identity's.
+    pub scope: Scope,
 }
 
 /// Why a watched object could not become an event.
@@ -182,8 +182,7 @@ impl GraphEvent {
             is_virtual: false,
             object: EventObject {
                 uid: uid.clone(),
-                name: graph.shared_name(&uid, &meta.name),
-                namespace: namespace(&meta.namespace),
+                name: own_name(graph, &uid, &meta.name, &owners),
                 owners,
                 observation: Observation {
                     resource_version: ResourceVersion::parse(&meta.resource_version),
@@ -191,7 +190,7 @@ impl GraphEvent {
                     finalizers: ObservedFinalizers::from_list(&meta.finalizers),
                 },
             },
-            type_meta: type_meta.clone(),
+            scope: Scope::new(namespace(&meta.namespace), type_meta.clone()),
         })
     }
 
@@ -212,23 +211,41 @@ impl GraphEvent {
             object: EventObject {
                 uid: identity.uid.clone(),
                 name: identity.name.clone(),
-                namespace: identity.namespace.clone(),
                 owners: OwnerRefs::default(),
                 observation: Observation::default(),
             },
-            type_meta: identity.type_meta.clone(),
+            scope: identity.scope.clone(),
         }
     }
 
     /// The identity the event names (upstream's `identityFromEvent`).
     pub fn identity(&self) -> Identity {
         Identity {
-            type_meta: self.type_meta.clone(),
+            scope: self.scope.clone(),
             name: self.object.name.clone(),
             uid: self.object.uid.clone(),
-            namespace: self.object.namespace.clone(),
         }
     }
+
+    /// apiVersion and kind.
+    pub fn type_meta(&self) -> &TypeMeta {
+        self.scope.type_meta()
+    }
+
+    /// The object's namespace (`""` when cluster-scoped).
+    pub fn namespace(&self) -> &Sym {
+        self.scope.namespace()
+    }
+}
+
+/// An object's own name in the graph's form: a suffix of its owner's name when a controller named
+/// it after that owner ([`ObjectName::derived`]: a ReplicaSet's pods, a Job's), else the name,
+/// shared with its node's.
+fn own_name(graph: &impl SharedNames, uid: &Uid, name: &str, owners: &[OwnerRef]) -> ObjectName {
+    owners
+        .iter()
+        .find_map(|owner| ObjectName::derived(&owner.name, name))
+        .unwrap_or_else(|| graph.shared_name(uid, name).into())
 }
 
 /// Lists [`owner_refs`] remembers on each thread, by their first owner's UID.
@@ -346,30 +363,44 @@ mod tests {
         GraphEvent::observed(graph, event_type, &pod(), "v1", "Pod").expect("a readable object")
     }
 
+    /// A pod whose name is not its owner's and a suffix, as a controller would name it.
+    fn named_by_hand(graph: &Graph, event_type: EventType) -> GraphEvent {
+        let meta = ObjectMeta {
+            name: "hand-made".into(),
+            ..pod()
+        };
+        GraphEvent::observed(graph, event_type, &meta, "v1", "Pod").expect("a readable object")
+    }
+
+    #[test]
+    fn a_pod_named_after_its_owner_should_keep_only_its_suffix() {
+        let graph = crate::graph::GraphWriter::new();
+        let added = event(&graph, EventType::Add);
+        assert!(added.object.name.as_whole().is_none(), "derived from the owner's name");
+        assert_eq!(added.object.name, "web-0000-l6lcpphwrk-cwckq");
+        assert_eq!(added.object.name, event(&graph, EventType::Delete).object.name);
+    }
+
     #[test]
     fn an_update_should_share_the_nodes_name_and_a_delete_should_carry_an_equal_one() {
         let graph = crate::graph::GraphWriter::new();
-        let added = event(&graph, EventType::Add);
+        let added = named_by_hand(&graph, EventType::Add);
         graph.insert(Handle::new(added.identity(), &added.object.owners, false));
-        let node_name = graph
-            .get(&Uid::parse(POD_UID))
-            .expect("the node")
-            .identity()
-            .name
-            .clone();
+        let node = graph.get(&Uid::parse(POD_UID)).expect("the node");
+        let node_name = node.identity().name.as_whole().expect("a whole name");
 
-        let updated = event(&graph, EventType::Update);
+        let updated = named_by_hand(&graph, EventType::Update);
         assert!(
-            Name::ptr_eq(&updated.object.name, &node_name),
+            Name::ptr_eq(updated.object.name.as_whole().expect("whole"), node_name),
             "an update shares the node's name"
         );
 
-        let deleted = event(&graph, EventType::Delete);
+        let deleted = named_by_hand(&graph, EventType::Delete);
         assert!(
-            !Name::ptr_eq(&deleted.object.name, &node_name),
+            !Name::ptr_eq(deleted.object.name.as_whole().expect("whole"), node_name),
             "a delete looks nothing up"
         );
-        assert_eq!(deleted.object.name, node_name);
+        assert_eq!(deleted.object.name, *node_name);
         assert_eq!(deleted.identity(), updated.identity());
         assert_eq!(deleted.object.owners, updated.object.owners);
         assert_eq!(deleted.object.owners.as_slice()[0].name.as_str(), "web-0000-l6lcpphwrk");

@@ -167,8 +167,8 @@ pub fn graph_event(data: &[u8]) {
     };
     let identity = added.identity();
     assert_eq!(identity.uid.to_string(), meta.uid);
-    assert_eq!(identity.name.as_str(), meta.name);
-    assert_eq!(identity.namespace.as_str(), meta.namespace);
+    assert_eq!(identity.name.to_string(), meta.name);
+    assert_eq!(identity.namespace().as_str(), meta.namespace);
     assert_eq!(
         (identity.api_version().as_str(), identity.kind().as_str()),
         (api_version, kind)
@@ -240,12 +240,7 @@ fn record(data: &[u8]) -> Entry {
     let mut next = || fields.next().unwrap_or_default();
     let (kind, api_version, name, namespace, uid) = (next(), next(), next(), next(), next());
     let type_meta = TypeMeta::new(Sym::new(&api_version), Sym::new(&kind));
-    let object = Identity {
-        type_meta,
-        name: Name::new(&name),
-        uid: Uid::parse(&uid),
-        namespace: Sym::new(&namespace),
-    };
+    let object = Identity::new(type_meta, Name::new(&name), Uid::parse(&uid), Sym::new(&namespace));
     let mut record = Record::new(Source::Sent, Action::Orphan, &object, Evidence::Graph, "fuzzed");
     record.resource = Sym::new(&next());
     let (reason, message) = (next(), next());

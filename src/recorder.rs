@@ -37,10 +37,10 @@ impl EventRecorder {
 
     /// Records that `dependent`'s ref `r` names an owner that cannot be in its namespace.
     pub fn owner_ref_invalid_namespace(&self, dependent: &Identity, r: &OwnerRef) {
-        let claimed = r.identity_in(&dependent.namespace);
+        let claimed = r.identity_in(dependent.namespace());
         let message = format!(
             "ownerRef {claimed} does not exist in namespace {:?}",
-            &*dependent.namespace
+            dependent.namespace()
         );
         let event = event(dependent, "Warning", REASON_OWNER_REF_INVALID_NAMESPACE, message);
         tracing::info!(target: "kube_gc::events", object = %dependent, reason = %event.reason, message = %event.message);
@@ -54,7 +54,7 @@ impl EventRecorder {
             crate::journal::ObjectRef::of(deleted, ""),
             policy.as_str()
         );
-        let owner = owner.identity_in(&deleted.namespace);
+        let owner = owner.identity_in(deleted.namespace());
         self.send(event(&owner, "Normal", REASON_DEPENDENT_DELETED, message));
     }
 
@@ -72,7 +72,7 @@ fn event(object: &Identity, event_type: &str, reason: &str, message: String) -> 
         involved_object: InvolvedObject {
             api_version: object.api_version().to_string(),
             kind: object.kind().to_string(),
-            namespace: object.namespace.to_string(),
+            namespace: object.namespace().to_string(),
             name: object.name.to_string(),
             uid: object.uid.to_string(),
         },

@@ -260,7 +260,7 @@ impl<C: ClusterApi> Auditor<C> {
                     kind,
                     gvr: mapping.gvr,
                     gvk: gvk.clone(),
-                    namespace: id.namespace.to_string(),
+                    namespace: id.namespace().to_string(),
                     name: id.name.to_string(),
                     uid: id.uid.clone(),
                     seen,
@@ -371,7 +371,7 @@ impl<C: ClusterApi> Auditor<C> {
     /// The object a node stands for, read live: `None` when the name is free or held by another
     /// UID.
     async fn read(&self, gvr: &Gvr, id: &Identity) -> Result<Option<PartialObjectMeta>, ApiError> {
-        match self.api.get(gvr, &id.namespace, &id.name).await {
+        match self.api.get(gvr, id.namespace(), &id.name.to_string()).await {
             Ok(o) if Uid::parse(&o.metadata.uid) == id.uid => Ok(Some(o)),
             Ok(_) => Ok(None),
             Err(e) if e.is_not_found() => Ok(None),

@@ -179,7 +179,7 @@ impl GraphBuilder {
         if observed != *node.identity() {
             let (_, nonmatching) = partition_dependents(&node.dependents(), &observed);
             for dep in nonmatching {
-                if !observed.namespace.is_empty() && dep.identity().namespace != observed.namespace {
+                if !observed.namespace().is_empty() && dep.identity().namespace() != observed.namespace() {
                     let bad_ref = dep.with_owners(|refs| refs.iter().find(|r| r.uid == observed.uid).cloned());
                     if let Some(r) = bad_ref {
                         self.recorder.owner_ref_invalid_namespace(dep.identity(), &r);
@@ -263,12 +263,10 @@ impl GraphBuilder {
     /// replaced by a clone under the new apiVersion/kind, in the map and in its owners' dependents.
     fn follow_kind_change(&self, node: Handle, event: &GraphEvent) -> Handle {
         let id = node.identity();
-        if id.type_meta == event.type_meta {
+        if id.type_meta() == event.type_meta() {
             return node;
         }
-        let mut identity = id.clone();
-        identity.type_meta = event.type_meta.clone();
-        let replacement = self.graph.replace(&node, identity);
+        let replacement = self.graph.replace(&node, id.with_type_meta(event.type_meta().clone()));
         for r in node.owners() {
             self.graph.relink(&r.uid, id, &replacement);
         }
@@ -280,7 +278,7 @@ impl GraphBuilder {
     fn add_dependent_to_owners<'r>(&self, node: &Handle, refs: impl IntoIterator<Item = &'r OwnerRef>) {
         let mut suspicious = false;
         for r in refs {
-            let virtual_owner = || Handle::new(r.identity_in(&node.identity().namespace), OwnerRefs::NONE, true);
+            let virtual_owner = || Handle::new(r.identity_in(node.identity().namespace()), OwnerRefs::NONE, true);
             let check = |owner: &Node| !suspicious && self.is_suspicious_ref(node, owner, r);
             match self.graph.link(&r.uid, node, virtual_owner, check) {
                 Linked::CreatedVirtual(owner) => self.attempt_to_delete.add(owner),
@@ -294,9 +292,9 @@ impl GraphBuilder {
 
     /// The three checks of spec §3.2 (a, b, c), first match wins.
     fn is_suspicious_ref(&self, node: &Handle, owner: &Node, r: &OwnerRef) -> bool {
-        let (owner_id, node_ns) = (owner.identity(), &node.identity().namespace);
-        let owner_is_namespaced = !owner_id.namespace.is_empty();
-        if owner_is_namespaced && owner_id.namespace != *node_ns {
+        let (owner_id, node_ns) = (owner.identity(), &node.identity().namespace());
+        let owner_is_namespaced = !owner_id.namespace().is_empty();
+        if owner_is_namespaced && owner_id.namespace() != *node_ns {
             if !owner.is_virtual() {
                 self.recorder.owner_ref_invalid_namespace(node.identity(), r);
             }
@@ -310,7 +308,7 @@ impl GraphBuilder {
         }
         // issue #98040: a virtual cluster-scoped owner may really be a namespaced kind that a
         // cluster-scoped child names wrongly
-        !owner_is_namespaced && owner_id.namespace != *node_ns && owner.is_virtual()
+        !owner_is_namespaced && owner_id.namespace() != *node_ns && owner.is_virtual()
     }
 
     /// Queues the owners a dependent stopped blocking (upstream's

@@ -132,7 +132,7 @@ pub fn partition_dependents(dependents: &[Handle], owner: &Identity) -> (Vec<Han
     let (mut matching, mut nonmatching) = (Vec::new(), Vec::new());
     for dep in dependents {
         let (mut found_match, mut found_mismatch) = (false, false);
-        if !owner.namespace.is_empty() && owner.namespace != dep.identity().namespace {
+        if !owner.namespace().is_empty() && owner.namespace() != dep.identity().namespace() {
             found_mismatch = true;
         } else {
             dep.with_owners(|refs| {
@@ -158,8 +158,8 @@ pub fn partition_dependents(dependents: &[Handle], owner: &Identity) -> (Vec<Han
 /// Orders identities by kind, apiVersion, namespace, name, then uid (upstream's
 /// `referenceLessThan`).
 pub fn reference_cmp(a: &Identity, b: &Identity) -> Ordering {
-    (&a.kind(), &a.api_version(), &a.namespace, &a.name)
-        .cmp(&(&b.kind(), &b.api_version(), &b.namespace, &b.name))
+    (&a.kind(), &a.api_version(), &a.namespace(), &a.name)
+        .cmp(&(&b.kind(), &b.api_version(), &b.namespace(), &b.name))
         .then_with(|| a.uid.to_string().cmp(&b.uid.to_string()))
 }
 
@@ -167,19 +167,19 @@ pub fn reference_cmp(a: &Identity, b: &Identity) -> Ordering {
 /// absent: the first that sorts after `absent`, wrapping around to the smallest (upstream's
 /// `getAlternateOwnerIdentity`).
 pub fn alternate_owner_identity(dependents: &[Handle], absent: &Identity) -> Option<Identity> {
-    let absent_is_cluster_scoped = absent.namespace.is_empty();
+    let absent_is_cluster_scoped = absent.namespace().is_empty();
     let mut seen: HashSet<Identity> = HashSet::from([absent.clone()]);
     let (mut first, mut first_following): (Option<Identity>, Option<Identity>) = (None, None);
     for dep in dependents {
-        let dep_ns = &dep.identity().namespace;
+        let dep_ns = dep.identity().namespace();
         for r in dep.owners().into_iter().filter(|r| r.uid == absent.uid) {
-            if absent.matches_coordinates(&r) && (absent_is_cluster_scoped || absent.namespace == *dep_ns) {
+            if absent.matches_coordinates(&r) && (absent_is_cluster_scoped || absent.namespace() == dep_ns) {
                 continue; // this very reference was verified absent
             }
             let mut candidate = r.identity_in(dep_ns);
-            if absent_is_cluster_scoped && candidate.type_meta == absent.type_meta {
+            if absent_is_cluster_scoped && candidate.type_meta() == absent.type_meta() {
                 // absent proved this apiVersion/kind cluster-scoped
-                candidate.namespace = absent.namespace.clone();
+                candidate = candidate.with_namespace(absent.namespace().clone());
             }
             if !seen.insert(candidate.clone()) {
                 continue;

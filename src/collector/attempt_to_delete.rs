@@ -36,10 +36,8 @@ impl<C: ClusterApi> Collector<C> {
             return Action::Forget;
         }
         let item = match current {
-            Some(n) if n.identity().type_meta != item.identity().type_meta => {
-                let mut identity = item.identity().clone();
-                identity.type_meta = n.identity().type_meta.clone();
-                item.clone_with_identity(identity)
+            Some(n) if n.identity().type_meta() != item.identity().type_meta() => {
+                item.clone_with_identity(item.identity().with_type_meta(n.identity().type_meta().clone()))
             }
             _ => item.clone(),
         };

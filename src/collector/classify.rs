@@ -64,15 +64,15 @@ impl<C: ClusterApi> Collector<C> {
         if self.absent_owner_cache.has(&key) {
             return Ok((OwnerState::Dangling, Seen::AbsentOwnerCache));
         }
-        key.namespace = item.namespace.clone();
+        key = key.with_namespace(item.namespace().clone());
         if self.absent_owner_cache.has(&key) {
             return Ok((OwnerState::Dangling, Seen::AbsentOwnerCache));
         }
         let mapping = self.mapping(r.api_version(), r.kind())?;
         if !mapping.namespaced {
-            key.namespace = Sym::new("");
+            key = key.with_namespace(Sym::new(""));
         }
-        if item.namespace.is_empty() && mapping.namespaced {
+        if item.namespace().is_empty() && mapping.namespaced {
             return Err(CollectError::NamespacedOwnerOfClusterScopedObject {
                 item: Box::new(item.clone()),
                 owner_kind: r.kind().to_string(),
@@ -84,7 +84,7 @@ impl<C: ClusterApi> Collector<C> {
         // `key` now names the owner exactly as the GET does: in the item's namespace when the
         // owner's type is namespaced.
         let gvr = self.observed_owner_resource(&key).unwrap_or(mapping.gvr);
-        let owner = match self.api.get(&gvr, &key.namespace, &key.name).await {
+        let owner = match self.api.get(&gvr, key.namespace(), &key.name.to_string()).await {
             Err(e) if e.is_not_found() => {
                 self.absent_owner_cache.add(key);
                 return Ok((OwnerState::Dangling, Seen::Live));
@@ -117,7 +117,7 @@ impl<C: ClusterApi> Collector<C> {
             && group(seen.api_version()) == group(key.api_version())
             && seen.kind() == key.kind()
             && seen.name == key.name
-            && seen.namespace == key.namespace;
+            && seen.namespace() == key.namespace();
         if node.is_virtual() || !other_version {
             return None;
         }

@@ -222,7 +222,7 @@ impl<C: ClusterApi> Collector<C> {
     /// `false` when the owner is another shard's, an error to wait on when another shard's
     /// ranges may still hold dependents.
     fn shards_let_go(&self, owner: &Identity, hold: Hold, before: &'static str) -> Result<bool> {
-        if !owner.namespace.is_empty() {
+        if !owner.namespace().is_empty() {
             return Ok(true);
         }
         self.record_finding(owner, hold, Finding::Clear);
@@ -244,7 +244,7 @@ impl<C: ClusterApi> Collector<C> {
     /// Records that dependents in this shard still hold the cluster-scoped `owner` for the
     /// deletion `hold`.
     fn shard_holds(&self, owner: &Identity, hold: Hold) {
-        if owner.namespace.is_empty() {
+        if owner.namespace().is_empty() {
             self.record_finding(owner, hold, Finding::Pending);
         }
     }
@@ -377,7 +377,7 @@ impl<C: ClusterApi> Collector<C> {
     fn locate(&self, identity: &Identity) -> Result<(Gvr, String, bool)> {
         let mapping = self.mapping(identity.api_version(), identity.kind())?;
         let namespace = if mapping.namespaced {
-            identity.namespace.to_string()
+            identity.namespace().to_string()
         } else {
             String::new()
         };
@@ -394,7 +394,7 @@ impl<C: ClusterApi> Collector<C> {
             });
         }
         self.api
-            .get(&gvr, &namespace, &identity.name)
+            .get(&gvr, &namespace, &identity.name.to_string())
             .await
             .map_err(|e| api_error("get", identity, e))
     }

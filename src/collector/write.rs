@@ -94,7 +94,11 @@ impl<C: ClusterApi> Collector<C> {
         let result = if self.journal.is_dry_run() {
             None
         } else {
-            Some(self.api.delete(&gvr, &namespace, &identity.name, &options).await)
+            Some(
+                self.api
+                    .delete(&gvr, &namespace, &identity.name.to_string(), &options)
+                    .await,
+            )
         };
         if self.journal.is_enabled() {
             let mut record = self.record(identity, &gvr, why, result.as_ref());
@@ -144,7 +148,11 @@ impl<C: ClusterApi> Collector<C> {
         let result = if self.journal.is_dry_run() {
             None
         } else {
-            Some(self.api.patch(&gvr, &namespace, &identity.name, &patch).await)
+            Some(
+                self.api
+                    .patch(&gvr, &namespace, &identity.name.to_string(), &patch)
+                    .await,
+            )
         };
         if self.journal.is_enabled() {
             let mut record = self.record(identity, &gvr, why, result.as_ref());

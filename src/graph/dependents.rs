@@ -111,12 +111,12 @@ mod tests {
     use crate::graph::{Identity, Name, OwnerRefs, Sym, TypeMeta, Uid};
 
     fn handle(i: usize) -> Handle {
-        let identity = Identity {
-            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
-            name: Name::new(&format!("p{i}")),
-            uid: Uid::parse(&format!("p{i}")),
-            namespace: Sym::new("ns"),
-        };
+        let identity = Identity::new(
+            TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
+            Name::new(&format!("p{i}")),
+            Uid::parse(&format!("p{i}")),
+            Sym::new("ns"),
+        );
         Handle::new(identity, OwnerRefs::NONE, false)
     }
 

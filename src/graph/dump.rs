@@ -61,8 +61,8 @@ fn node_json(node: &Node) -> Value {
         "uid": id.uid.to_string(),
         "apiVersion": id.api_version().as_str(),
         "kind": id.kind().as_str(),
-        "namespace": &*id.namespace,
-        "name": &*id.name,
+        "namespace": id.namespace().as_str(),
+        "name": id.name.to_string(),
         "virtual": node.is_virtual(),
         "beingDeleted": node.is_being_deleted(),
         "deletingDependents": node.is_deleting_dependents(),
@@ -143,7 +143,7 @@ impl Vertex {
             group: group.to_string(),
             version: version.to_string(),
             kind: id.kind().to_string(),
-            namespace: id.namespace.to_string(),
+            namespace: id.namespace().to_string(),
             name: id.name.to_string(),
             missing: false,
             being_deleted: node.is_being_deleted(),
@@ -327,12 +327,12 @@ mod tests {
         }
 
         fn identity(&self, api_version: &str, kind: &str, namespace: &str, name: &str, uid: &str) -> Identity {
-            Identity {
-                type_meta: TypeMeta::new(Sym::new(api_version), Sym::new(kind)),
-                name: name.into(),
-                uid: Uid::parse(uid),
-                namespace: Sym::new(namespace),
-            }
+            Identity::new(
+                TypeMeta::new(Sym::new(api_version), Sym::new(kind)),
+                name,
+                Uid::parse(uid),
+                Sym::new(namespace),
+            )
         }
 
         fn bare(&self, uid: &str) -> Identity {
@@ -356,7 +356,7 @@ mod tests {
     fn owner_ref(owner: &Identity) -> OwnerRef {
         OwnerRef::new(
             TypeMeta::new(owner.api_version().clone(), owner.kind().clone()),
-            owner.name.clone(),
+            owner.name.to_name(),
             owner.uid.clone(),
             Some(true),
             None,

@@ -117,7 +117,7 @@ impl GraphWriter {
             set.replace(
                 |d| {
                     let id = d.identity();
-                    id.uid == old.uid && id.name == old.name && id.type_meta == old.type_meta
+                    id.uid == old.uid && id.name == old.name && id.type_meta() == old.type_meta()
                 },
                 new.clone(),
             );
@@ -223,12 +223,12 @@ mod tests {
     use crate::graph::{Name, OwnerRefs, Sym, TypeMeta};
 
     fn identity(uid: &str) -> Identity {
-        Identity {
-            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("ConfigMap")),
-            name: Name::new(uid),
-            uid: Uid::parse(uid),
-            namespace: Sym::new("ns"),
-        }
+        Identity::new(
+            TypeMeta::new(Sym::new("v1"), Sym::new("ConfigMap")),
+            Name::new(uid),
+            Uid::parse(uid),
+            Sym::new("ns"),
+        )
     }
 
     #[test]
@@ -317,8 +317,7 @@ mod tests {
         graph.remove_node(&owner);
 
         graph.unlink(&Uid::parse("o"), &goes);
-        let mut renamed = identity("stays");
-        renamed.type_meta = TypeMeta::new(Sym::new("v1"), Sym::new("Secret"));
+        let renamed = identity("stays").with_type_meta(TypeMeta::new(Sym::new("v1"), Sym::new("Secret")));
         let replacement = stays.clone_with_identity(renamed);
         graph.relink(&Uid::parse("o"), stays.identity(), &replacement);
         assert_eq!(graph.adrift_of(&Uid::parse("o")), std::slice::from_ref(&replacement));

@@ -4,8 +4,9 @@
 //! compares all five. An [`OwnerRef`] is one entry of `metadata.ownerReferences`; its
 //! *coordinates* are (uid, name, kind, apiVersion), and namespace is never part of it.
 
-use super::raw::intern::{Sym, TaggedTypeMeta, TypeMeta, TypeMetaRef};
+use super::raw::intern::{Scope, Sym, TaggedTypeMeta, TypeMeta, TypeMetaRef};
 use super::raw::name::Name;
+use super::raw::object_name::ObjectName;
 use super::raw::uid::Uid;
 use std::fmt;
 use triomphe::ThinArc;
@@ -72,12 +73,12 @@ impl OwnerRef {
 
     /// The identity this ref names when read from a dependent in `namespace`.
     pub fn identity_in(&self, namespace: &Sym) -> Identity {
-        Identity {
-            type_meta: self.type_meta().clone(),
-            name: self.name.clone(),
-            uid: self.uid.clone(),
-            namespace: namespace.clone(),
-        }
+        Identity::new(
+            self.type_meta().clone(),
+            self.name.clone(),
+            self.uid.clone(),
+            namespace.clone(),
+        )
     }
 
     /// The wire form.
@@ -202,45 +203,73 @@ impl FromIterator<OwnerRef> for OwnerRefs {
 }
 
 /// An object reference: the five fields that identify a node, a cache key or an event's object.
+/// The namespace, apiVersion and kind are one interned [`Scope`], so that an identity is 40 bytes
+/// with its name's inline suffix ([`ObjectName`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Identity {
-    /// apiVersion and kind.
-    pub type_meta: TypeMeta,
+    /// Namespace, apiVersion and kind.
+    pub scope: Scope,
     /// Name.
-    pub name: Name,
+    pub name: ObjectName,
     /// UID.
     pub uid: Uid,
-    /// Namespace; `""` for cluster-scoped objects.
-    pub namespace: Sym,
 }
 
 impl Identity {
+    /// The identity of `name` and `uid`, of type `type_meta`, in `namespace` (`""` when
+    /// cluster-scoped).
+    pub fn new(type_meta: TypeMeta, name: impl Into<ObjectName>, uid: Uid, namespace: Sym) -> Identity {
+        Identity {
+            scope: Scope::new(namespace, type_meta),
+            name: name.into(),
+            uid,
+        }
+    }
+
+    /// apiVersion and kind.
+    pub fn type_meta(&self) -> &TypeMeta {
+        self.scope.type_meta()
+    }
+
+    /// Namespace; `""` for cluster-scoped objects.
+    pub fn namespace(&self) -> &Sym {
+        self.scope.namespace()
+    }
+
     /// apiVersion.
     pub fn api_version(&self) -> &Sym {
-        self.type_meta.api_version()
+        self.type_meta().api_version()
     }
 
     /// Kind.
     pub fn kind(&self) -> &Sym {
-        self.type_meta.kind()
+        self.type_meta().kind()
     }
 
     /// True when `r` has exactly these coordinates (uid, name, kind, apiVersion).
     pub fn matches_coordinates(&self, r: &OwnerRef) -> bool {
-        self.uid == r.uid && self.name == r.name && self.type_meta == *r.type_meta()
+        self.uid == r.uid && self.name == r.name && *self.type_meta() == *r.type_meta()
     }
 
     /// This identity with another namespace.
     pub fn with_namespace(&self, namespace: Sym) -> Identity {
         Identity {
-            namespace,
+            scope: Scope::new(namespace, self.type_meta().clone()),
+            ..self.clone()
+        }
+    }
+
+    /// This identity with another apiVersion and kind.
+    pub fn with_type_meta(&self, type_meta: TypeMeta) -> Identity {
+        Identity {
+            scope: Scope::new(self.namespace().clone(), type_meta),
             ..self.clone()
         }
     }
 
     /// True for the identity of a cluster-scoped object (or a virtual owner assumed to be one).
     pub fn is_cluster_scoped(&self) -> bool {
-        self.namespace.is_empty()
+        self.namespace().is_empty()
     }
 }
 
@@ -253,7 +282,7 @@ impl fmt::Display for Identity {
             "[{}/{}, namespace: {}, name: {}, uid: {}]",
             self.api_version(),
             self.kind(),
-            self.namespace,
+            self.namespace(),
             self.name,
             self.uid
         )

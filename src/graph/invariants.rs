@@ -106,19 +106,19 @@ mod tests {
     use crate::graph::{Identity, OwnerRef, Sym, TypeMeta, Uid};
 
     fn identity(uid: &str) -> Identity {
-        Identity {
-            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
-            name: uid.into(),
-            uid: Uid::parse(uid),
-            namespace: Sym::new("ns"),
-        }
+        Identity::new(
+            TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
+            uid,
+            Uid::parse(uid),
+            Sym::new("ns"),
+        )
     }
 
     fn owner_ref(uid: &str) -> OwnerRef {
         let id = identity(uid);
         OwnerRef::new(
             TypeMeta::new(id.api_version().clone(), id.kind().clone()),
-            id.name,
+            id.name.to_name(),
             id.uid,
             None,
             Some(true),

@@ -33,12 +33,12 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 const OWNER: &str = "owner";
 
 fn identity(uid: &str, kind: &str) -> Identity {
-    Identity {
-        type_meta: TypeMeta::new(Sym::new("v1"), Sym::new(kind)),
-        name: Name::new(uid),
-        uid: Uid::parse(uid),
-        namespace: Sym::new("ns"),
-    }
+    Identity::new(
+        TypeMeta::new(Sym::new("v1"), Sym::new(kind)),
+        Name::new(uid),
+        Uid::parse(uid),
+        Sym::new("ns"),
+    )
 }
 
 /// An observed node with no owners.

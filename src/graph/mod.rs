@@ -88,8 +88,9 @@ use edges::Adrift;
 pub use edges::Linked;
 pub use identity::{Identity, OwnerRef, OwnerRefs};
 pub use node::{Handle, Node, Observation, Observed, ObservedFinalizers};
-pub use raw::intern::{Sym, TypeMeta, TypeMetaRef};
+pub use raw::intern::{Scope, Sym, TypeMeta, TypeMetaRef};
 pub use raw::name::Name;
+pub use raw::object_name::ObjectName;
 use raw::table::UidTable;
 pub use raw::uid::Uid;
 pub use resource_version::ResourceVersion;
@@ -201,9 +202,16 @@ impl Graph {
 
     /// `name` as a [`Name`], sharing the storage of the node for `uid` when it has that name.
     /// Every holder of an object's name (its node, its dependents' ownerReferences, its monitor)
-    /// then shares one copy.
+    /// then shares one copy. A node whose name is derived from its owner's ([`ObjectName`]) has
+    /// no copy to share, and `name` is copied.
     pub fn shared_name(&self, uid: &Uid, name: &str) -> Name {
-        let same = |node: &Node| (*node.identity().name == *name).then(|| node.identity().name.clone());
+        let same = |node: &Node| {
+            node.identity()
+                .name
+                .as_whole()
+                .filter(|whole| **whole == *name)
+                .cloned()
+        };
         self.shard(uid)
             .read(uid, same)
             .flatten()
@@ -273,12 +281,12 @@ mod tests {
 
     fn node(i: usize) -> Handle {
         let uid = format!("00000000-0000-4000-8000-{i:012}");
-        let identity = Identity {
-            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("ConfigMap")),
-            name: Name::new(&uid),
-            uid: Uid::parse(&uid),
-            namespace: Sym::new("ns"),
-        };
+        let identity = Identity::new(
+            TypeMeta::new(Sym::new("v1"), Sym::new("ConfigMap")),
+            Name::new(&uid),
+            Uid::parse(&uid),
+            Sym::new("ns"),
+        );
         Handle::new(identity, OwnerRefs::NONE, false)
     }
 

@@ -397,12 +397,12 @@ mod tests {
 
     fn identity(uid: &str) -> Identity {
         use crate::graph::{Name, Sym, TypeMeta, Uid};
-        Identity {
-            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
-            name: Name::new("p"),
-            uid: Uid::parse(uid),
-            namespace: Sym::new("ns"),
-        }
+        Identity::new(
+            TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
+            Name::new("p"),
+            Uid::parse(uid),
+            Sym::new("ns"),
+        )
     }
 
     fn seen(rv: &str, being_deleted: bool, finalizers: &[&str]) -> Observation {

@@ -125,7 +125,7 @@ impl ObjectRef {
             api_version: identity.api_version().to_string(),
             kind: identity.kind().to_string(),
             resource: resource.to_string(),
-            namespace: identity.namespace.to_string(),
+            namespace: identity.namespace().to_string(),
             name: identity.name.to_string(),
             uid: identity.uid.to_string(),
         }

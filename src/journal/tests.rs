@@ -30,12 +30,12 @@ fn entry(source: Source, action: Action, uid: &str) -> Entry {
 /// A DELETE of the Pod `ns/pod-{uid}`, sent and answered.
 fn record(uid: &str) -> Record {
     use crate::graph::{Identity, Name, Sym, TypeMeta, Uid};
-    let identity = Identity {
-        type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
-        namespace: Sym::new("ns"),
-        name: Name::new(&format!("pod-{uid}")),
-        uid: Uid::parse(uid),
-    };
+    let identity = Identity::new(
+        TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
+        Name::new(&format!("pod-{uid}")),
+        Uid::parse(uid),
+        Sym::new("ns"),
+    );
     let mut record = Record::new(Source::Sent, Action::Delete, &identity, Evidence::Graph, "test");
     record.resource = Sym::new("pods");
     record.policy = Some(PropagationPolicy::Background);

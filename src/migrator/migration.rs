@@ -142,7 +142,7 @@ fn targets(collected: &Collected, gvr: &Gvr, kind: &str, checkpoint: ResourceVer
             unknown.get_or_insert_with(|| identity.to_string());
         } else if !checkpoint.is_older_than(resource_version) {
             targets.push(Target {
-                namespace: identity.namespace.to_string(),
+                namespace: identity.namespace().to_string(),
                 name: identity.name.to_string(),
                 uid: identity.uid.to_string(),
                 resource_version,

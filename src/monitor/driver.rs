@@ -306,7 +306,7 @@ impl<C: ClusterApi> Watcher<C> {
         let (type_meta, unseen) = (&self.type_meta, &mut self.unseen);
         self.graph.for_each_node(|node| {
             let identity = node.identity();
-            if !node.is_virtual() && identity.type_meta == *type_meta {
+            if !node.is_virtual() && identity.type_meta() == type_meta {
                 unseen.insert(identity.uid.clone());
             }
         });
@@ -351,7 +351,7 @@ impl<C: ClusterApi> Watcher<C> {
             let identity = node.identity();
             let meta = ObjectMeta {
                 name: identity.name.to_string(),
-                namespace: identity.namespace.to_string(),
+                namespace: identity.namespace().to_string(),
                 uid: uid.to_string(),
                 ..Default::default()
             };

@@ -22,10 +22,10 @@ pub fn namespace_roots(graph: &Graph, name: &str) -> Option<(Uid, Vec<Uid>)> {
         if node.is_virtual() {
             return;
         }
-        if *identity.namespace == *name {
+        if *identity.namespace() == *name {
             roots.push(identity.uid.clone());
-        } else if identity.namespace.is_empty()
-            && *identity.name == *name
+        } else if identity.namespace().is_empty()
+            && identity.name == *name
             && &**identity.kind() == "Namespace"
             && &**identity.api_version() == "v1"
         {
@@ -77,7 +77,7 @@ fn object_of(node: &Handle) -> Object {
         uid: identity.uid.to_string(),
         api_version: identity.api_version().to_string(),
         kind: identity.kind().to_string(),
-        namespace: identity.namespace.to_string(),
+        namespace: identity.namespace().to_string(),
         name: identity.name.to_string(),
         created: None,
         deleting: seen.being_deleted,

@@ -133,7 +133,7 @@ impl Router {
     /// stopped are dropped: the graph is going away with them.
     pub fn route(&self, event: GraphEvent) {
         let object = &event.object;
-        let p = partition(&object.namespace, &object.uid, self.partitions.len());
+        let p = partition(event.namespace(), &object.uid, self.partitions.len());
         self.counts.routed[p].fetch_add(1, Ordering::AcqRel);
         if self.partitions[p].send(event).is_err() {
             self.counts.routed[p].fetch_sub(1, Ordering::AcqRel);

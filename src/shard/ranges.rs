@@ -87,7 +87,7 @@ impl Ranges {
 
     /// [`Ranges::owns`] for a graph identity.
     pub fn owns_identity(&self, identity: &Identity) -> bool {
-        self.is_all() || self.owns(&identity.namespace, &identity.uid)
+        self.is_all() || self.owns(identity.namespace(), &identity.uid)
     }
 
     /// The `shardSelector` that lists the namespaced objects in the set; `None` for the whole

@@ -209,12 +209,12 @@ impl Id {
 }
 
 fn identity([api_version, kind, namespace, name, uid]: [&str; 5]) -> Identity {
-    Identity {
-        type_meta: TypeMeta::new(Sym::new(api_version), Sym::new(kind)),
-        name: name.into(),
-        uid: Uid::parse(uid),
-        namespace: Sym::new(namespace),
-    }
+    Identity::new(
+        TypeMeta::new(Sym::new(api_version), Sym::new(kind)),
+        name,
+        Uid::parse(uid),
+        Sym::new(namespace),
+    )
 }
 
 /// An ownerReference with the flags plain [`Id`] lists leave unset.
@@ -2057,7 +2057,7 @@ fn s42_alternate_owner_identity_cases() {
                         let o = identity(*o);
                         OwnerRef::new(
                             TypeMeta::new(o.api_version().clone(), o.kind().clone()),
-                            o.name.clone(),
+                            o.name.to_name(),
                             o.uid,
                             None,
                             None,

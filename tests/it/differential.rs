@@ -822,7 +822,7 @@ fn graph_mirror(h: &Harness, cluster: &BTreeMap<String, Object>) -> Vec<String> 
             continue;
         };
         let id = node.identity();
-        if node.is_virtual() || *id.kind() != *o.kind.kind || *id.namespace != *o.namespace || *id.name != *o.name {
+        if node.is_virtual() || *id.kind() != *o.kind.kind || *id.namespace() != *o.namespace || id.name != *o.name {
             out.push(format!(
                 "graph: {} is known as {id} (virtual: {})",
                 o.display(),

@@ -64,7 +64,7 @@ fn identity(id: &Identity) -> Value {
     json!({
         "apiVersion": id.api_version().to_string(),
         "kind": id.kind().to_string(),
-        "namespace": id.namespace.to_string(),
+        "namespace": id.namespace().to_string(),
         "name": id.name.to_string(),
         "uid": id.uid.to_string(),
     })
@@ -104,10 +104,10 @@ fn queue_entry(queue: &WorkQueue<Handle>, node: &Handle) -> Value {
 /// dependent holds its foreground owner until someone removes that finalizer).
 fn dependent_in_words(dependent: &Handle) -> String {
     let id = dependent.identity();
-    let name = if id.namespace.is_empty() {
+    let name = if id.namespace().is_empty() {
         id.name.to_string()
     } else {
-        format!("{}/{}", id.namespace, id.name)
+        format!("{}/{}", id.namespace(), id.name)
     };
     let seen = dependent.observation();
     let held = if seen.being_deleted && seen.finalizers.other {

@@ -153,12 +153,12 @@ mod tests {
     use crate::graph::{Handle, Identity, Name, OwnerRef, Sym, TypeMeta, Uid};
 
     fn handle(name: &str) -> Handle {
-        let identity = Identity {
-            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
-            name: Name::new(name),
-            uid: Uid::parse(name),
-            namespace: Sym::new("ns"),
-        };
+        let identity = Identity::new(
+            TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
+            Name::new(name),
+            Uid::parse(name),
+            Sym::new("ns"),
+        );
         Handle::new(identity, OwnerRefs::NONE, false)
     }
 

@@ -8,8 +8,10 @@
 //! - [`handle`]: node handles as the raw pointers the table's slots hold;
 //! - [`uid`]: a UID packed into 128 bits, or an index into the table of other strings;
 //! - [`name`]: an object's name in one block with its count and length;
+//! - [`object_name`]: an identity's name, whole or a shared stem and an inline suffix;
 //! - [`links`]: a node's owners and dependents in one word;
-//! - [`intern`]: interned strings and (apiVersion, kind) pairs, counted by their holders.
+//! - [`intern`]: interned strings, (apiVersion, kind) pairs and (namespace, apiVersion, kind)
+//!   scopes, counted by their holders.
 //!
 //! Their atomics come from [`crate::sync`], so that the loom models (`graph::loom_models`)
 //! explore the table's and reclamation's interleavings; the counts of names and interned values
@@ -21,6 +23,7 @@ pub(in crate::graph) mod handle;
 pub(in crate::graph) mod intern;
 pub(in crate::graph) mod links;
 pub(in crate::graph) mod name;
+pub(in crate::graph) mod object_name;
 pub(in crate::graph) mod reclaim;
 pub(in crate::graph) mod table;
 pub(in crate::graph) mod uid;

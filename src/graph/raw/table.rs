@@ -482,12 +482,12 @@ mod tests {
     use std::sync::atomic::AtomicBool;
 
     fn handle(uid: &Uid) -> Handle {
-        let identity = Identity {
-            type_meta: TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
-            name: Name::new(&uid.to_string()),
-            uid: uid.clone(),
-            namespace: Sym::new("ns"),
-        };
+        let identity = Identity::new(
+            TypeMeta::new(Sym::new("v1"), Sym::new("Pod")),
+            Name::new(&uid.to_string()),
+            uid.clone(),
+            Sym::new("ns"),
+        );
         Handle::new(identity, OwnerRefs::NONE, false)
     }
 
