@@ -294,6 +294,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_identity_should_take_40_bytes_and_read_back_its_scope() {
+        assert_eq!(std::mem::size_of::<Identity>(), 40, "a node is one 64-byte block");
+        let pods = TypeMeta::new(Sym::new("v1"), Sym::new("Pod"));
+        let id = Identity::new(pods.clone(), "web-1", Uid::parse("u"), Sym::new("team-a"));
+        assert_eq!((id.type_meta(), &**id.namespace()), (&pods, "team-a"));
+        let moved = id
+            .with_namespace(Sym::new(""))
+            .with_type_meta(TypeMeta::new(Sym::new("v1"), Sym::new("Node")));
+        assert!(moved.is_cluster_scoped());
+        assert_eq!((&**moved.kind(), &moved.name, &moved.uid), ("Node", &id.name, &id.uid));
+        assert_ne!(moved, id);
+        assert_eq!(moved.with_namespace(Sym::new("team-a")).with_type_meta(pods), id);
+    }
+
+    #[test]
     fn owner_ref_should_give_back_every_combination_of_its_flags() {
         let type_meta = TypeMeta::new(Sym::new("apps/v1"), Sym::new("ReplicaSet"));
         let flags = [None, Some(false), Some(true)];

@@ -11,11 +11,12 @@
 //! slightly different moments (spec §11); the re-queue rules, not locking, make that safe.
 //!
 //! Layout: a graph holds millions of nodes, so a node is one 64-byte allocation (a test keeps it
-//! so): the identity (UID, interned strings, a shared name), one state word, and one word for the
-//! owners and dependents ([`Links`]: the owners list, which siblings share, until the node has
-//! dependents, then a pointer to both). The state word holds the flags in its low byte, above them the resourceVersion the object was last
-//! observed at, and in its two top bits the lock over the owners and dependents
-//! ([`WordLock`]): neither the version nor the lock costs a byte of its own. The `retired` mark of
+//! so): the identity (UID, one interned scope, a name that is shared or an owner's with an inline
+//! suffix), one state word, and one word for the owners and dependents ([`Links`]: the owners
+//! list, which siblings share, until the node has dependents, then a pointer to both). The state
+//! word holds the flags in its low byte, above them the resourceVersion the object was last
+//! observed at, and in its two top bits the lock over the owners and dependents ([`WordLock`]):
+//! neither the version nor the lock costs a byte of its own. The `retired` mark of
 //! the edge protocol is a flag bit, written and read under that lock.
 //!
 //! What the builder last observed of an object (its owners, resourceVersion, GC-relevant
