@@ -463,17 +463,36 @@ impl fmt::Display for Change {
         };
         write!(
             f,
-            "{} → {}: ns/event {} at the last partition count ({} at the first), bytes per object {} ({})",
+            "{} → {}: ns/event {} at the last partition count ({} at the first), bytes per object {}; {}",
             self.from,
             self.to,
             flag(self.ns_per_event_last_pct),
             flag(self.ns_per_event_pct),
             self.bytes_per_object_pct.map_or("unknown".into(), flag),
-            if self.flat {
-                "flat, as DESIGN §5 asks"
-            } else {
-                "not flat: DESIGN §5 asks for ±15 %"
-            }
+            self.verdict()
+        )
+    }
+}
+
+impl Change {
+    /// Whether the curve is flat, and if not, which of its two figures is not: the per-event cost
+    /// at the last partition count, the bytes per object, or both.
+    fn verdict(&self) -> String {
+        if self.flat {
+            return "flat, as DESIGN §5 asks".into();
+        }
+        let beyond = |pct: f64| pct.abs() > self.flat_within_pct;
+        let figures: Vec<&str> = [
+            (beyond(self.ns_per_event_last_pct), "the per-event cost"),
+            (self.bytes_per_object_pct.is_some_and(beyond), "the bytes per object"),
+        ]
+        .into_iter()
+        .filter_map(|(out, figure)| out.then_some(figure))
+        .collect();
+        format!(
+            "not flat: {} beyond the ±{:.0} % DESIGN §5 allows",
+            figures.join(" and "),
+            self.flat_within_pct
         )
     }
 }
@@ -533,7 +552,26 @@ mod tests {
         let slower = Change::between(&summary("1m", 600.0, 350.0), &summary("5m", 700.0, 350.0));
         assert!(!slower.flat);
         assert!(slower.to_string().contains("BEYOND"), "{slower}");
+        assert!(
+            slower
+                .to_string()
+                .ends_with("; not flat: the per-event cost beyond the ±15 % DESIGN §5 allows"),
+            "only the cost is named: {slower}"
+        );
         let bigger = Change::between(&summary("1m", 600.0, 350.0), &summary("5m", 600.0, 410.0));
         assert!(!bigger.flat, "{bigger}");
+        assert!(
+            bigger
+                .to_string()
+                .ends_with("not flat: the bytes per object beyond the ±15 % DESIGN §5 allows"),
+            "{bigger}"
+        );
+        let both = Change::between(&summary("1m", 600.0, 350.0), &summary("5m", 700.0, 410.0));
+        assert!(
+            both.to_string()
+                .contains("the per-event cost and the bytes per object beyond"),
+            "{both}"
+        );
+        assert!(flat.to_string().ends_with("; flat, as DESIGN §5 asks"), "{flat}");
     }
 }
