@@ -190,7 +190,7 @@ impl GraphEvent {
                     finalizers: ObservedFinalizers::from_list(&meta.finalizers),
                 },
             },
-            scope: Scope::new(namespace(&meta.namespace), type_meta.clone()),
+            scope: Scope::of(&meta.namespace, type_meta),
         })
     }
 
@@ -252,23 +252,9 @@ fn own_name(graph: &impl SharedNames, uid: &Uid, name: &str, owners: &[OwnerRef]
 const RECENT_OWNER_REFS: usize = 1024;
 
 thread_local! {
-    /// The namespace this thread interned last ([`namespace`]).
-    static LAST_NAMESPACE: RefCell<Sym> = RefCell::new(Sym::new(""));
     /// The owner lists this thread made last ([`owner_refs`]). Each slot keeps at most one list
     /// alive after the graph dropped it: a bounded cost, of 1024 lists a thread.
     static RECENT: RefCell<Box<[Option<OwnerRefs>]>> = RefCell::new(vec![None; RECENT_OWNER_REFS].into());
-}
-
-/// The interned `namespace`: the one this thread interned last when it is the same, which it is
-/// for most events, since a watch-list or a list gives a namespace's objects one after another.
-fn namespace(namespace: &str) -> Sym {
-    LAST_NAMESPACE.with(|last| {
-        let mut last = last.borrow_mut();
-        if **last != *namespace {
-            *last = Sym::new(namespace);
-        }
-        last.clone()
-    })
 }
 
 /// The graph's form of an object's ownerReferences: the list this thread made last for equal

@@ -531,18 +531,28 @@ thread_local! {
 impl Scope {
     /// The interned triple, added on first use. Any thread may intern.
     pub fn new(namespace: Sym, type_meta: TypeMeta) -> Scope {
-        LAST_SCOPE.with(|last| {
-            let mut last = last.borrow_mut();
-            match &*last {
-                Some(scope) if *scope.namespace() == namespace && *scope.type_meta() == type_meta => scope.clone(),
-                _ => {
-                    let probe = (namespace, type_meta);
-                    let scope = Scope(Held::intern(&probe, || ScopeEntry(ManuallyDrop::new(probe.clone()))));
-                    *last = Some(scope.clone());
-                    scope
-                }
-            }
-        })
+        Scope::last(|last| *last.namespace() == namespace && *last.type_meta() == type_meta)
+            .unwrap_or_else(|| Scope::intern((namespace, type_meta)))
+    }
+
+    /// [`Scope::new`] of a namespace as a watch event spells it: the namespace is interned only
+    /// when it is not the last scope's, which it is for most events, since a list or a watch-list
+    /// gives a namespace's objects one after another.
+    pub fn of(namespace: &str, type_meta: &TypeMeta) -> Scope {
+        Scope::last(|last| **last.namespace() == *namespace && last.type_meta() == type_meta)
+            .unwrap_or_else(|| Scope::intern((Sym::new(namespace), type_meta.clone())))
+    }
+
+    /// The scope this thread interned last, when `is_last` says it is the one asked for.
+    fn last(is_last: impl FnOnce(&Scope) -> bool) -> Option<Scope> {
+        LAST_SCOPE.with(|last| last.borrow().as_ref().filter(|scope| is_last(scope)).cloned())
+    }
+
+    /// The entry of `probe`, added on first use, which becomes this thread's last scope.
+    fn intern(probe: (Sym, TypeMeta)) -> Scope {
+        let scope = Scope(Held::intern(&probe, || ScopeEntry(ManuallyDrop::new(probe.clone()))));
+        LAST_SCOPE.with(|last| *last.borrow_mut() = Some(scope.clone()));
+        scope
     }
 
     /// The namespace; `""` for cluster-scoped objects.
@@ -590,6 +600,19 @@ mod tests {
         assert_eq!(a, TypeMeta::new(Sym::new("apps/v1"), Sym::new("ReplicaSet")));
         assert_ne!(a, TypeMeta::new(rs.clone(), apps.clone()));
         assert_eq!((a.api_version(), a.kind()), (&apps, &rs));
+    }
+
+    #[test]
+    fn a_scope_should_be_one_entry_however_it_is_asked_for() {
+        let pods = TypeMeta::new(Sym::new("v1"), Sym::new("Pod"));
+        let a = Scope::of("team-a", &pods);
+        assert_eq!(a, Scope::new(Sym::new("team-a"), pods.clone()));
+        assert_eq!(Scope::of("team-a", &pods), a, "from the last scope");
+        let b = Scope::of("team-b", &pods);
+        assert_ne!(a, b);
+        assert_eq!((&**b.namespace(), b.type_meta()), ("team-b", &pods));
+        assert_eq!(Scope::of("team-a", &pods), a, "from the table");
+        assert_eq!(Scope::new(Sym::new("team-b"), pods), b);
     }
 
     #[test]
