@@ -138,6 +138,9 @@ fn prefetch_line(p: *const i8) {
     let _ = p;
 }
 
+/// Slots in the smallest page the kernel maps (4 KiB).
+const SLOTS_PER_PAGE: usize = 4096 / std::mem::size_of::<usize>();
+
 /// The slots of one table: each null (empty), a tombstone, or a tagged node pointer.
 struct Table {
     mask: usize,
@@ -146,9 +149,21 @@ struct Table {
 
 impl Table {
     fn new(slots: usize) -> Table {
+        let slots: Box<[AtomicPtr<Node>]> = (0..slots).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect();
+        // A large table comes zeroed from the kernel, its pages not yet mapped. A lookup or a
+        // prefetch that reads one first maps the shared zero page there, and the first insert
+        // into it then faults to swap in a page of its own, which takes a TLB shootdown: an
+        // interrupt to every other core running the process, builders and workers alike (a
+        // tenth of the cost the second builder added to a million-object replay). A write to
+        // each page now, by the writer that builds the table, maps them all at once. Every page
+        // holds a slot at a multiple of `SLOTS_PER_PAGE`; an atomic store is never folded into
+        // the zeroed allocation, as a plain one may be.
+        for slot in slots.iter().step_by(SLOTS_PER_PAGE) {
+            slot.store(std::ptr::null_mut(), Ordering::Relaxed);
+        }
         Table {
-            mask: slots - 1,
-            slots: (0..slots).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
+            mask: slots.len() - 1,
+            slots,
         }
     }
 
