@@ -2,7 +2,7 @@
 
 use indicatif::ProgressBar;
 use loadgen::generate::{generate, Preset};
-use loadgen::replay::{builder_mode, ReplayOptions};
+use loadgen::replay::{builder, builder_mode, ReplayOptions};
 use loadgen::stream::StreamWriter;
 use std::path::Path;
 
@@ -52,6 +52,10 @@ fn builder_replay_comparing_partitions_should_report_each_run() {
     let scaling = report.scaling.as_ref().expect("one entry per partition count");
     assert_eq!(scaling.iter().map(|s| s.partitions).collect::<Vec<_>>(), [1, 2]);
     assert!(scaling.iter().all(|s| s.events_per_sec > 0.0));
+    assert!(
+        scaling.iter().all(|s| s.timed_events_per_sec > 0.0 && s.p99_ns > 0),
+        "each count's latency comes from a run that timed each event: {scaling:?}"
+    );
     assert_eq!(report.partitions, 2);
     assert!(report.ratio.is_some());
     // Two partitions may apply a root's deletion before a dependent that the stream lists
@@ -82,4 +86,20 @@ fn builder_replay_in_segments_should_leave_the_graph_one_segment_leaves() {
     assert_eq!(report.graph_nodes, whole.graph_nodes);
     assert_eq!(report.virtual_nodes, whole.virtual_nodes);
     assert!(report.events_per_sec.is_some_and(|r| r > 0.0));
+}
+
+#[test]
+fn a_run_should_time_each_event_only_when_asked() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("small.jsonl");
+    write_small(&path);
+    let run = |timing| builder::run(&path, 2, builder::SEGMENT, timing, false, true, false).expect("replay");
+    let timed = run(builder::Timing::EachEvent);
+    assert_eq!(timed.latency.len(), timed.events, "one latency a event");
+    let by_type: u64 = timed.latency_by_type.iter().map(|h| h.len()).sum();
+    assert_eq!(by_type, timed.events);
+    let untimed = run(builder::Timing::Segments);
+    assert_eq!(untimed.events, timed.events);
+    assert_eq!(untimed.latency.len(), 0, "no clock around each event");
+    assert!(untimed.elapsed > std::time::Duration::ZERO && untimed.cpu > std::time::Duration::ZERO);
 }

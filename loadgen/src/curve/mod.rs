@@ -19,7 +19,9 @@
 //!    does, so that whichever count runs first does not alone pay the kernel's first-touch page
 //!    faults;
 //! 2. `runs` rounds, each replaying once at every partition count in order, so the counts are
-//!    interleaved and a slow minute on a shared machine hits all of them.
+//!    interleaved and a slow minute on a shared machine hits all of them. Each replay times each
+//!    event ([`builder::Timing::EachEvent`]): the curve's events/s pay for the clock at every
+//!    size alike, and a 50M replay is not run twice.
 //!
 //! A row (one size, one partition count) reports the median of its rounds (the mean of the two
 //! middle ones for an even count) and, for events/s, the range. Resident bytes per node are a
@@ -287,7 +289,15 @@ pub fn measure_size(path: &Path, label: &str, options: &CurveOptions) -> anyhow:
     anyhow::ensure!(options.runs > 0, "--runs must be at least 1");
     let first = options.partitions[0];
     note(options.quiet, format_args!("{label}: warm-up replay at P = {first}"));
-    let warm_up = builder::run(path, first, builder::SEGMENT, false, options.quiet, true)?;
+    let warm_up = builder::run(
+        path,
+        first,
+        builder::SEGMENT,
+        builder::Timing::Segments,
+        false,
+        options.quiet,
+        true,
+    )?;
     let per_node = per_node(&warm_up);
     // runs[i][r]: partition count i, round r.
     let mut runs: Vec<Vec<BuilderRun>> = options.partitions.iter().map(|_| Vec::new()).collect();
@@ -297,7 +307,15 @@ pub fn measure_size(path: &Path, label: &str, options: &CurveOptions) -> anyhow:
                 options.quiet,
                 format_args!("{label}: round {}/{} at P = {p}", round + 1, options.runs),
             );
-            runs[i].push(builder::run(path, p, builder::SEGMENT, false, options.quiet, false)?);
+            runs[i].push(builder::run(
+                path,
+                p,
+                builder::SEGMENT,
+                builder::Timing::EachEvent,
+                false,
+                options.quiet,
+                false,
+            )?);
         }
     }
     let rows: Vec<Row> = runs.iter().map(|r| row(label, r)).collect();

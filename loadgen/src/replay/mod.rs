@@ -31,47 +31,49 @@ pub struct ReplayOptions {
     pub quiet: bool,
 }
 
-/// Builder mode: one run per partition count. The headline figures are the last run's, except
-/// memory, which only the process's first run measures (the warm-up of a comparison).
+/// Builder mode: two runs per partition count, one timing only its segments for the throughput
+/// and one timing each event for the latency ([`builder::Timing`]). The headline figures are the
+/// last count's, except memory, which only the process's first run measures (the warm-up of a
+/// comparison).
 pub fn builder_mode(path: &Path, options: &ReplayOptions) -> anyhow::Result<Report> {
     let compared = options.partitions.len() > 1;
+    let run = |partitions, timing, measure_memory| {
+        builder::run(
+            path,
+            partitions,
+            options.segment_events,
+            timing,
+            options.skip_bad,
+            options.quiet,
+            measure_memory,
+        )
+    };
     // A comparison first replays once untimed, so that every timed run starts from an allocator
     // that already holds a graph of this size ([`keep_freed_memory`]). Otherwise only the first
     // run pays the kernel's first-touch page faults, which flatters whichever partition count
     // runs later. The warm-up is also the run whose resident memory is a fresh process's.
     let warm_up = match (compared, options.partitions.first()) {
-        (true, Some(&p)) => Some(builder::run(
-            path,
-            p,
-            options.segment_events,
-            options.skip_bad,
-            options.quiet,
-            true,
-        )?),
+        (true, Some(&p)) => Some(run(p, builder::Timing::Segments, true)?),
         _ => None,
     };
     let mut runs = Vec::new();
     for &p in &options.partitions {
         let first = warm_up.is_none() && runs.is_empty();
-        runs.push(builder::run(
-            path,
-            p,
-            options.segment_events,
-            options.skip_bad,
-            options.quiet,
-            first,
-        )?);
+        let throughput = run(p, builder::Timing::Segments, first)?;
+        let latency = run(p, builder::Timing::EachEvent, false)?;
+        runs.push((throughput, latency));
     }
-    let Some(last) = runs.last() else {
+    let Some((last, last_timed)) = runs.last() else {
         anyhow::bail!("no partition count to replay with");
     };
     let per_node = |r: &builder::BuilderRun| r.graph_bytes.map(|b| b as f64 / r.graph_nodes.max(1) as f64);
     let scaling: Vec<Scaling> = runs
         .iter()
-        .map(|r| Scaling {
+        .map(|(r, timed)| Scaling {
             partitions: r.partitions,
             events_per_sec: events_per_sec(r),
-            p99_ns: r.latency.value_at_quantile(0.99),
+            timed_events_per_sec: events_per_sec(timed),
+            p99_ns: timed.latency.value_at_quantile(0.99),
             cpu_ns_per_event: cpu_ns_per_event(r),
             rss_bytes_per_object: per_node(r),
         })
@@ -87,12 +89,17 @@ pub fn builder_mode(path: &Path, options: &ReplayOptions) -> anyhow::Result<Repo
     Ok(Report {
         elapsed_s: last.elapsed.as_secs_f64(),
         events_per_sec: Some(events_per_sec(last)),
+        timed_events_per_sec: Some(events_per_sec(last_timed)),
         cpu_ns_per_event: Some(cpu_ns_per_event(last)),
-        latency_ns: Some(Percentiles::of(&last.latency)),
-        latency_by_type_ns: Some(LatencyByType::of(&last.latency_by_type)),
+        latency_ns: Some(Percentiles::of(&last_timed.latency)),
+        latency_by_type_ns: Some(LatencyByType::of(&last_timed.latency_by_type)),
         graph_nodes: Some(last.graph_nodes as u64),
         virtual_nodes: Some(last.virtual_nodes as u64),
-        rss_bytes_per_object: warm_up.iter().chain(&runs).filter_map(per_node).reduce(f64::max),
+        rss_bytes_per_object: warm_up
+            .iter()
+            .chain(runs.iter().map(|(r, _)| r))
+            .filter_map(per_node)
+            .reduce(f64::max),
         ratio: compared.then(|| scaling[scaling.len() - 1].events_per_sec / scaling[0].events_per_sec),
         scaling: compared.then_some(scaling),
         ..replayed
