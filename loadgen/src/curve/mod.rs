@@ -414,7 +414,11 @@ impl fmt::Display for Curve {
             "p99 ns",
             "p99.9 ns",
             "B/node",
-            format!("P{last}/P{first}"),
+            if self.partitions.len() > 1 {
+                format!("P{last}/P{first}")
+            } else {
+                String::new()
+            },
         )?;
         for row in &self.rows {
             let rate = if self.runs > 1 {
@@ -449,13 +453,18 @@ impl fmt::Display for Curve {
             )?;
         }
         for s in &self.sizes {
+            let cost = if self.partitions.len() > 1 {
+                format!(
+                    "{:.0} ns/event at P = {first}, {:.0} at P = {last}",
+                    s.ns_per_event, s.ns_per_event_last
+                )
+            } else {
+                format!("{:.0} ns/event at P = {first}", s.ns_per_event)
+            };
             writeln!(
                 f,
-                "{}: {:.0} ns/event at P = {first}, {:.0} at P = {last}, {} resident bytes per node (its \
-                 warm-up, in a fresh process), peak resident {}",
+                "{}: {cost}, {} resident bytes per node (its warm-up, in a fresh process), peak resident {}",
                 s.size,
-                s.ns_per_event,
-                s.ns_per_event_last,
                 s.rss_bytes_per_object.map_or("unknown".into(), |b| format!("{b:.0}")),
                 s.peak_resident_bytes.map_or("unknown".into(), |b| format!(
                     "{:.2} GiB",
@@ -479,13 +488,18 @@ impl fmt::Display for Change {
                 format!("{pct:+.1} %")
             }
         };
+        // With one partition count, the first is the last: one figure.
+        let first = if self.ns_per_event_pct == self.ns_per_event_last_pct {
+            String::new()
+        } else {
+            format!(" ({} at the first)", flag(self.ns_per_event_pct))
+        };
         write!(
             f,
-            "{} → {}: ns/event {} at the last partition count ({} at the first), bytes per object {}; {}",
+            "{} → {}: ns/event {} at the last partition count{first}, bytes per object {}; {}",
             self.from,
             self.to,
             flag(self.ns_per_event_last_pct),
-            flag(self.ns_per_event_pct),
             self.bytes_per_object_pct.map_or("unknown".into(), flag),
             self.verdict()
         )
@@ -591,5 +605,22 @@ mod tests {
             "{both}"
         );
         assert!(flat.to_string().ends_with("; flat, as DESIGN §5 asks"), "{flat}");
+    }
+
+    #[test]
+    fn a_curve_of_one_partition_count_should_give_each_cost_once() {
+        let one = |size: &str, ns: f64| SizeSummary {
+            ns_per_event: ns,
+            ..summary(size, ns, 120.0)
+        };
+        let change = Change::between(&one("1m", 400.0), &one("50m", 600.0));
+        let text = change.to_string();
+        assert!(
+            text.contains("ns/event +50.0 %  BEYOND ±15 % at the last partition count, bytes"),
+            "{text}"
+        );
+        assert!(!text.contains("at the first"), "{text}");
+        let two = Change::between(&one("1m", 400.0), &summary("50m", 600.0, 120.0));
+        assert!(two.to_string().contains("at the first"), "{two}");
     }
 }
