@@ -127,7 +127,7 @@ impl ClusterApi for SimCluster {
         _resource_version: &str,
     ) -> Result<WatchStream, ApiError> {
         self.counted(Request::on(Verb::Watch, gvr), || {
-            let start = self.state.lock().watch_with_initial(gvr, "")?;
+            let start = self.state.lock().watch_with_initial(gvr, "", true)?;
             Ok(in_shards(start.with_initial_events_end(), shard))
         })
     }

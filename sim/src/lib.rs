@@ -267,7 +267,14 @@ impl SimCluster {
     /// what came after it; from `""` or `"0"` it first reports every existing object as ADDED, as a
     /// real server does, and the snapshot and the start of the watch are taken in one step.
     pub fn watch_objects(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStart, ApiError> {
-        self.state.lock().watch_with_initial(gvr, resource_version)
+        self.state.lock().watch_with_initial(gvr, resource_version, true)
+    }
+
+    /// [`watch_objects`](Self::watch_objects), with each added or modified object the stored one
+    /// itself, shared rather than copied, so without its apiVersion and kind (the store keeps
+    /// neither): for a presentation that writes them itself, as the HTTP server does.
+    pub fn watch_stored(&self, gvr: &Gvr, resource_version: &str) -> Result<WatchStart, ApiError> {
+        self.state.lock().watch_with_initial(gvr, resource_version, false)
     }
 
     /// The definition of the type serving `gvr`; 404 when that version of it is not served.

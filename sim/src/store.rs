@@ -24,7 +24,7 @@ use super::status::{already_exists, conflict, invalid, not_found, resource_not_f
 use super::strategy::{self, Part};
 use super::types::{TypeDef, CRD_GROUP, CRD_RESOURCE};
 use super::validation::{self, Write};
-use super::watch::{Change, WatchHub};
+use super::watch::{Change, Stamp, WatchHub};
 use kube_gc::api::time::now_rfc3339;
 use kube_gc::api::{
     ApiError, Discovery, EventRecord, Gvr, ObjectMeta, OwnerReference, PartialObjectMeta, StatusReason, WatchEvent,
@@ -562,12 +562,17 @@ impl State {
     pub(super) fn watch(&mut self, gvr: &Gvr, resource_version: &str) -> Result<WatchStream, ApiError> {
         let ty = self.type_mut(gvr)?;
         let subscription = ty.hub.subscribe(resource_version)?;
-        Ok(subscription.into_stream(gvr.api_version(), ty.def.kind.clone()))
+        Ok(subscription.into_stream(Some(stamp(gvr, &ty.def))))
     }
 
-    /// Opens a watch that, from `""` or `"0"`, first reports every existing object as ADDED; see
-    /// [`super::SimCluster::watch_objects`].
-    pub(super) fn watch_with_initial(&mut self, gvr: &Gvr, resource_version: &str) -> Result<WatchStart, ApiError> {
+    /// Opens a watch that, from `""` or `"0"`, first reports every existing object as ADDED,
+    /// stamped with apiVersion and kind if `stamped`; see [`super::SimCluster::watch_objects`].
+    pub(super) fn watch_with_initial(
+        &mut self,
+        gvr: &Gvr,
+        resource_version: &str,
+        stamped: bool,
+    ) -> Result<WatchStart, ApiError> {
         let now = self.last_rv;
         let ty = self.type_mut(gvr)?;
         let (start, initial) = match resource_version {
@@ -576,8 +581,9 @@ impl State {
         };
         let initial_events = initial.len();
         let subscription = ty.hub.subscribe_after(resource_version, initial)?;
+        let stamp = stamped.then(|| stamp(gvr, &ty.def));
         Ok(WatchStart {
-            stream: subscription.into_stream(gvr.api_version(), ty.def.kind.clone()),
+            stream: subscription.into_stream(stamp),
             initial_events,
             resource_version: start,
         })
@@ -962,6 +968,14 @@ fn check_size(obj: &PartialObjectMeta) -> Result<(), ApiError> {
 }
 
 /// `obj` as read through `gvr`: `apiVersion` is the GVR's, `kind` the type's.
+/// What a watch of `gvr` stamps on its objects.
+fn stamp(gvr: &Gvr, def: &TypeDef) -> Stamp {
+    Stamp {
+        api_version: gvr.api_version(),
+        kind: def.kind.clone(),
+    }
+}
+
 pub(super) fn present(obj: &PartialObjectMeta, gvr: &Gvr, def: &TypeDef) -> PartialObjectMeta {
     let mut out = obj.clone();
     out.api_version = gvr.api_version();

@@ -1003,3 +1003,32 @@ async fn faults_should_never_touch_the_user_methods() {
     assert!(get_pod(&cluster, "b").metadata.labels.is_empty());
     assert!(cluster.watch(&pods(), None, "").await.is_err());
 }
+
+#[tokio::test]
+async fn a_stored_watch_should_share_each_stored_object_and_copy_only_a_deleted_one() {
+    let cluster = SimCluster::new();
+    create_pod(&cluster, "a", &[]);
+    let stored = |cluster: &SimCluster| cluster.watch_stored(&pods(), "").expect("watch").stream;
+    let (mut one, mut two) = (stored(&cluster), stored(&cluster));
+    let (a1, a2) = (next_event(&mut one).await, next_event(&mut two).await);
+    assert!(
+        std::sync::Arc::ptr_eq(&a1.object, &a2.object),
+        "two watch-lists share the stored object"
+    );
+    assert_eq!((a1.object.kind.as_str(), a1.object.api_version.as_str()), ("", ""));
+    let mut stamped = cluster.watch_objects(&pods(), "").expect("watch").stream;
+    let a3 = next_event(&mut stamped).await;
+    assert_eq!((a3.object.kind.as_str(), a3.object.api_version.as_str()), ("Pod", "v1"));
+    assert_eq!(a3.object.metadata, a1.object.metadata);
+    cluster
+        .delete_object(&pods(), NS, "a", &DeleteOptions::default())
+        .expect("delete");
+    let deleted = next_event(&mut one).await;
+    assert_eq!(deleted.event_type, WatchEventType::Deleted);
+    let at: u64 = deleted.object.metadata.resource_version.parse().expect("a number");
+    assert_eq!(at, cluster.resource_version(), "the delete's own version, on a copy");
+    assert_ne!(
+        a1.object.metadata.resource_version,
+        deleted.object.metadata.resource_version
+    );
+}

@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// A group, version and kind, as the REST mapper resolves it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -318,10 +319,12 @@ pub struct WatchEvent {
     /// What happened.
     #[serde(rename = "type")]
     pub event_type: WatchEventType,
-    /// The object after the change (before it, for `DELETED`). Boxed: the event passes by value
-    /// through the stream's layers and the monitor's state machine, and the object is the bulk of
-    /// it (368 bytes), so each of those moves copies a pointer instead.
-    pub object: Box<PartialObjectMeta>,
+    /// The object after the change (before it, for `DELETED`). Behind a pointer: the event passes
+    /// by value through the stream's layers and the monitor's state machine, and the object is
+    /// the bulk of it (368 bytes), so each of those moves copies a pointer instead. Shared, so a
+    /// server that keeps its objects behind an `Arc` (the simulated one) sends a watch its stored
+    /// object rather than a deep copy of it.
+    pub object: Arc<PartialObjectMeta>,
 }
 
 impl WatchEvent {
@@ -336,7 +339,7 @@ impl WatchEvent {
             .insert(INITIAL_EVENTS_END.to_string(), "true".to_string());
         WatchEvent {
             event_type: WatchEventType::Bookmark,
-            object: Box::new(object),
+            object: Arc::new(object),
         }
     }
 

@@ -29,6 +29,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// The events of a JSON watch response's body, each object stamped with `api_version` and `kind`.
 pub(crate) fn events(body: impl AsyncBufRead + Send + 'static, api_version: String, kind: String) -> WatchStream {
@@ -101,7 +102,7 @@ impl Body {
                 object.kind.clone_from(&self.kind);
                 Ok(WatchEvent {
                     event_type,
-                    object: Box::new(object),
+                    object: Arc::new(object),
                 })
             }
         })
@@ -212,7 +213,7 @@ pub(crate) fn decode(line: &[u8], api_version: &str, kind: &str) -> Result<Decod
     };
     Ok(Decoded::Event(WatchEvent {
         event_type,
-        object: Box::new(object),
+        object: Arc::new(object),
     }))
 }
 

@@ -29,6 +29,7 @@ use super::watch_list::{self, Refused};
 use super::{SyncMode, ROOM_CHECK_EVERY, SHORT_WATCH};
 use crate::api::{ApiError, ObjectList, PartialObjectMeta, WatchEvent};
 use crate::event::EventType;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where a monitor is.
@@ -44,7 +45,7 @@ pub(super) enum State {
     Pacing {
         routed: u64,
         event_type: EventType,
-        object: Box<PartialObjectMeta>,
+        object: Arc<PartialObjectMeta>,
     },
     /// Following a watch that has delivered `events` so far; `resource_version` is the last seen.
     Watching {
@@ -118,11 +119,11 @@ pub(super) enum Action {
     /// Route each object of a page as [`Action::RouteListed`] does.
     RoutePage(Vec<PartialObjectMeta>),
     /// Route an object the read shows: an update if the monitor knew it, an add if not.
-    RouteListed(Box<PartialObjectMeta>),
+    RouteListed(Arc<PartialObjectMeta>),
     /// Route the delete of an object the read shows deleted; none follows at the read's end.
-    RouteDeleteInRead(Box<PartialObjectMeta>),
+    RouteDeleteInRead(Arc<PartialObjectMeta>),
     /// Route a watch event as the server sent it.
-    Route(EventType, Box<PartialObjectMeta>),
+    Route(EventType, Arc<PartialObjectMeta>),
     /// Once the builders caught up, route a delete for every object the read did not show.
     RouteVanished,
     /// A read of the whole resource begins: every known object is unseen until it shows it.
@@ -361,7 +362,7 @@ fn initial_event(routed: u64, input: Input) -> Step {
 fn initial(routed: u64, event: WatchEvent) -> Step {
     if event.is_initial_events_end() {
         let watching = State::Watching {
-            resource_version: event.object.metadata.resource_version,
+            resource_version: Arc::unwrap_or_clone(event.object).metadata.resource_version,
             events: 0,
             mode: SyncMode::WatchList,
         };
@@ -395,7 +396,7 @@ fn initial(routed: u64, event: WatchEvent) -> Step {
 
 /// The pace measured before routing an initial object: too slow, the server is taken not to serve
 /// watch-lists; otherwise the object is routed once there is room.
-fn paced(routed: u64, event_type: EventType, object: Box<PartialObjectMeta>, took: Duration) -> Step {
+fn paced(routed: u64, event_type: EventType, object: Arc<PartialObjectMeta>, took: Duration) -> Step {
     if took > watch_list::allowed(routed) {
         return refused(Refused::TooSlow(took, routed), vec![Action::CloseStream]);
     }
@@ -404,7 +405,7 @@ fn paced(routed: u64, event_type: EventType, object: Box<PartialObjectMeta>, too
 }
 
 /// The route of an object a watch-list's initial events show.
-fn in_read(event_type: EventType, object: Box<PartialObjectMeta>) -> Action {
+fn in_read(event_type: EventType, object: Arc<PartialObjectMeta>) -> Action {
     match event_type {
         EventType::Delete => Action::RouteDeleteInRead(object),
         _ => Action::RouteListed(object),
@@ -518,7 +519,7 @@ mod tests {
         }
     }
 
-    fn object(uid: &str, resource_version: &str) -> Box<PartialObjectMeta> {
+    fn object(uid: &str, resource_version: &str) -> Arc<PartialObjectMeta> {
         let metadata = crate::api::ObjectMeta {
             name: uid.into(),
             namespace: "default".into(),
@@ -526,7 +527,7 @@ mod tests {
             resource_version: resource_version.into(),
             ..Default::default()
         };
-        Box::new(PartialObjectMeta {
+        Arc::new(PartialObjectMeta {
             metadata,
             ..Default::default()
         })
@@ -547,7 +548,10 @@ mod tests {
 
     /// A page of `uids` at `resource_version`; the last of its list if `continue_token` is empty.
     fn page(uids: &[&str], resource_version: &str, continue_token: &str) -> Input {
-        let items = uids.iter().map(|uid| *object(uid, resource_version)).collect();
+        let items = uids
+            .iter()
+            .map(|uid| Arc::unwrap_or_clone(object(uid, resource_version)))
+            .collect();
         Input::Page(ObjectList {
             items,
             resource_version: resource_version.into(),

@@ -15,6 +15,7 @@ use kube_gc::api::{
 };
 use kube_gc_sim::http::ServerOptions;
 use kube_gc_sim::SimCluster;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn widgets() -> Gvr {
@@ -92,7 +93,7 @@ async fn initial_events(api: &KubeApi, gvr: &Gvr) -> Vec<(WatchEventType, Object
         if event.is_initial_events_end() {
             return events;
         }
-        events.push((event.event_type, event.object.metadata));
+        events.push((event.event_type, Arc::unwrap_or_clone(event.object).metadata));
     }
 }
 
@@ -167,7 +168,8 @@ async fn changes_should_be_watched_in_protobuf_as_in_json() {
             let next = tokio::time::timeout(Duration::from_secs(5), stream.next()).await;
             let event = next.expect("an event in time").expect("the watch is open").unwrap();
             if event.event_type != WatchEventType::Bookmark {
-                events.push((event.event_type, event.object.metadata.name, event.object.metadata.uid));
+                let meta = Arc::unwrap_or_clone(event.object).metadata;
+                events.push((event.event_type, meta.name, meta.uid));
             }
         }
         seen.push(events);

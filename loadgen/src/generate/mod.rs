@@ -27,6 +27,7 @@ use kube_gc::api::{
 use kube_gc_sim::generate::{GenerateError, Step};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// The annotation that marks the end of a watch-list stream's initial events.
 pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
@@ -111,7 +112,7 @@ pub fn generate(
         *events_by_type.entry(type_name(event_type)).or_default() += 1;
         out.emit(&WatchEvent {
             event_type,
-            object: Box::new(object),
+            object: Arc::new(object),
         })?;
         progress.inc(1);
         Ok::<_, StreamError>(())

@@ -18,6 +18,7 @@
 use kube::runtime::watcher::Event;
 use kube_gc::api::{PartialObjectMeta, WatchEvent, WatchEventType};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// The state of one resource's recording; see the [module docs](self).
 #[derive(Debug, Default)]
@@ -52,7 +53,7 @@ impl History {
                 self.written.remove(&object.metadata.uid);
                 emit(WatchEvent {
                     event_type: WatchEventType::Deleted,
-                    object: Box::new(object),
+                    object: Arc::new(object),
                 });
             }
         }
@@ -76,7 +77,7 @@ impl History {
         for (_, object) in self.written.extract_if(|uid, _| !listed.contains(uid)) {
             emit(WatchEvent {
                 event_type: WatchEventType::Deleted,
-                object: Box::new(object),
+                object: Arc::new(object),
             });
         }
     }
@@ -85,7 +86,7 @@ impl History {
         self.written.insert(object.metadata.uid.clone(), object.clone());
         emit(WatchEvent {
             event_type,
-            object: Box::new(object),
+            object: Arc::new(object),
         });
     }
 }

@@ -119,10 +119,25 @@ impl Presentation {
         }
     }
 
-    /// A watch event of `obj`: a JSON line, or a protobuf frame.
-    pub(super) fn event(&self, event_type: WatchEventType, obj: &PartialObjectMeta) -> Vec<u8> {
+    /// A watch event of `obj`, a stored object, which keeps no apiVersion and kind: a JSON line,
+    /// whose object is stamped with `api_version` and `kind`, or a protobuf frame, which names
+    /// `PartialObjectMetadata` instead.
+    pub(super) fn event(
+        &self,
+        event_type: WatchEventType,
+        obj: &PartialObjectMeta,
+        api_version: &str,
+        kind: &str,
+    ) -> Vec<u8> {
         match self.encoding {
-            Encoding::Json => line(&json!({"type": event_type, "object": self.object(obj)})),
+            Encoding::Json => {
+                let stamped = PartialObjectMeta {
+                    api_version: api_version.to_owned(),
+                    kind: kind.to_owned(),
+                    ..obj.clone()
+                };
+                line(&json!({"type": event_type, "object": self.object(&stamped)}))
+            }
             Encoding::Protobuf => {
                 let managed_fields = self.managed_fields(obj);
                 let object = protobuf::encode_object(&obj.metadata, managed_fields.as_deref());

@@ -2,7 +2,7 @@
 //! line, or protobuf frames, as [negotiated](super::represent)), that ends when the client's `timeoutSeconds` passes, an injected drop fires, the type
 //! stops being served, or the server stops.
 //!
-//! The events come from the store's watch ([`SimCluster::watch_objects`]), filtered by the
+//! The events come from the store's watch ([`SimCluster::watch_stored`]), filtered by the
 //! request's namespace and selectors and presented in the negotiated representation. A watch from
 //! a resourceVersion the history no longer holds is answered, as a real server does, with a 200
 //! whose only event is an ERROR carrying a 410 `Status`.
@@ -92,7 +92,7 @@ pub(super) fn open(
         (_, rv) => rv.to_string(),
     };
     let end_marker = start == Start::InitialEvents && params.allow_bookmarks && limits.initial_events_end;
-    let start = match cluster.watch_objects(&path.gvr, &from) {
+    let start = match cluster.watch_stored(&path.gvr, &from) {
         Ok(start) => start,
         Err(e) if e.reason() == Some(kube_gc::api::StatusReason::Gone) => {
             return Ok(Body::from(presentation.error_event(&e)));
@@ -218,7 +218,10 @@ impl Watch {
         if let Some(left) = &mut self.events_left {
             *left -= 1;
         }
-        Some(self.presentation.event(event.event_type, &event.object))
+        Some(
+            self.presentation
+                .event(event.event_type, &event.object, &self.api_version, &self.kind),
+        )
     }
 }
 

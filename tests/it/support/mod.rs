@@ -890,7 +890,7 @@ impl<C> Recorder<C> {
             .map(|object| {
                 Ok(kube_gc::api::WatchEvent {
                     event_type,
-                    object: Box::new(object),
+                    object: Arc::new(object),
                 })
             })
             .collect();
