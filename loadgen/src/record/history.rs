@@ -116,7 +116,7 @@ mod tests {
         let mut out = Vec::new();
         for event in events {
             history.step(event, &mut |e| {
-                let m = e.object.metadata;
+                let m = std::sync::Arc::unwrap_or_clone(e.object).metadata;
                 out.push((e.event_type, m.uid, m.resource_version));
             });
         }

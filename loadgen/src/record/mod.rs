@@ -399,7 +399,7 @@ mod tests {
         let (notes_tx, notes) = mpsc::channel(NOTE_CAPACITY);
         let event = WatchEvent {
             event_type: WatchEventType::Added,
-            object: Box::default(),
+            object: std::sync::Arc::default(),
         };
         notes_tx.send(Note::Event(0, event)).await.expect("open");
         let (sink, summary) = write_to_vec(notes, &[config_maps()], async {}).await;

@@ -295,7 +295,11 @@ impl Shared<'_> {
             added += u64::from(event_type == EventType::Add);
             let metadata = &record.event.object.metadata;
             let p = partition(&metadata.namespace, &Uid::parse(&metadata.uid), senders.len());
-            batches[p].push((record.line, event_type, *record.event.object));
+            batches[p].push((
+                record.line,
+                event_type,
+                std::sync::Arc::unwrap_or_clone(record.event.object),
+            ));
             if batches[p].len() == BATCH {
                 send(&senders[p], &mut batches[p]);
             }

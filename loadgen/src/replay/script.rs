@@ -183,7 +183,7 @@ impl ScriptBuilder {
         }
         match self.seen.get(&object.metadata.uid) {
             None if event.event_type == WatchEventType::Deleted => self.script.ignored += 1,
-            None => self.create(*object),
+            None => self.create(std::sync::Arc::unwrap_or_clone(object)),
             Some(seen) => {
                 let actions = changes(seen, event.event_type, &object);
                 self.script.ignored += u64::from(actions.is_empty());
