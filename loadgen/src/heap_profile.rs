@@ -6,7 +6,7 @@
 //! cargo run --release -p loadgen --features heap-profile -- replay STREAM --mode builder --partitions 1
 //! ```
 //!
-//! The measuring run (a process's first, see [`crate::replay::builder::run`]) then prints, after
+//! The measuring run (a process's first, see [`crate::replay::builder::Replay::run`]) then prints, after
 //! its resident bytes, the blocks its graph holds: how many of each size class, and their bytes
 //! per node. The resident figure less this live one is what the allocator keeps in partly used
 //! pages.

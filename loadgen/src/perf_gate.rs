@@ -182,36 +182,13 @@ pub struct Measured {
 pub fn measure(options: &GateOptions) -> anyhow::Result<Measured> {
     let size = Size::objects(options.objects);
     let stream = curve::ensure_stream(&size, &options.streams_dir, SEED, "jsonl", options.quiet)?;
-    let warm_up = builder::run(
-        &stream,
-        1,
-        builder::SEGMENT,
-        builder::Timing::Segments,
-        false,
-        options.quiet,
-        false,
-    )?;
+    let replay = builder::Replay::of(&stream, options.quiet);
+    let warm_up = replay.run(1, builder::Timing::Segments, false)?;
     let mut rounds = Vec::with_capacity(ROUNDS);
     let mut failed: Option<String> = None;
     for _ in 0..ROUNDS {
-        let p1 = builder::run(
-            &stream,
-            1,
-            builder::SEGMENT,
-            builder::Timing::EachEvent,
-            false,
-            options.quiet,
-            false,
-        )?;
-        let p2 = builder::run(
-            &stream,
-            2,
-            builder::SEGMENT,
-            builder::Timing::EachEvent,
-            false,
-            options.quiet,
-            false,
-        )?;
+        let p1 = replay.run(1, builder::Timing::EachEvent, false)?;
+        let p2 = replay.run(2, builder::Timing::EachEvent, false)?;
         let go_model = match &failed {
             Some(why) => Err(why.clone()),
             None => go_model(&options.go_model, &stream),

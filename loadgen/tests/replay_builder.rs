@@ -93,7 +93,7 @@ fn a_run_should_time_each_event_only_when_asked() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("small.jsonl");
     write_small(&path);
-    let run = |timing| builder::run(&path, 2, builder::SEGMENT, timing, false, true, false).expect("replay");
+    let run = |timing| builder::Replay::of(&path, true).run(2, timing, false).expect("replay");
     let timed = run(builder::Timing::EachEvent);
     assert_eq!(timed.latency.len(), timed.events, "one latency a event");
     let by_type: u64 = timed.latency_by_type.iter().map(|h| h.len()).sum();

@@ -101,6 +101,7 @@ pub use storage_version::StorageReport;
 pub use store::{Snapshot, WatchStart};
 pub use strategy::Part;
 pub use types::TypeDef;
+pub use watch::Stamp;
 
 use kube_gc::api::layers::{Fault, Faults};
 use kube_gc::api::{ApiError, DeleteOptions, EventRecord, Gvr, PartialObjectMeta, PatchType};

@@ -79,8 +79,7 @@ impl Change {
             let _ = write!(rv, "{}", self.rv);
         }
         if let Some(stamp) = stamp {
-            stamp.api_version.clone_into(&mut object.api_version);
-            stamp.kind.clone_into(&mut object.kind);
+            stamp.on(&mut object);
         }
         WatchEvent {
             event_type: self.event_type,
@@ -229,12 +228,20 @@ pub(super) struct Subscription {
     controls: Arc<StreamControls>,
 }
 
-/// The apiVersion and kind a stream stamps on its objects, which the store keeps without them.
+/// The apiVersion and kind an object is served with, which the store keeps it without.
 pub struct Stamp {
-    /// The apiVersion the watch was asked for.
+    /// The apiVersion the request asked for.
     pub api_version: String,
     /// The type's kind.
     pub kind: String,
+}
+
+impl Stamp {
+    /// Writes them into `object`.
+    pub fn on(&self, object: &mut PartialObjectMeta) {
+        self.api_version.clone_into(&mut object.api_version);
+        self.kind.clone_into(&mut object.kind);
+    }
 }
 
 impl Subscription {

@@ -362,7 +362,7 @@ fn initial_event(routed: u64, input: Input) -> Step {
 fn initial(routed: u64, event: WatchEvent) -> Step {
     if event.is_initial_events_end() {
         let watching = State::Watching {
-            resource_version: Arc::unwrap_or_clone(event.object).metadata.resource_version,
+            resource_version: event.object.metadata.resource_version.clone(),
             events: 0,
             mode: SyncMode::WatchList,
         };

@@ -1,7 +1,7 @@
 //! `loadgen curve`: the graph builders' speed, latency and memory against the cluster's size, one
 //! builder replay per size and partition count.
 //!
-//! Invariant: one replay at a time, each a [`builder::run`] on a fresh graph that decodes its
+//! Invariant: one replay at a time, each a [`builder::Replay::run`] on a fresh graph that decodes its
 //! stream a segment at a time and drops it before it returns, so a curve up to 50M objects needs
 //! the memory of one 50M graph and one segment, not of the whole curve or of a decoded stream.
 //!
@@ -26,7 +26,7 @@
 //! A row (one size, one partition count) reports the median of its rounds (the mean of the two
 //! middle ones for an even count) and, for events/s, the range. Resident bytes per node are a
 //! size's, not a row's: the warm-up's, the one replay of a fresh process and the only one that
-//! measures memory (see [`builder::run`]).
+//! measures memory (see [`builder::Replay::run`]).
 //!
 //! The per-event cost of a size is one second over the median events/s of a partition count: at
 //! the first (1 by default) one thread's cost, with no contention in it, and at the last (2) the
@@ -289,15 +289,8 @@ pub fn measure_size(path: &Path, label: &str, options: &CurveOptions) -> anyhow:
     anyhow::ensure!(options.runs > 0, "--runs must be at least 1");
     let first = options.partitions[0];
     note(options.quiet, format_args!("{label}: warm-up replay at P = {first}"));
-    let warm_up = builder::run(
-        path,
-        first,
-        builder::SEGMENT,
-        builder::Timing::Segments,
-        false,
-        options.quiet,
-        true,
-    )?;
+    let replay = builder::Replay::of(path, options.quiet);
+    let warm_up = replay.run(first, builder::Timing::Segments, true)?;
     let per_node = per_node(&warm_up);
     // runs[i][r]: partition count i, round r.
     let mut runs: Vec<Vec<BuilderRun>> = options.partitions.iter().map(|_| Vec::new()).collect();
@@ -307,15 +300,7 @@ pub fn measure_size(path: &Path, label: &str, options: &CurveOptions) -> anyhow:
                 options.quiet,
                 format_args!("{label}: round {}/{} at P = {p}", round + 1, options.runs),
             );
-            runs[i].push(builder::run(
-                path,
-                p,
-                builder::SEGMENT,
-                builder::Timing::EachEvent,
-                false,
-                options.quiet,
-                false,
-            )?);
+            runs[i].push(replay.run(p, builder::Timing::EachEvent, false)?);
         }
     }
     let rows: Vec<Row> = runs.iter().map(|r| row(label, r)).collect();

@@ -97,61 +97,83 @@ pub enum Timing {
     Segments,
 }
 
-/// Decodes `path` and applies it with `partitions` builder threads on a fresh graph, in segments
-/// of `segment` events (module docs), timed as `timing` says; measures the graph's resident bytes
-/// when `measure_memory` (module docs), which only a process's first run can do: the allocator
-/// gives the system back what it holds free in order to measure, so a later run would pay the
-/// first-touch page faults again.
-pub fn run(
-    path: &Path,
-    partitions: usize,
-    segment: u64,
-    timing: Timing,
-    skip_bad: bool,
-    quiet: bool,
-    measure_memory: bool,
-) -> anyhow::Result<BuilderRun> {
-    anyhow::ensure!(segment > 0, "a segment must hold at least one event");
-    // Only a measuring run asks the allocator for its free pages back (module docs).
-    let resident = || measure_memory.then(resident_bytes_in_use).flatten();
-    let before = resident();
-    #[cfg(feature = "heap-profile")]
-    let heap_before = crate::heap_profile::Snapshot::now();
-    let writer = GraphWriter::new();
-    let graph = writer.graph().clone();
-    let builder = GraphBuilder::detached(writer);
-    let shared = Shared {
-        graph: &graph,
-        builder: &builder,
-        path,
-        start: Barrier::new(partitions + 1),
-        done: Barrier::new(partitions + 1),
-        segment,
-        timing,
-        abort: AtomicBool::new(false),
-    };
-    let applied = shared.run(partitions, skip_bad, quiet)?;
-    let graph_bytes = Option::zip(before, resident()).map(|(b, a)| a.saturating_sub(b));
-    #[cfg(feature = "heap-profile")]
-    if measure_memory {
-        eprintln!(
-            "{}",
-            crate::heap_profile::Snapshot::growth_since(&heap_before, graph.len())
-        );
+/// A stream to replay into the builders, and what every run of it shares.
+pub struct Replay<'a> {
+    /// The stream.
+    pub path: &'a Path,
+    /// Events decoded and applied at a time ([`SEGMENT`] by default).
+    pub segment: u64,
+    /// Malformed values are skipped and counted instead of ending the replay.
+    pub skip_bad: bool,
+    /// No progress bars.
+    pub quiet: bool,
+}
+
+impl<'a> Replay<'a> {
+    /// The whole of `path`, in segments of [`SEGMENT`], failing on a malformed value.
+    pub fn of(path: &'a Path, quiet: bool) -> Self {
+        Replay {
+            path,
+            segment: SEGMENT,
+            skip_bad: false,
+            quiet,
+        }
     }
-    Ok(BuilderRun {
-        partitions,
-        events: applied.events,
-        added: applied.added,
-        skipped_bad: applied.skipped_bad,
-        elapsed: applied.elapsed,
-        cpu: applied.cpu,
-        latency: applied.latency,
-        latency_by_type: applied.latency_by_type,
-        graph_nodes: graph.len(),
-        virtual_nodes: graph.handles().iter().filter(|h| h.is_virtual()).count(),
-        graph_bytes,
-    })
+
+    /// Decodes the stream and applies it with `partitions` builder threads on a fresh graph, a
+    /// segment at a time (module docs), timed as `timing` says; measures the graph's resident
+    /// bytes when `measure_memory` (module docs), which only a process's first run can do: the
+    /// allocator gives the system back what it holds free in order to measure, so a later run
+    /// would pay the first-touch page faults again.
+    pub fn run(&self, partitions: usize, timing: Timing, measure_memory: bool) -> anyhow::Result<BuilderRun> {
+        let Replay {
+            path,
+            segment,
+            skip_bad,
+            quiet,
+        } = *self;
+        anyhow::ensure!(segment > 0, "a segment must hold at least one event");
+        // Only a measuring run asks the allocator for its free pages back (module docs).
+        let resident = || measure_memory.then(resident_bytes_in_use).flatten();
+        let before = resident();
+        #[cfg(feature = "heap-profile")]
+        let heap_before = crate::heap_profile::Snapshot::now();
+        let writer = GraphWriter::new();
+        let graph = writer.graph().clone();
+        let builder = GraphBuilder::detached(writer);
+        let shared = Shared {
+            graph: &graph,
+            builder: &builder,
+            path,
+            start: Barrier::new(partitions + 1),
+            done: Barrier::new(partitions + 1),
+            segment,
+            timing,
+            abort: AtomicBool::new(false),
+        };
+        let applied = shared.run(partitions, skip_bad, quiet)?;
+        let graph_bytes = Option::zip(before, resident()).map(|(b, a)| a.saturating_sub(b));
+        #[cfg(feature = "heap-profile")]
+        if measure_memory {
+            eprintln!(
+                "{}",
+                crate::heap_profile::Snapshot::growth_since(&heap_before, graph.len())
+            );
+        }
+        Ok(BuilderRun {
+            partitions,
+            events: applied.events,
+            added: applied.added,
+            skipped_bad: applied.skipped_bad,
+            elapsed: applied.elapsed,
+            cpu: applied.cpu,
+            latency: applied.latency,
+            latency_by_type: applied.latency_by_type,
+            graph_nodes: graph.len(),
+            virtual_nodes: graph.handles().iter().filter(|h| h.is_virtual()).count(),
+            graph_bytes,
+        })
+    }
 }
 
 /// Events go from the reading thread to a partition thread in batches of this many: one channel

@@ -37,17 +37,13 @@ pub struct ReplayOptions {
 /// comparison).
 pub fn builder_mode(path: &Path, options: &ReplayOptions) -> anyhow::Result<Report> {
     let compared = options.partitions.len() > 1;
-    let run = |partitions, timing, measure_memory| {
-        builder::run(
-            path,
-            partitions,
-            options.segment_events,
-            timing,
-            options.skip_bad,
-            options.quiet,
-            measure_memory,
-        )
+    let replay = builder::Replay {
+        path,
+        segment: options.segment_events,
+        skip_bad: options.skip_bad,
+        quiet: options.quiet,
     };
+    let run = |partitions, timing, measure_memory| replay.run(partitions, timing, measure_memory);
     // A comparison first replays once untimed, so that every timed run starts from an allocator
     // that already holds a graph of this size ([`keep_freed_memory`]). Otherwise only the first
     // run pays the kernel's first-touch page faults, which flatters whichever partition count

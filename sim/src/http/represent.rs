@@ -18,7 +18,7 @@
 
 use super::printers::Printer;
 use super::request::{Encoding, IncludeObject, Representation};
-use crate::{FieldsTable, Written};
+use crate::{FieldsTable, Stamp, Written};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use k8s_openapi::jiff::Timestamp;
@@ -120,22 +120,13 @@ impl Presentation {
     }
 
     /// A watch event of `obj`, a stored object, which keeps no apiVersion and kind: a JSON line,
-    /// whose object is stamped with `api_version` and `kind`, or a protobuf frame, which names
+    /// whose object is stamped with `stamp`, or a protobuf frame, which names
     /// `PartialObjectMetadata` instead.
-    pub(super) fn event(
-        &self,
-        event_type: WatchEventType,
-        obj: &PartialObjectMeta,
-        api_version: &str,
-        kind: &str,
-    ) -> Vec<u8> {
+    pub(super) fn event(&self, event_type: WatchEventType, obj: &PartialObjectMeta, stamp: &Stamp) -> Vec<u8> {
         match self.encoding {
             Encoding::Json => {
-                let stamped = PartialObjectMeta {
-                    api_version: api_version.to_owned(),
-                    kind: kind.to_owned(),
-                    ..obj.clone()
-                };
+                let mut stamped = obj.clone();
+                stamp.on(&mut stamped);
                 line(&json!({"type": event_type, "object": self.object(&stamped)}))
             }
             Encoding::Protobuf => {

@@ -24,7 +24,7 @@
 use super::list_options::Start;
 use super::represent::Presentation;
 use super::request::{Params, ResourcePath};
-use crate::{SimCluster, WatchStart};
+use crate::{SimCluster, Stamp, WatchStart};
 use axum::body::Body;
 use futures::{FutureExt, StreamExt};
 use kube_gc::api::{ApiError, WatchEvent, WatchEventType, WatchStream};
@@ -58,8 +58,8 @@ struct Watch {
     path: ResourcePath,
     params: Params,
     presentation: Presentation,
-    api_version: String,
-    kind: String,
+    /// What the stored objects are served as.
+    stamp: Stamp,
     deadline: Option<Pin<Box<Sleep>>>,
     events_left: Option<usize>,
     bookmarks: Option<Interval>,
@@ -82,8 +82,10 @@ pub(super) fn open(
     start: Start,
     limits: WatchLimits,
 ) -> Result<Body, ApiError> {
-    let kind = cluster.type_def(&path.gvr)?.kind;
-    let api_version = path.gvr.api_version();
+    let stamp = Stamp {
+        api_version: path.gvr.api_version(),
+        kind: cluster.type_def(&path.gvr)?.kind,
+    };
     // A watch-list reads the newest state, never older than the version asked for; a watch of
     // changes only starts from now when it names no version.
     let from = match (start, params.resource_version.as_str()) {
@@ -114,8 +116,7 @@ pub(super) fn open(
         path,
         params,
         presentation,
-        api_version,
-        kind,
+        stamp,
         deadline: limits.deadline.map(|d| Box::pin(tokio::time::sleep(d))),
         events_left: limits.max_events,
         initial_left: initial_events,
@@ -160,10 +161,12 @@ impl Watch {
             }
             if self.end_marker && self.initial_left == 0 {
                 self.end_marker = false;
-                return Some(
-                    self.presentation
-                        .bookmark_event(&self.api_version, &self.kind, self.current, true),
-                );
+                return Some(self.presentation.bookmark_event(
+                    &self.stamp.api_version,
+                    &self.stamp.kind,
+                    self.current,
+                    true,
+                ));
             }
             tokio::select! {
                 () = self.stopping.cancelled() => return None,
@@ -203,7 +206,7 @@ impl Watch {
             let send = self.params.allow_bookmarks && self.initial_left == 0;
             return send.then(|| {
                 self.presentation
-                    .bookmark_event(&self.api_version, &self.kind, self.current, false)
+                    .bookmark_event(&self.stamp.api_version, &self.stamp.kind, self.current, false)
             });
         }
         self.initial_left = self.initial_left.saturating_sub(1);
@@ -218,10 +221,7 @@ impl Watch {
         if let Some(left) = &mut self.events_left {
             *left -= 1;
         }
-        Some(
-            self.presentation
-                .event(event.event_type, &event.object, &self.api_version, &self.kind),
-        )
+        Some(self.presentation.event(event.event_type, &event.object, &self.stamp))
     }
 }
 
