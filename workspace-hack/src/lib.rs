@@ -1,0 +1,1 @@
+//! No code: this crate exists for its manifest (see Cargo.toml).
