@@ -5,6 +5,16 @@ use loadgen::generate::{generate, Preset};
 use loadgen::replay::{builder, builder_mode, ReplayOptions};
 use loadgen::stream::StreamWriter;
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// One replay at a time in this process. A replay measures the graph's memory as the growth of
+/// the process's resident set, which a replay of another test running beside it moves, up or
+/// down, as it allocates and frees: run in parallel, the one-partition test once measured no
+/// growth at all.
+fn alone() -> MutexGuard<'static, ()> {
+    static REPLAYS: Mutex<()> = Mutex::new(());
+    REPLAYS.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 fn write_small(path: &Path) -> loadgen::generate::Summary {
     let mut writer = StreamWriter::create(path).expect("create");
@@ -24,6 +34,7 @@ fn options(partitions: &[usize]) -> ReplayOptions {
 
 #[test]
 fn builder_replay_with_one_partition_should_leave_live_objects_and_dangling_owners() {
+    let _alone = alone();
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("small.jsonl");
     let summary = write_small(&path);
@@ -45,6 +56,7 @@ fn builder_replay_with_one_partition_should_leave_live_objects_and_dangling_owne
 
 #[test]
 fn builder_replay_comparing_partitions_should_report_each_run() {
+    let _alone = alone();
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("small.jsonl.zst");
     let summary = write_small(&path);
@@ -70,6 +82,7 @@ fn builder_replay_comparing_partitions_should_report_each_run() {
 
 #[test]
 fn builder_replay_in_segments_should_leave_the_graph_one_segment_leaves() {
+    let _alone = alone();
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("small.jsonl.zst");
     let summary = write_small(&path);
@@ -90,6 +103,7 @@ fn builder_replay_in_segments_should_leave_the_graph_one_segment_leaves() {
 
 #[test]
 fn a_run_should_time_each_event_only_when_asked() {
+    let _alone = alone();
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("small.jsonl");
     write_small(&path);
