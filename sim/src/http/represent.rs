@@ -139,16 +139,10 @@ impl Presentation {
 
     /// A BOOKMARK event at `resource_version`; the one that ends a watch-list's initial events
     /// carries [`INITIAL_EVENTS_END`].
-    pub(super) fn bookmark_event(
-        &self,
-        api_version: &str,
-        kind: &str,
-        resource_version: u64,
-        ends_initial: bool,
-    ) -> Vec<u8> {
+    pub(super) fn bookmark_event(&self, stamp: &Stamp, resource_version: u64, ends_initial: bool) -> Vec<u8> {
         match self.encoding {
             Encoding::Json => {
-                let mut object = self.bookmark(api_version, kind, resource_version);
+                let mut object = self.bookmark(&stamp.api_version, &stamp.kind, resource_version);
                 if ends_initial {
                     object["metadata"]["annotations"] = json!({ INITIAL_EVENTS_END: "true" });
                 }

@@ -161,12 +161,7 @@ impl Watch {
             }
             if self.end_marker && self.initial_left == 0 {
                 self.end_marker = false;
-                return Some(self.presentation.bookmark_event(
-                    &self.stamp.api_version,
-                    &self.stamp.kind,
-                    self.current,
-                    true,
-                ));
+                return Some(self.presentation.bookmark_event(&self.stamp, self.current, true));
             }
             tokio::select! {
                 () = self.stopping.cancelled() => return None,
@@ -204,10 +199,7 @@ impl Watch {
         self.current = self.current.max(rv);
         if event.event_type == WatchEventType::Bookmark {
             let send = self.params.allow_bookmarks && self.initial_left == 0;
-            return send.then(|| {
-                self.presentation
-                    .bookmark_event(&self.stamp.api_version, &self.stamp.kind, self.current, false)
-            });
+            return send.then(|| self.presentation.bookmark_event(&self.stamp, self.current, false));
         }
         self.initial_left = self.initial_left.saturating_sub(1);
         let meta = &event.object.metadata;
