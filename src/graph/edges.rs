@@ -28,13 +28,14 @@
 //! object, an unknown kind) is forever. `unlink` and `relink` edit the adrift edges when the
 //! owner has no node, as they edit the node's dependents when it has one.
 //!
-//! The adrift edges of the UIDs of one map shard sit behind one lock, and whether a UID has a
-//! node only changes under it when the node comes or goes ([`GraphWriter::remove_node`],
-//! [`GraphWriter::insert_if_absent`], the creation in `link`; a replacement keeps a node in place). So a
-//! writer that finds no node, takes the lock and still finds none sees every edge the last
-//! removal left adrift, and no node can appear before it is done. The lock is only ever taken
-//! with no node lock held, or under the lock of the node being removed, and nothing holding it
-//! waits for the lock of a node in the map, so it adds no deadlock.
+//! The adrift edges of the UIDs of one map shard sit under the shard's writer lock, which every
+//! insert into the shard and every removal from it takes, so whether a UID has a node changes
+//! only under that lock. A writer that holds it and finds no node sees every edge the last
+//! removal left adrift, and no node can appear before it is done; an insert takes its UID's
+//! adrift edges in the critical section that fills the slot, so it costs no lock of its own. The
+//! lock is taken with no node lock held, or under the lock of the node being removed or replaced,
+//! and nothing holding it waits for the lock of a node in the map (an insert locks only the node
+//! it inserts, which no other thread can reach yet), so it adds no deadlock.
 //!
 //! `loom_models.rs` model-checks this protocol on the real node, table and graph code (the node's
 //! lock and flags and the table's slots come from [`crate::sync`]): every edge writer racing a
@@ -137,10 +138,11 @@ impl GraphWriter {
     /// Runs `f` on the edges adrift for `owner_uid` (dropping them once empty) unless a node for
     /// it appeared meanwhile; false, with nothing done, if one did.
     fn edit_adrift(&self, owner_uid: &Uid, f: impl FnOnce(&mut Dependents)) -> bool {
-        let mut adrift = self.adrift(owner_uid).lock();
-        if self.contains(owner_uid) {
+        let mut shard = self.shard(owner_uid).lock();
+        if shard.contains(owner_uid) {
             return false;
         }
+        let adrift = shard.beside();
         if let Some(set) = adrift.0.get_mut(owner_uid) {
             f(set);
             if set.is_empty() {
@@ -155,21 +157,16 @@ impl GraphWriter {
     /// true if inserted. An inserted node takes the edges adrift for its UID.
     pub fn insert_if_absent(&self, node: &Handle) -> bool {
         let uid = &node.identity().uid;
-        let mut adrift = self.adrift(uid).lock();
-        if self.contains(uid) {
-            return false;
-        }
-        if let Some(edges) = adrift.0.remove(uid) {
-            // Not in the map yet, so nobody else holds its lock.
-            node.with_live_dependents(|set| {
-                for d in edges.iter() {
-                    set.insert(d.clone());
-                }
-            });
-        }
-        let inserted = self.shard(uid).try_insert(node);
-        debug_assert!(inserted, "no node appears for a UID while its adrift lock is held");
-        inserted
+        self.shard(uid).lock().try_insert(node, |adrift| {
+            if let Some(edges) = adrift.0.remove(uid) {
+                // Not in the map yet, so nobody else holds its lock.
+                node.with_live_dependents(|set| {
+                    for d in edges.iter() {
+                        set.insert(d.clone());
+                    }
+                });
+            }
+        })
     }
 
     /// Builder only: replaces `old` in the map by a clone with `identity` and every edge `old`
@@ -183,13 +180,13 @@ impl GraphWriter {
     pub fn remove_node(&self, node: &Handle) -> Vec<Handle> {
         let uid = &node.identity().uid;
         node.retire(|set| {
-            let mut adrift = self.adrift(uid).lock();
-            self.remove(uid);
+            let mut shard = self.shard(uid).lock();
+            shard.remove(uid);
             let dependents: Vec<Handle> = set.iter().cloned().collect();
             // A self-owned node would otherwise keep itself alive.
             set.remove(node);
             if !set.is_empty() {
-                let kept = adrift.0.entry(uid.clone()).or_default();
+                let kept = shard.beside().0.entry(uid.clone()).or_default();
                 for d in set.iter() {
                     kept.insert(d.clone());
                 }
@@ -202,14 +199,15 @@ impl GraphWriter {
 impl Graph {
     /// Number of owner UIDs that have edges adrift (module docs).
     pub fn adrift_owners(&self) -> usize {
-        self.shards.iter().map(|s| s.beside().lock().0.len()).sum()
+        self.shards.iter().map(|s| s.lock().beside().0.len()).sum()
     }
 
     /// The dependents adrift for `owner_uid`, in no order.
     #[cfg(test)]
     pub(super) fn adrift_of(&self, owner_uid: &Uid) -> Vec<Handle> {
-        let adrift = self.adrift(owner_uid).lock();
-        adrift
+        self.shard(owner_uid)
+            .lock()
+            .beside()
             .0
             .get(owner_uid)
             .map(|set| set.iter().cloned().collect())

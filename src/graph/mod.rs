@@ -81,7 +81,6 @@ mod writer;
 #[cfg(all(test, feature = "loom"))]
 mod loom_models;
 
-use crate::sync::Mutex;
 pub use absent_owner_cache::{AbsentOwnerCache, DEFAULT_CAPACITY as DEFAULT_ABSENT_OWNER_CACHE_CAPACITY};
 use crossbeam_utils::CachePadded;
 use edges::Adrift;
@@ -105,10 +104,10 @@ pub const SHARDS: usize = 64;
 /// and the tombstones of deleted owners.
 ///
 /// Each shard sits on cache lines of its own, apart from its neighbours: a builder writes a
-/// shard's locks and count at every insert, and unpadded, two shards that different builders
+/// shard's lock and count at every insert, and unpadded, two shards that different builders
 /// write would share a line.
 pub struct Graph {
-    /// Each shard keeps, beside its writer lock, the edges of its owners that have no node
+    /// Each shard keeps, under its writer lock, the edges of its owners that have no node
     /// ([`edges`]).
     shards: Box<[CachePadded<UidTable<Adrift>>]>,
     tombstones: Tombstones,
@@ -152,11 +151,6 @@ impl Graph {
     #[inline]
     fn shard(&self, uid: &Uid) -> &UidTable<Adrift> {
         &self.shards[Self::shard_index(uid)]
-    }
-
-    /// The lock over the adrift edges of the owners in `uid`'s shard ([`edges`]).
-    fn adrift(&self, uid: &Uid) -> &Mutex<Adrift> {
-        self.shard(uid).beside()
     }
 
     /// Starts loading the map lines a lookup of `uid` reads first (see [`GraphBuilder`]'s

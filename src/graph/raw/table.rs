@@ -35,7 +35,7 @@
 use super::reclaim::{Guard, Reclaim, Retirements};
 use crate::graph::Node;
 use crate::graph::{Handle, Uid};
-use crate::sync::{AtomicPtr, AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicPtr, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
 use std::ptr::NonNull;
 
@@ -204,27 +204,28 @@ enum Slot<'t> {
     Vacant(&'t AtomicPtr<Node>),
 }
 
-/// Counts kept by writers, under the shard's lock.
+/// What a shard's writers keep under its lock.
 #[derive(Default)]
-struct Occupancy {
+struct Writers<A> {
     /// Slots holding a node or a tombstone.
     used: usize,
+    /// The user's data (see [`UidTable`]).
+    beside: A,
 }
 
 /// One shard of the graph's map. See the module docs for the protocol.
 ///
-/// `A` is data its user keeps per shard behind a lock of its own (the graph's adrift edges), held
-/// here so that this lock shares a cache line with the writer lock and the count: an insert
-/// that takes both then moves one line between cores, not two.
+/// `A` is data its user keeps per shard under the shard's writer lock (the graph's adrift
+/// edges): a [`ShardWriter`] edits it and the table in one critical section, so an insert that
+/// reads it takes one lock, and whether a UID has a node never changes while its holder looks.
 #[repr(C)]
 pub(in crate::graph) struct UidTable<A = ()> {
     /// Read by every lookup and written only by a resize, so it has cache lines of its own: next to
     /// the writer lock and the count, which inserts write, a builder's every lookup in this shard
     /// would miss each time another core's builder had inserted into it.
     table: CachePadded<AtomicPtr<Table>>,
-    writer: Mutex<Occupancy>,
+    writer: Mutex<Writers<A>>,
     live: AtomicUsize,
-    beside: Mutex<A>,
     retired: Retirements,
 }
 
@@ -232,18 +233,20 @@ impl<A: Default> Default for UidTable<A> {
     fn default() -> Self {
         UidTable {
             table: CachePadded::new(AtomicPtr::new(Box::into_raw(Box::new(Table::new(MIN_SLOTS))))),
-            writer: Mutex::new(Occupancy::default()),
+            writer: Mutex::new(Writers::default()),
             live: AtomicUsize::new(0),
-            beside: Mutex::new(A::default()),
             retired: Retirements::default(),
         }
     }
 }
 
 impl<A> UidTable<A> {
-    /// The user's data kept beside the writer lock (see the type's docs).
-    pub(in crate::graph) fn beside(&self) -> &Mutex<A> {
-        &self.beside
+    /// Takes the shard's writer lock, for writes and the user's data (see the type's docs).
+    pub(in crate::graph) fn lock(&self) -> ShardWriter<'_, A> {
+        ShardWriter {
+            shard: self,
+            writers: self.writer.lock(),
+        }
     }
 
     /// Runs `f` on the node for `uid`, without taking a reference to it.
@@ -355,63 +358,12 @@ impl<A> UidTable<A> {
 
     /// Writes `handle` as the one for its UID, replacing any other.
     pub(in crate::graph) fn insert(&self, handle: Handle) {
-        self.write(&handle, false);
-    }
-
-    /// Writes `handle` unless there is a handle for its UID already; true if written.
-    pub(in crate::graph) fn try_insert(&self, handle: &Handle) -> bool {
-        self.write(handle, true)
-    }
-
-    /// Writes `handle` for its UID, replacing any other; with `only_if_absent`, leaves a present
-    /// UID alone instead. True when `handle` was written.
-    fn write(&self, handle: &Handle, only_if_absent: bool) -> bool {
-        let mut occupancy = self.writer.lock();
-        let uid = &handle.identity().uid;
-        let hash = uid.hash64();
-        let mut table = self.table_for_writer();
-        let mut slot = Self::locate(table, uid, hash);
-        if let Slot::Vacant(vacant) = slot {
-            let fills_empty = vacant.load(Ordering::Relaxed).is_null();
-            if fills_empty && (occupancy.used + 1) * 4 > table.len() * 3 {
-                table = self.resize(&mut occupancy);
-                slot = Self::locate(table, uid, hash);
-            }
-        }
-        let tagged = || tag(handle.clone().into_raw(), fragment(hash));
-        match slot {
-            Slot::Found(_) if only_if_absent => false,
-            Slot::Found(found) => {
-                let old = untag(found.swap(tagged(), Ordering::AcqRel));
-                // SAFETY: `old` left the slot, so readers that enter from now on cannot load it.
-                unsafe { self.retired.retire(old) };
-                true
-            }
-            Slot::Vacant(vacant) => {
-                if vacant.load(Ordering::Relaxed).is_null() {
-                    occupancy.used += 1;
-                }
-                vacant.store(tagged(), Ordering::Release);
-                self.live.fetch_add(1, Ordering::Relaxed);
-                true
-            }
-        }
+        self.lock().insert(handle);
     }
 
     /// Removes the node for `uid` and returns its handle.
     pub(in crate::graph) fn remove(&self, uid: &Uid) -> Option<Handle> {
-        let _occupancy = self.writer.lock();
-        let table = self.table_for_writer();
-        let Slot::Found(found) = Self::locate(table, uid, uid.hash64()) else {
-            return None;
-        };
-        let old = untag(found.swap(tombstone(), Ordering::AcqRel));
-        self.live.fetch_sub(1, Ordering::Relaxed);
-        // SAFETY: the slot's strong reference is still held until the retirement below runs.
-        let handle = unsafe { Handle::clone_from_raw(old) };
-        // SAFETY: `old` left the slot, so readers that enter from now on cannot load it.
-        unsafe { self.retired.retire(old) };
-        Some(handle)
+        self.lock().remove(uid)
     }
 
     /// The current table, for a writer holding the lock.
@@ -444,7 +396,7 @@ impl<A> UidTable<A> {
 
     /// Moves every entry to a table at most half full, drops the tombstones, and retires the old
     /// table. Called by a writer holding the lock.
-    fn resize(&self, occupancy: &mut Occupancy) -> &Table {
+    fn resize(&self, used: &mut usize) -> &Table {
         let old = self.table.load(Ordering::Acquire);
         // SAFETY: as in `table_for_writer`.
         let old_table = unsafe { &*old };
@@ -464,13 +416,98 @@ impl<A> UidTable<A> {
                 .expect("the new table has room")
                 .store(p, Ordering::Relaxed);
         }
-        occupancy.used = live;
+        *used = live;
         // Release publishes the new table's slots with it.
         self.table.store(Box::into_raw(Box::new(grown)), Ordering::Release);
         // SAFETY: the old table left service above; its node references moved to the new table,
         // so reclaiming it frees only its slots.
         unsafe { self.retired.retire(old) };
         self.table_for_writer()
+    }
+}
+
+/// A writer's hold on a shard: its lock, taken by [`UidTable::lock`], with the table's writes and
+/// the user's data under it.
+pub(in crate::graph) struct ShardWriter<'s, A> {
+    shard: &'s UidTable<A>,
+    writers: MutexGuard<'s, Writers<A>>,
+}
+
+impl<A> ShardWriter<'_, A> {
+    /// The user's data.
+    pub(in crate::graph) fn beside(&mut self) -> &mut A {
+        &mut self.writers.beside
+    }
+
+    /// True when the shard has a node for `uid`; no other writer can change that while the lock
+    /// is held.
+    pub(in crate::graph) fn contains(&self, uid: &Uid) -> bool {
+        let table = self.shard.table_for_writer();
+        matches!(UidTable::<A>::locate(table, uid, uid.hash64()), Slot::Found(_))
+    }
+
+    /// Writes `handle` as the one for its UID, replacing any other.
+    pub(in crate::graph) fn insert(&mut self, handle: Handle) {
+        self.write(&handle, false, |_| ());
+    }
+
+    /// Writes `handle` unless there is a handle for its UID already, running `arriving` on the
+    /// user's data just before; true if written.
+    pub(in crate::graph) fn try_insert(&mut self, handle: &Handle, arriving: impl FnOnce(&mut A)) -> bool {
+        self.write(handle, true, arriving)
+    }
+
+    /// Writes `handle` for its UID, replacing any other; with `only_if_absent`, leaves a present
+    /// UID alone instead. `arriving` runs when the UID was absent, before the slot is written.
+    /// True when `handle` was written.
+    fn write(&mut self, handle: &Handle, only_if_absent: bool, arriving: impl FnOnce(&mut A)) -> bool {
+        let shard = self.shard;
+        let uid = &handle.identity().uid;
+        let hash = uid.hash64();
+        let mut table = shard.table_for_writer();
+        let mut slot = UidTable::<A>::locate(table, uid, hash);
+        if let Slot::Vacant(vacant) = slot {
+            let fills_empty = vacant.load(Ordering::Relaxed).is_null();
+            if fills_empty && (self.writers.used + 1) * 4 > table.len() * 3 {
+                table = shard.resize(&mut self.writers.used);
+                slot = UidTable::<A>::locate(table, uid, hash);
+            }
+        }
+        let tagged = || tag(handle.clone().into_raw(), fragment(hash));
+        match slot {
+            Slot::Found(_) if only_if_absent => false,
+            Slot::Found(found) => {
+                let old = untag(found.swap(tagged(), Ordering::AcqRel));
+                // SAFETY: `old` left the slot, so readers that enter from now on cannot load it.
+                unsafe { shard.retired.retire(old) };
+                true
+            }
+            Slot::Vacant(vacant) => {
+                arriving(&mut self.writers.beside);
+                if vacant.load(Ordering::Relaxed).is_null() {
+                    self.writers.used += 1;
+                }
+                vacant.store(tagged(), Ordering::Release);
+                shard.live.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+        }
+    }
+
+    /// Removes the node for `uid` and returns its handle.
+    pub(in crate::graph) fn remove(&mut self, uid: &Uid) -> Option<Handle> {
+        let shard = self.shard;
+        let table = shard.table_for_writer();
+        let Slot::Found(found) = UidTable::<A>::locate(table, uid, uid.hash64()) else {
+            return None;
+        };
+        let old = untag(found.swap(tombstone(), Ordering::AcqRel));
+        shard.live.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: the slot's strong reference is still held until the retirement below runs.
+        let handle = unsafe { Handle::clone_from_raw(old) };
+        // SAFETY: `old` left the slot, so readers that enter from now on cannot load it.
+        unsafe { shard.retired.retire(old) };
+        Some(handle)
     }
 }
 
@@ -523,8 +560,8 @@ mod tests {
         let shard = UidTable::<()>::default();
         let handles: Vec<Handle> = (0..ENTRIES).map(|i| handle(&uid(i))).collect();
         for h in &handles {
-            assert!(shard.try_insert(h));
-            assert!(!shard.try_insert(h), "present");
+            assert!(shard.lock().try_insert(h, |_| ()));
+            assert!(!shard.lock().try_insert(h, |_| ()), "present");
         }
         for h in handles.iter().step_by(2) {
             let removed = shard.remove(&h.identity().uid);
@@ -551,7 +588,7 @@ mod tests {
         assert_eq!(visited, expected, "for_each visits each live node once");
         // Re-inserting removed UIDs reuses tombstones and stays findable.
         for h in handles.iter().step_by(2) {
-            assert!(shard.try_insert(h));
+            assert!(shard.lock().try_insert(h, |_| ()));
         }
         assert!(handles
             .iter()
@@ -586,7 +623,7 @@ mod tests {
         let entries = (1u64 << FRAGMENT_BITS) * 3 / 4 + 1;
         let shard = UidTable::<()>::default();
         for i in 0..entries {
-            assert!(shard.try_insert(&handle(&uid(i))));
+            assert!(shard.lock().try_insert(&handle(&uid(i)), |_| ()));
         }
         assert_eq!(shard.table_for_writer().len(), 1 << (FRAGMENT_BITS + 1));
         for i in (0..entries).step_by(97) {
@@ -629,7 +666,7 @@ mod tests {
             for round in 0..ROUNDS {
                 let churn: Vec<Handle> = (0..ENTRIES / 2).map(|i| handle(&uid(1_000_000 + i))).collect();
                 for h in &churn {
-                    shard.write(h, round % 2 == 0);
+                    shard.lock().write(h, round % 2 == 0, |_| ());
                 }
                 for h in churn.iter().step_by(3) {
                     shard.remove(&h.identity().uid);
