@@ -7,6 +7,8 @@
 //! - [`replay`]: a stream applied to the graph builders alone, or to the whole collector against
 //!   the in-memory cluster, measured in a [`report`];
 //! - [`curve`]: builder replays of several stream sizes, as a table, a JSON report and an SVG;
+//! - [`memory_probe`]: the machine's cost of a random memory load by working-set size, beside
+//!   which the curve's per-event cost at large sizes reads;
 //! - [`perf_gate`]: CI's checks against the Go model and of scaling, ratios measured in one run;
 //! - [`sync`]: `kube-gc run` syncing a simulated cluster over HTTP, timed and measured;
 //! - [`plan`]: a running collector's plans of a large cascade, timed, and what they cost its
@@ -19,6 +21,7 @@ pub mod generate;
 #[cfg(feature = "heap-profile")]
 pub mod heap_profile;
 pub mod hostile;
+pub mod memory_probe;
 pub mod perf_gate;
 pub mod plan;
 pub mod progress;

@@ -5,6 +5,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use kube_gc::monitor::SyncMode;
 use loadgen::curve::{self, CurveOptions, Size};
 use loadgen::generate::{self, Amount, Preset, Topology};
+use loadgen::memory_probe;
 use loadgen::perf_gate::{self, GateOptions};
 use loadgen::record;
 use loadgen::replay::full::FullOptions;
@@ -48,6 +49,9 @@ enum Command {
     Replay(ReplayArgs),
     /// Measure the graph builders at several stream sizes: a table, a JSON report and an SVG.
     Curve(CurveArgs),
+    /// Time random memory loads by working-set size: the machine's cost, beside which the curve's
+    /// per-event cost at large sizes reads.
+    MemoryProbe(MemoryProbeArgs),
     /// CI's performance checks: kube-gc's throughput and p99 against the Go model, and P = 2 over
     /// P = 1, as ratios.
     PerfGate(PerfGateArgs),
@@ -104,6 +108,19 @@ struct CurveSizeArgs {
     runs: u16,
     #[arg(long)]
     quiet: bool,
+}
+
+#[derive(Args)]
+struct MemoryProbeArgs {
+    /// Working-set sizes in MiB, each rounded down to a power of two.
+    #[arg(long, value_delimiter = ',', default_value = "32,256,1024,2048,4096,8192", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    mib: Vec<u64>,
+    /// Loads timed for each figure.
+    #[arg(long, default_value_t = 4_000_000, value_parser = clap::value_parser!(u64).range(1000..=1 << 32))]
+    loads: u64,
+    /// Write the figures as JSON to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -482,6 +499,7 @@ fn main() -> ExitCode {
         Command::Record(args) => record(args),
         Command::Replay(args) => replay(args),
         Command::Curve(args) => curve(args),
+        Command::MemoryProbe(args) => memory_probe(args),
         Command::PerfGate(args) => perf_gate(args),
         Command::CurveSize(args) => curve_size(args),
         Command::Sync(args) => sync(args),
@@ -755,6 +773,35 @@ fn replay(args: ReplayArgs) -> anyhow::Result<()> {
             "the storage version migration left {} objects at the old generation (--require-outcome-ok)",
             m.stale_after
         );
+    }
+    Ok(())
+}
+
+fn memory_probe(args: MemoryProbeArgs) -> anyhow::Result<()> {
+    let bytes = args
+        .mib
+        .iter()
+        .map(|&mib| usize::try_from(mib << 20))
+        .collect::<Result<Vec<_>, _>>()
+        .context("--mib: a size too large for this machine")?;
+    let loads = usize::try_from(args.loads).context("--loads: too many for this machine")?;
+    memory_probe::check(&bytes)?;
+    let report_file = args.report.as_deref().map(create_output).transpose()?;
+    say("random loads over a working set, 64-byte lines, the replays' page setting (4 KiB pages)")?;
+    say(format_args!(
+        "{:>14} {:>22} {:>22}",
+        "working set", "one at a time, ns", "eight at once, ns"
+    ))?;
+    let probes = memory_probe::measure(&bytes, loads, |probe| {
+        let mib = format!("{} MiB", probe.bytes >> 20);
+        say(format_args!(
+            "{mib:>14} {:>22.1} {:>22.1}",
+            probe.one_at_a_time_ns, probe.eight_at_once_ns
+        ))
+    })?;
+    if let (Some(mut file), Some(path)) = (report_file, &args.report) {
+        let json = serde_json::to_string_pretty(&probes).context("encoding the probes")?;
+        writeln!(file, "{json}").with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

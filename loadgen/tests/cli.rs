@@ -285,3 +285,34 @@ fn kubeconfig_for(server: &str) -> String {
          users: [{{name: u, user: {{}}}}]\n"
     )
 }
+
+#[test]
+fn memory_probe_should_print_and_report_a_row_a_size_and_refuse_a_size_beyond_memory() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("probe.json");
+    let out = loadgen(&[
+        "memory-probe",
+        "--mib",
+        "1,3",
+        "--loads",
+        "20000",
+        "--report",
+        &json.display().to_string(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("1 MiB") && stdout.contains("2 MiB"), "{stdout}");
+    let probes = report(&json);
+    let bytes: Vec<u64> = probes
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|p| p["bytes"].as_u64().expect("bytes"))
+        .collect();
+    assert_eq!(bytes, [1 << 20, 2 << 20]);
+
+    let out = loadgen(&["memory-probe", "--mib", "1000000000"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("of memory available"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty(), "refused before any row");
+}
