@@ -128,8 +128,9 @@ struct CurveArgs {
     /// The stream sizes, replayed smallest first.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "small,1m,5m")]
     presets: Vec<Preset>,
-    /// Instead of the presets: the presets' shape at about these object counts (for tests).
-    #[arg(long, value_delimiter = ',', hide = true, conflicts_with = "presets", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    /// Instead of the presets: streams of the presets' shape at about these object counts (up to
+    /// 100M), e.g. 1000000,50000000 for the scale curve to 50M.
+    #[arg(long, value_delimiter = ',', conflicts_with = "presets", value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     objects: Vec<u64>,
     /// Seed of every stream.
     #[arg(long, default_value_t = 7)]

@@ -143,11 +143,23 @@ fn curve_should_reuse_a_stream_it_already_generated() {
 }
 
 #[test]
+fn curve_help_should_show_the_object_counts_flag_that_the_scale_curve_to_50m_uses() {
+    let out = loadgen(&["curve", "--help"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--objects <OBJECTS>"));
+}
+
+#[test]
 fn curve_should_refuse_bad_flags_with_a_message_and_no_panic() {
     let dir = tempfile::tempdir().expect("temp dir");
     let streams = dir.path().display().to_string();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--presets", "huge"], "invalid value 'huge' for '--presets"),
+        (&["--objects", "0"], "invalid value '0' for '--objects"),
+        (
+            &["--objects", "1000", "--presets", "small"],
+            "'--objects <OBJECTS>' cannot be used with '--presets <PRESETS>'",
+        ),
         (&["--partitions", "0"], "invalid value '0' for '--partitions"),
         (&["--runs", "0"], "invalid value '0' for '--runs"),
         (
@@ -162,7 +174,7 @@ fn curve_should_refuse_bad_flags_with_a_message_and_no_panic() {
         let err = stderr(&out);
         assert_eq!(
             out.status.code(),
-            Some(if flags[0] == "--objects" { 1 } else { 2 }),
+            Some(if flags.contains(&"--report") { 1 } else { 2 }),
             "{flags:?}: {err}"
         );
         assert!(err.contains(message), "{flags:?}: {err}");
