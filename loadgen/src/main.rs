@@ -787,7 +787,7 @@ fn memory_probe(args: MemoryProbeArgs) -> anyhow::Result<()> {
         .context("--mib: a size too large for this machine")?;
     let loads = usize::try_from(args.loads).context("--loads: too many for this machine")?;
     memory_probe::check(&bytes)?;
-    let report_file = args.report.as_deref().map(create_output).transpose()?;
+    let report = ReportFile::open(args.report.as_deref())?;
     say("random loads over a working set, 64-byte lines, the replays' page setting (4 KiB pages)")?;
     say(format_args!(
         "{:>14} {:>22} {:>22}",
@@ -800,11 +800,7 @@ fn memory_probe(args: MemoryProbeArgs) -> anyhow::Result<()> {
             probe.one_at_a_time_ns, probe.eight_at_once_ns
         ))
     })?;
-    if let (Some(mut file), Some(path)) = (report_file, &args.report) {
-        let json = serde_json::to_string_pretty(&probes).context("encoding the probes")?;
-        writeln!(file, "{json}").with_context(|| format!("writing {}", path.display()))?;
-    }
-    Ok(())
+    report.write(&probes)
 }
 
 fn curve(args: CurveArgs) -> anyhow::Result<()> {
@@ -822,7 +818,7 @@ fn curve(args: CurveArgs) -> anyhow::Result<()> {
         .with_context(|| format!("creating the streams directory {}", args.streams_dir.display()))?;
     // Both outputs are opened before the replays, so an unwritable path fails in a second, not
     // after a run of many minutes.
-    let report_file = args.report.as_deref().map(create_output).transpose()?;
+    let report = ReportFile::open(args.report.as_deref())?;
     let svg_file = create_output(&svg_path)?;
     let options = CurveOptions {
         sizes,
@@ -839,10 +835,7 @@ fn curve(args: CurveArgs) -> anyhow::Result<()> {
         }
         None => curve::measure(&options, |stream, label| replay_size(stream, label, &options))?,
     };
-    if let (Some(mut file), Some(path)) = (report_file, &args.report) {
-        let json = serde_json::to_string_pretty(&measured).context("encoding the curve")?;
-        writeln!(file, "{json}").with_context(|| format!("writing {}", path.display()))?;
-    }
+    report.write(&measured)?;
     let mut file = svg_file;
     file.write_all(curve::plot::svg(&measured)?.as_bytes())
         .with_context(|| format!("writing {}", svg_path.display()))?;
@@ -884,6 +877,25 @@ fn curve_size(args: CurveSizeArgs) -> anyhow::Result<()> {
 /// Creates (or truncates) an output file, naming it in the error.
 fn create_output(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
     std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A `--report` file, if asked for: opened before a long run, so that an unwritable path fails in
+/// a second, and written with the run's JSON at its end.
+struct ReportFile<'a>(Option<(std::fs::File, &'a std::path::Path)>);
+
+impl<'a> ReportFile<'a> {
+    fn open(path: Option<&'a std::path::Path>) -> anyhow::Result<Self> {
+        let opened = path.map(|p| create_output(p).map(|file| (file, p))).transpose()?;
+        Ok(ReportFile(opened))
+    }
+
+    fn write(self, value: &impl serde::Serialize) -> anyhow::Result<()> {
+        let Some((mut file, path)) = self.0 else {
+            return Ok(());
+        };
+        let json = serde_json::to_string_pretty(value).context("encoding the report")?;
+        writeln!(file, "{json}").with_context(|| format!("writing {}", path.display()))
+    }
 }
 
 fn perf_gate(args: PerfGateArgs) -> anyhow::Result<()> {

@@ -61,45 +61,38 @@ fn chain(lines: usize) -> Vec<usize> {
 pub fn probe(bytes: usize, loads: usize) -> Probe {
     let lines = 1usize << (bytes.max(4096) / 64).ilog2();
     let words = chain(lines);
-    let per_load = |started: Instant, loads: usize| started.elapsed().as_secs_f64() * 1e9 / loads.max(1) as f64;
-
-    let mut at = 0;
-    let started = Instant::now();
-    for _ in 0..loads {
-        at = words[at];
+    Probe {
+        bytes: lines * 64,
+        one_at_a_time_ns: chase::<1>(&words, lines, loads),
+        eight_at_once_ns: chase::<CHAINS>(&words, lines, loads),
     }
-    let one_at_a_time_ns = per_load(started, loads);
-    black_box(at);
+}
 
-    // Eight starting lines spread over the buffer, so the chains do not trail one another.
-    let mut ats: [usize; CHAINS] = std::array::from_fn(|i| i * (lines / CHAINS) * WORDS_PER_LINE);
-    let rounds = loads / CHAINS;
+/// Nanoseconds a load over `words` (a [`chain`] of `lines` lines), `N` chains interleaved, for
+/// about `loads` loads in all. The chains start spread over the buffer, so they do not trail one
+/// another.
+fn chase<const N: usize>(words: &[usize], lines: usize, loads: usize) -> f64 {
+    let mut ats: [usize; N] = std::array::from_fn(|i| i * (lines / N) * WORDS_PER_LINE);
+    let rounds = (loads / N).max(1);
     let started = Instant::now();
     for _ in 0..rounds {
         for at in &mut ats {
             *at = words[*at];
         }
     }
-    let eight_at_once_ns = per_load(started, rounds * CHAINS);
+    let ns = started.elapsed().as_secs_f64() * 1e9 / (rounds * N) as f64;
     black_box(ats);
-
-    Probe {
-        bytes: lines * 64,
-        one_at_a_time_ns,
-        eight_at_once_ns,
-    }
+    ns
 }
 
 /// [`probe`] at each size in `bytes`, in order, one buffer at a time (each freed before the next
 /// is built, so the largest alone bounds the memory taken), handing each to `each` as it ends,
-/// since the largest take seconds to build. Refuses the sizes as [`check`] does, before building
-/// any.
+/// since the largest take seconds to build. The caller has [`check`]ed the sizes.
 pub fn measure(
     bytes: &[usize],
     loads: usize,
     mut each: impl FnMut(&Probe) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<Probe>> {
-    check(bytes)?;
     bytes
         .iter()
         .map(|&b| {
@@ -109,8 +102,8 @@ pub fn measure(
         .collect()
 }
 
-/// Refuses a size beyond the memory the kernel says is available: a buffer that large would end
-/// in the kernel killing the process rather than in an error.
+/// Refuses a size beyond the memory the kernel says is available, before [`measure`] builds any:
+/// a buffer that large would end in the kernel killing the process rather than in an error.
 pub fn check(bytes: &[usize]) -> anyhow::Result<()> {
     if let (Some(&largest), Some(available)) = (bytes.iter().max(), available_bytes()) {
         anyhow::ensure!(
@@ -156,7 +149,7 @@ mod tests {
     fn a_size_beyond_the_available_memory_should_be_refused_before_any_is_built() {
         let available = available_bytes().expect("Linux's /proc/meminfo has MemAvailable");
         let too_large = usize::try_from(available * 2).expect("a 64-bit machine");
-        let err = measure(&[1 << 20, too_large], 1000, |_| Ok(())).expect_err("refused");
+        let err = check(&[1 << 20, too_large]).expect_err("refused");
         assert!(err.to_string().contains("more than the"), "{err}");
     }
 
