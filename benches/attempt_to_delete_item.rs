@@ -176,7 +176,7 @@ impl Rig {
     /// Drops the virtual delete events workers routed (no builder applies them here).
     fn drain(&self, routed: &mut PartitionReceiver) {
         while routed.try_recv().is_some() {
-            routed.applied();
+            routed.applied(1);
         }
     }
 }

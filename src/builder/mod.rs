@@ -44,6 +44,10 @@ impl Lookahead {
     /// enough that it is still in cache then.
     pub const DEPTH: usize = 8;
 
+    /// Events applied under one pin ([`Lookahead::apply_run`]): long enough that pinning costs
+    /// little an event, short enough that what writers retire meanwhile is freed soon after.
+    pub const RUN: usize = 64;
+
     /// Takes `event` in and starts loading its map slots in `graph`, and the nodes of the event
     /// halfway through.
     pub fn push(&mut self, graph: &Graph, event: GraphEvent) {
@@ -60,14 +64,30 @@ impl Lookahead {
         }
     }
 
-    /// The oldest event.
-    pub fn pop(&mut self) -> Option<GraphEvent> {
-        self.0.pop_front()
-    }
-
-    /// True when [`Lookahead::DEPTH`] events are in hand.
-    pub fn is_full(&self) -> bool {
-        self.0.len() >= Self::DEPTH
+    /// Applies up to [`Lookahead::RUN`] events by `apply`, oldest first, taking events from
+    /// `source` whenever fewer than [`Lookahead::DEPTH`] are in hand; returns how many it applied,
+    /// 0 once both `source` and the lookahead are empty. `source` may have more later.
+    ///
+    /// The whole run is under one [`Graph::pin`]: each event's own pins are then nested ones,
+    /// which cost a thread-local counter instead of a swap on a word that retiring threads write.
+    pub fn apply_run(
+        &mut self,
+        graph: &Graph,
+        source: &mut impl Iterator<Item = GraphEvent>,
+        mut apply: impl FnMut(GraphEvent),
+    ) -> usize {
+        let _pinned = graph.pin();
+        for applied in 0..Self::RUN {
+            while self.0.len() < Self::DEPTH {
+                let Some(event) = source.next() else { break };
+                self.push(graph, event);
+            }
+            let Some(event) = self.0.pop_front() else {
+                return applied;
+            };
+            apply(event);
+        }
+        Self::RUN
     }
 }
 
@@ -125,24 +145,22 @@ impl GraphBuilder {
         )
     }
 
-    /// Applies the events of one partition until its channel closes, counting each as applied.
-    /// The events already waiting go through a [`Lookahead`] first.
+    /// Applies the events of one partition until its channel closes, counting them as applied a
+    /// run at a time. The events already waiting go through a [`Lookahead`] first.
     pub async fn run(self, mut events: PartitionReceiver) {
+        let graph = self.graph.graph();
         let mut ahead = Lookahead::default();
         loop {
-            while !ahead.is_full() {
-                let Some(event) = events.try_recv() else { break };
-                ahead.push(self.graph.graph(), event);
+            let mut waiting = std::iter::from_fn(|| events.try_recv());
+            let applied = ahead.apply_run(graph, &mut waiting, |event| self.process_graph_changes(event));
+            if applied > 0 {
+                events.applied(applied as u64);
+                continue;
             }
-            let event = match ahead.pop() {
-                Some(event) => event,
-                None => match events.recv().await {
-                    Some(event) => event,
-                    None => return,
-                },
-            };
-            self.process_graph_changes(event);
-            events.applied();
+            match events.recv().await {
+                Some(event) => ahead.push(graph, event),
+                None => return,
+            }
         }
     }
 
@@ -454,4 +472,57 @@ impl GraphBuilder {
 /// The node's state before an event, or `None` when the object was never observed.
 fn prior_state(node: &Handle) -> Option<Observation> {
     (!node.is_virtual()).then(|| node.observation())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(graph: &Graph, n: usize) -> Vec<GraphEvent> {
+        (0..n)
+            .map(|i| {
+                let meta = crate::api::ObjectMeta {
+                    name: format!("p{i}"),
+                    namespace: "ns".into(),
+                    uid: Uid::new_v4(i as u128 + 1).to_string(),
+                    ..Default::default()
+                };
+                GraphEvent::observed(graph, EventType::Add, &meta, "v1", "Pod").expect("an event")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_run_should_apply_events_in_order_at_most_a_run_at_a_time_and_take_events_that_come_later() {
+        let graph = Graph::default();
+        let sent = events(&graph, Lookahead::RUN + Lookahead::DEPTH + 5);
+        let uids: Vec<Uid> = sent.iter().map(|e| e.object.uid.clone()).collect();
+        let (mut ahead, mut applied) = (Lookahead::default(), Vec::new());
+        let mut source = sent.into_iter();
+
+        let first = ahead.apply_run(&graph, &mut source, |e| applied.push(e.object.uid.clone()));
+        assert_eq!(first, Lookahead::RUN, "a full run, with events still in hand");
+        assert_eq!(
+            ahead.0.len(),
+            Lookahead::DEPTH - 1,
+            "the lookahead was full before each event while the source had events"
+        );
+        let rest = ahead.apply_run(&graph, &mut source, |e| applied.push(e.object.uid.clone()));
+        assert_eq!(rest, Lookahead::DEPTH + 5);
+        assert_eq!(applied, uids, "every event once, in the order it came");
+        assert_eq!(
+            ahead.apply_run(&graph, &mut source, |_| unreachable!()),
+            0,
+            "nothing left"
+        );
+
+        let later = events(&graph, 1);
+        let uid = later[0].object.uid.clone();
+        let taken = ahead.apply_run(&graph, &mut later.into_iter(), |e| applied.push(e.object.uid.clone()));
+        assert_eq!(
+            (taken, applied.last()),
+            (1, Some(&uid)),
+            "a source that has more later is read again"
+        );
+    }
 }

@@ -171,8 +171,9 @@ impl Graph {
 
     /// Keeps the graph's lookups protected from reclamation until the returned value is dropped,
     /// so that the many lookups of one event each cost a counter rather than a store and a swap
-    /// on a word other threads read. Hold it for one event, not longer: nothing a writer retires
-    /// is freed while some thread holds one.
+    /// on a word other threads read. Hold it for a short run of events, not longer: nothing a
+    /// writer retires is freed while some thread holds one, and it must not be held across an
+    /// `.await`.
     pub fn pin(&self) -> Pinned {
         Pinned {
             _guard: raw::reclaim::pin(),

@@ -85,7 +85,7 @@ pub struct Router {
 }
 
 /// The receiving end of one partition, drained by its builder, which reports each event it has
-/// applied through [`PartitionReceiver::applied`]. Not `Clone`: it is the partition's only writer
+/// applied through [`PartitionReceiver::applied`], a run of events at a time. Not `Clone`: it is the partition's only writer
 /// of its applied count.
 pub struct PartitionReceiver {
     events: mpsc::UnboundedReceiver<GraphEvent>,
@@ -214,9 +214,9 @@ impl PartitionReceiver {
         self.events.try_recv().ok()
     }
 
-    /// Counts one received event as applied: its effects on the graph are complete.
-    pub fn applied(&mut self) {
-        self.applied += 1;
+    /// Counts `events` more received events as applied: their effects on the graph are complete.
+    pub fn applied(&mut self, events: u64) {
+        self.applied += events;
         self.counts.applied[self.partition].store(self.applied, Ordering::Release);
     }
 }
@@ -290,7 +290,7 @@ mod tests {
         let mut applied = 0;
         for receiver in &mut receivers {
             while receiver.try_recv().is_some() {
-                receiver.applied();
+                receiver.applied(1);
                 applied += 1;
                 assert_eq!(router.in_flight(), 10 - applied);
             }
@@ -327,7 +327,7 @@ mod tests {
         for receiver in &mut receivers {
             while let Some(e) = receiver.try_recv() {
                 if e.object.uid != later_uid {
-                    receiver.applied();
+                    receiver.applied(1);
                 }
             }
         }
@@ -354,7 +354,7 @@ mod tests {
         assert_eq!(router.in_flight(), 5);
         for _ in 0..2 {
             receivers[0].try_recv().expect("routed");
-            receivers[0].applied();
+            receivers[0].applied(1);
         }
         assert!(
             tokio::time::timeout(wait, router.room()).await.is_ok(),

@@ -46,7 +46,7 @@ fn spawn_gated_builder(
                 return;
             }
             builder.process_graph_changes(event);
-            events.applied();
+            events.applied(1);
         }
     })
 }

@@ -393,15 +393,8 @@ impl Shared<'_> {
             of_type.saturating_record(nanos);
         };
         let mut ahead = Lookahead::default();
-        for event in chunks.into_iter().flatten() {
-            ahead.push(self.graph, event);
-            if let Some(event) = ahead.is_full().then(|| ahead.pop()).flatten() {
-                apply(event);
-            }
-        }
-        while let Some(event) = ahead.pop() {
-            apply(event);
-        }
+        let mut events = chunks.into_iter().flatten();
+        while ahead.apply_run(self.graph, &mut events, &mut apply) > 0 {}
         run.cpu += cpu_time(libc::CLOCK_THREAD_CPUTIME_ID).saturating_sub(cpu_before);
         run.spans.push((began, Instant::now()));
     }

@@ -618,7 +618,7 @@ impl Rig {
         let mut out = Vec::new();
         for receiver in self.applier.receivers.lock().iter_mut() {
             while let Some(e) = receiver.try_recv() {
-                receiver.applied();
+                receiver.applied(1);
                 out.push(e);
             }
         }
@@ -740,7 +740,7 @@ impl Applier {
         for (builder, receiver) in self.builders.iter().zip(receivers.iter_mut()) {
             while let Some(e) = receiver.try_recv() {
                 builder.process_graph_changes(e);
-                receiver.applied();
+                receiver.applied(1);
                 invariants::assert_ok(&self.graph);
             }
         }
