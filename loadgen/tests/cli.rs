@@ -17,6 +17,16 @@ fn report(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).expect("a report")).expect("JSON")
 }
 
+/// Runs loadgen with `args` and a `--report` file, which must succeed; its stdout and report.
+fn run_reported(args: &[&str]) -> (String, serde_json::Value) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("report.json");
+    let json_arg = json.display().to_string();
+    let out = loadgen(&[args, &["--report", &json_arg]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), report(&json))
+}
+
 const POD: &str = r#"{"type":"ADDED","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"n","uid":"0b8f3d6e-2f4a-4c1e-9a7b-1c2d3e4f5a6b"}}}"#;
 
 fn stream_with_a_truncated_second_line(dir: &Path) -> PathBuf {
@@ -47,8 +57,7 @@ fn a_malformed_value_should_stop_the_replay_with_its_file_line_and_reason() {
 fn skip_bad_should_skip_a_malformed_value_and_count_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = stream_with_a_truncated_second_line(dir.path());
-    let json = dir.path().join("report.json");
-    let out = loadgen(&[
+    let (_, r) = run_reported(&[
         "replay",
         &path.display().to_string(),
         "--mode",
@@ -57,11 +66,7 @@ fn skip_bad_should_skip_a_malformed_value_and_count_it() {
         "1",
         "--skip-bad",
         "--quiet",
-        "--report",
-        &json.display().to_string(),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let r = report(&json);
     assert_eq!((r["skipped_bad"].as_u64(), r["events"].as_u64()), (Some(1), Some(2)));
     assert_eq!(r["graph_nodes"].as_u64(), Some(2));
 }
@@ -119,20 +124,14 @@ fn generate_should_write_the_same_bytes_for_the_same_seed() {
 
 #[test]
 fn the_full_report_should_have_every_field_and_null_where_a_mode_does_not_apply() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let json = dir.path().join("full.json");
-    let out = loadgen(&[
+    let (_, r) = run_reported(&[
         "replay",
         &data("independent-small.kubectl.json"),
         "--mode",
         "full",
         "--require-outcome-ok",
         "--quiet",
-        "--report",
-        &json.display().to_string(),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let r = report(&json);
     assert_eq!(r["mode"], "full");
     assert_eq!(r["outcome_ok"], true);
     for key in [
@@ -288,21 +287,8 @@ fn kubeconfig_for(server: &str) -> String {
 
 #[test]
 fn memory_probe_should_print_and_report_a_row_a_size_and_refuse_a_size_beyond_memory() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let json = dir.path().join("probe.json");
-    let out = loadgen(&[
-        "memory-probe",
-        "--mib",
-        "1,3",
-        "--loads",
-        "20000",
-        "--report",
-        &json.display().to_string(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, probes) = run_reported(&["memory-probe", "--mib", "1,3", "--loads", "20000"]);
     assert!(stdout.contains("1 MiB") && stdout.contains("2 MiB"), "{stdout}");
-    let probes = report(&json);
     let bytes: Vec<u64> = probes
         .as_array()
         .expect("a list")

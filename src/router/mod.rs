@@ -84,9 +84,9 @@ pub struct Router {
     room: u64,
 }
 
-/// The receiving end of one partition, drained by its builder, which reports each event it has
-/// applied through [`PartitionReceiver::applied`], a run of events at a time. Not `Clone`: it is the partition's only writer
-/// of its applied count.
+/// The receiving end of one partition, drained by its builder, which reports the events it has
+/// applied through [`PartitionReceiver::applied`], a run of events at a time. Not `Clone`: it is
+/// the partition's only writer of its applied count.
 pub struct PartitionReceiver {
     events: mpsc::UnboundedReceiver<GraphEvent>,
     counts: Arc<Counts>,
