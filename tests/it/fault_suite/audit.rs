@@ -1,6 +1,5 @@
 //! What the simulated API server's audit logs say the collector did: who deleted what, when each
-//! object was removed, and whether two replicas ever wrote in turns (in the cluster, in a namespace
-//! or on one object).
+//! object was removed, and whether two replicas ever wrote in turns.
 //!
 //! A server restarted from its state file writes a new log, numbered from 1 again, so a request's
 //! place in time is (incarnation, seq). An object's *removal* is the collector's last successful
@@ -131,34 +130,17 @@ pub fn interleaved_writes(lines: &[Line]) -> Option<String> {
 /// Per object, the same rule: for sharded replicas, each writing its own objects at once, whose
 /// objects change hands only one way (a shard dies, or a new one takes a share).
 pub fn interleaved_writes_per_object(lines: &[Line]) -> Option<String> {
+    let mut by_object: std::collections::BTreeMap<Key, Vec<&Line>> = std::collections::BTreeMap::new();
     // A create names no object in its path (each replica creates its own Lease).
-    interleaved_by(lines, |l| {
-        (!l.name.is_empty()).then(|| format!("{}/{}/{}/{}", l.group, l.resource, l.namespace, l.name))
-    })
-}
-
-/// Per namespace, the same rule: a sharded replica acts on the namespaces of its ranges, so no
-/// two replicas ever take turns writing in one namespace. Leases are each replica's own, and a
-/// cluster-scoped object belongs to the replica of its UID's hash, so those are held to the rule
-/// per object ([`interleaved_writes_per_object`]).
-pub fn interleaved_writes_per_namespace(lines: &[Line]) -> Option<String> {
-    interleaved_by(lines, |l| {
-        (!l.namespace.is_empty() && l.resource != "leases").then(|| format!("namespace {}", l.namespace))
-    })
-}
-
-/// The first group of the collector's applied writes, grouped by `group` (none: in no group),
-/// in which two replicas took turns.
-fn interleaved_by(lines: &[Line], group: impl Fn(&Line) -> Option<String>) -> Option<String> {
-    let mut groups: std::collections::BTreeMap<String, Vec<&Line>> = std::collections::BTreeMap::new();
-    for l in lines.iter().filter(|l| l.by_collector() && l.wrote()) {
-        if let Some(g) = group(l) {
-            groups.entry(g).or_default().push(l);
-        }
+    for l in lines
+        .iter()
+        .filter(|l| l.by_collector() && l.wrote() && !l.name.is_empty())
+    {
+        by_object.entry(l.key()).or_default().push(l);
     }
-    groups
+    by_object
         .into_iter()
-        .find_map(|(g, writes)| interleaved(writes).map(|why| format!("{g}: {why}")))
+        .find_map(|(key, writes)| interleaved(writes).map(|why| format!("{}/{}: {why}", key.namespace, key.name)))
 }
 
 fn interleaved(writes: Vec<&Line>) -> Option<String> {
@@ -220,40 +202,5 @@ mod tests {
             );
             assert_eq!(interleaved_writes(&lines).is_some(), interleaves, "{after:?}");
         }
-    }
-
-    #[test]
-    fn two_replicas_taking_turns_in_one_namespace_should_interleave_whatever_the_objects_or_leases() {
-        let named = |seq, agent, name: &str, resource: &str| Line {
-            name: name.into(),
-            resource: resource.into(),
-            ..line(seq, agent, "delete", 200, Some(10 + seq))
-        };
-        let handed_over = [named(1, "a", "x", "pods"), named(2, "b", "y", "pods")];
-        assert_eq!(
-            interleaved_writes_per_namespace(&handed_over),
-            None,
-            "a handover is one way"
-        );
-        let back = [
-            named(1, "a", "x", "pods"),
-            named(2, "b", "y", "pods"),
-            named(3, "a", "z", "pods"),
-        ];
-        assert!(
-            interleaved_writes_per_namespace(&back).is_some(),
-            "a wrote again after b"
-        );
-        assert_eq!(interleaved_writes_per_object(&back), None, "each object had one writer");
-        let leases = [
-            named(1, "a", "a", "leases"),
-            named(2, "b", "b", "leases"),
-            named(3, "a", "a", "leases"),
-        ];
-        assert_eq!(
-            interleaved_writes_per_namespace(&leases),
-            None,
-            "each replica renews its own Lease"
-        );
     }
 }

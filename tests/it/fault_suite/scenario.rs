@@ -577,7 +577,7 @@ pub async fn run(scenario: &Scenario, seed: u64, scale: usize) -> Row {
         }
     }
     let interleaved = if sharded {
-        audit::interleaved_writes_per_object(&lines).or_else(|| audit::interleaved_writes_per_namespace(&lines))
+        audit::interleaved_writes_per_object(&lines)
     } else {
         audit::interleaved_writes(&lines)
     };
