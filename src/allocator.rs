@@ -112,8 +112,8 @@ mod tests {
 
     /// Allocates `count` blocks of `layout` through [`Allocator`] on a fresh thread (a fresh
     /// heap, so fresh pages, where the aligned entry point over-allocates) and returns the
-    /// usable size of each, after checking its alignment.
-    fn usable_sizes(layout: Layout, count: usize) -> Vec<usize> {
+    /// address and usable size of each, after checking its alignment.
+    fn blocks(layout: Layout, count: usize) -> Vec<(usize, usize)> {
         std::thread::spawn(move || {
             let blocks: Vec<*mut u8> = (0..count)
                 // SAFETY: the layout's size is not zero.
@@ -125,7 +125,7 @@ mod tests {
                     assert!(!p.is_null());
                     assert_eq!(p as usize % layout.align(), 0, "aligned as asked");
                     // SAFETY: `p` is a live mimalloc block.
-                    unsafe { ffi::mi_usable_size(p.cast()) }
+                    (p as usize, unsafe { ffi::mi_usable_size(p.cast()) })
                 })
                 .collect();
             for p in blocks {
@@ -138,11 +138,27 @@ mod tests {
         .expect("the allocating thread ends")
     }
 
+    fn usable_sizes(layout: Layout, count: usize) -> Vec<usize> {
+        blocks(layout, count).into_iter().map(|(_, size)| size).collect()
+    }
+
     #[test]
-    fn a_node_sized_block_should_take_its_own_size_class_not_the_next() {
-        let node = Layout::from_size_align(112, 8).expect("a valid layout");
-        let sizes = usable_sizes(node, 10_000);
+    fn a_block_should_take_its_own_size_class_not_the_next() {
+        let layout = Layout::from_size_align(112, 8).expect("a valid layout");
+        let sizes = usable_sizes(layout, 10_000);
         assert!(sizes.iter().all(|&s| s == 112), "{:?}", &sizes[..8]);
+    }
+
+    #[test]
+    fn a_node_should_sit_on_one_cache_line() {
+        // A handle's block: the node and its reference count. The map's prefetch of a node
+        // loads one line (`graph::raw::table`), so each block must lie within one.
+        let size = std::mem::size_of::<crate::graph::Node>() + std::mem::size_of::<usize>();
+        let node = Layout::from_size_align(size, 8).expect("a valid layout");
+        for (address, usable) in blocks(node, 10_000) {
+            assert_eq!(usable, 64, "the 64-byte class");
+            assert_eq!(address % 64, 0, "a block at {address:#x} straddles two lines");
+        }
     }
 
     #[test]
